@@ -1,0 +1,65 @@
+//! Deterministic encodings and content hashes.
+//!
+//! The compiled model holds no hash maps, so serde emits fields and list
+//! elements in one fixed order: the CBOR bytes of equal values are equal,
+//! and the SHA-256 of those bytes is a stable content hash.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot encode as CBOR: {0}")]
+    Cbor(String),
+    #[error("cannot encode as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// A SHA-256 digest, printed as `sha256:<hex>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hash(pub [u8; 32]);
+
+impl Hash {
+    pub fn of_bytes(bytes: &[u8]) -> Hash {
+        Hash(Sha256::digest(bytes).into())
+    }
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    /// The first 12 hex digits, for human output.
+    pub fn short(&self) -> String {
+        self.hex()[..12].to_string()
+    }
+}
+
+impl fmt::Display for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+impl fmt::Debug for Hash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for Hash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+pub fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, EncodeError> {
+    cbor4ii::serde::to_vec(Vec::new(), value).map_err(|e| EncodeError::Cbor(e.to_string()))
+}
+
+pub fn to_json<T: Serialize>(value: &T) -> Result<String, EncodeError> {
+    Ok(serde_json::to_string_pretty(value)?)
+}
+
+/// SHA-256 of the canonical CBOR encoding.
+pub fn content_hash<T: Serialize>(value: &T) -> Result<Hash, EncodeError> {
+    Ok(Hash::of_bytes(&to_cbor(value)?))
+}

@@ -1,0 +1,15 @@
+//! Agenra core model: labels, patterns, grants, the ledger, the session
+//! graph and the monitor step. Pure data and logic: no I/O, no clock reads
+//! (time is an input of every event).
+
+pub mod hash;
+pub mod label;
+pub mod pattern;
+pub mod policy;
+pub mod value;
+
+pub use hash::Hash;
+pub use label::{CategorySet, Label, LabelPattern, Sanitizer};
+pub use pattern::Pattern;
+pub use policy::Policy;
+pub use value::{ArgOp, ArgPredicate, ParamType, Value};

@@ -1,0 +1,307 @@
+//! The compiled policy: the core model that the policy language compiles to
+//! and that the monitor, the verifiers and the Lean spec interpret.
+//!
+//! Everything is referenced by index into the policy's own lists, so a
+//! compiled policy is self-contained, cheap to evaluate and serializes
+//! deterministically (no hash maps).
+
+use crate::label::{Label, LabelPattern, Level, Sanitizer};
+use crate::pattern::{glob_matches, Pattern};
+use crate::value::{ArgOp, ArgPredicate, ParamType, SetId};
+use serde::{Deserialize, Serialize};
+
+pub type ToolId = usize;
+pub type SinkId = usize;
+pub type FactId = usize;
+pub type AgentId = usize;
+pub type ScopeId = usize;
+pub type GrantId = usize;
+pub type SanitizerId = usize;
+
+/// The name of the root agent every policy has (agent 0).
+pub const ROOT_AGENT: &str = "main";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub name: String,
+    /// Sensitivity levels, lowest first; a `Level` indexes this list.
+    pub levels: Vec<String>,
+    /// Declared categories; bit `i` of a `CategorySet` is `categories[i]`.
+    pub categories: Vec<String>,
+    pub sinks: Vec<String>,
+    /// Discovered-resource sets, filled by results at run time.
+    pub sets: Vec<String>,
+    /// Facts that results establish (`Seen(fact)`).
+    pub facts: Vec<String>,
+    pub tools: Vec<Tool>,
+    /// Labels of resources, joined into the output label of any call whose
+    /// resource argument matches.
+    pub resources: Vec<ResourceLabel>,
+    pub sanitizers: Vec<Sanitizer>,
+    /// `agents[0]` is the root agent `main`; the others are delegates.
+    pub agents: Vec<Agent>,
+    pub scopes: Vec<Scope>,
+    /// Ordered: an admitted call consumes the first matching grant with quota.
+    pub grants: Vec<Grant>,
+    pub flow_rules: Vec<FlowRule>,
+    pub path_rules: Vec<PathRule>,
+    pub obligations: Vec<Obligation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Param {
+    pub name: String,
+    pub ty: ParamType,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub params: Vec<Param>,
+    /// The parameter that names the resource the call acts on (grants'
+    /// resource patterns and resource labels apply to it).
+    pub resource: Option<usize>,
+    /// Sinks the call's arguments flow into.
+    pub sinks: Vec<SinkId>,
+    /// Source rule: the label of what the tool returns (joined with the
+    /// labels of its inputs and of the resource it reads).
+    pub output: Label,
+    /// A trusted sanitizer specification that transforms the inputs' label.
+    pub sanitizer: Option<SanitizerId>,
+    /// Facts a succeeded result establishes.
+    pub facts: Vec<FactRule>,
+}
+
+impl Tool {
+    pub fn param_index(&self, name: &str) -> Option<usize> {
+        self.params.iter().position(|p| p.name == name)
+    }
+}
+
+/// `fact F [when output.FIELD OP VALUE]`: a succeeded result establishes
+/// `F`, if the output field satisfies the test.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactRule {
+    pub fact: FactId,
+    pub when: Option<OutputTest>,
+}
+
+/// A test on a top-level field of a result's JSON output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputTest {
+    pub field: String,
+    pub op: ArgOp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceLabel {
+    pub pattern: Pattern,
+    pub label: Label,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    pub name: String,
+    /// The delegator; `None` only for the root agent.
+    pub parent: Option<AgentId>,
+    /// Task scope: the tools this agent may call at all.
+    pub scope: Option<ScopeId>,
+}
+
+/// A task scope: tool-name globs an agent is confined to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    pub name: String,
+    pub tools: Vec<String>,
+}
+
+impl Scope {
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools.iter().any(|g| glob_matches(g, tool))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Quota {
+    Limited(u64),
+    Unlimited,
+}
+
+impl Quota {
+    pub fn is_available(self) -> bool {
+        self != Quota::Limited(0)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub name: String,
+    pub agent: AgentId,
+    pub tool: ToolId,
+    /// Pattern on the tool's resource argument (`None`: any resource).
+    pub resource: Option<Pattern>,
+    /// All must hold.
+    pub args: Vec<ArgPredicate>,
+    pub quota: Quota,
+    /// Admission needs a human approval: the unit is reserved, the call PAUSEs.
+    pub approval: bool,
+    /// The grant matches no call at or after this time (seconds).
+    pub expires_at: Option<u64>,
+    /// A succeeded result of a call admitted by this grant adds the values it
+    /// reports as discovered to this set.
+    pub discovers: Option<SetId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlowEffect {
+    /// Forbid flows whose label matches the (upward-closed) pattern.
+    Deny(LabelPattern),
+    /// Exempt flows whose label is at most this ceiling, when the conditions
+    /// hold. Downward closed, so exemptions never break taint monotonicity.
+    Allow(Label),
+}
+
+/// A flow rule on one sink. A flow into the sink is denied when some deny
+/// rule matches its label and no allow rule whose conditions hold has a
+/// ceiling above the label.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowRule {
+    pub name: String,
+    pub sink: SinkId,
+    pub effect: FlowEffect,
+    /// Conditions on the call's arguments, by parameter name; a tool without
+    /// the parameter fails the condition.
+    pub when: Vec<NamedArgTest>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamedArgTest {
+    pub param: String,
+    pub op: ArgOp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RuleEffect {
+    Deny,
+    Pause,
+}
+
+/// One step of a path pattern: a call that satisfies every given part.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct StepPattern {
+    /// Glob over the tool name.
+    pub tool: Option<String>,
+    /// The call reaches this sink.
+    pub sink: Option<SinkId>,
+    /// The call's output label matches (what it reads).
+    pub reads: Option<LabelPattern>,
+}
+
+impl StepPattern {
+    pub fn matches(&self, tool_name: &str, sinks: &[SinkId], output: &Label) -> bool {
+        self.tool.as_deref().is_none_or(|g| glob_matches(g, tool_name))
+            && self.sink.is_none_or(|s| sinks.contains(&s))
+            && self.reads.is_none_or(|p| p.matches(output))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PathKind {
+    /// The steps occur in this order among admitted calls, with anything in
+    /// between; the last step is the call being decided.
+    Sequence(Vec<StepPattern>),
+    /// At most `max` admitted calls match `step`; the call that would be
+    /// number `max + 1` is stopped.
+    AtMost { max: u64, step: StepPattern },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathRule {
+    pub name: String,
+    pub effect: RuleEffect,
+    pub kind: PathKind,
+    /// An admitted call matching this pattern starts the history afresh
+    /// ("since the last X").
+    pub reset: Option<StepPattern>,
+}
+
+/// `require FACT [since X] before TOOL`: a call matching `before` needs
+/// `Seen(fact)` after the last admitted call matching `since` (or ever).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Obligation {
+    pub name: String,
+    pub effect: RuleEffect,
+    pub fact: FactId,
+    /// Glob over tool names.
+    pub before: String,
+    /// Glob over tool names.
+    pub since: Option<String>,
+}
+
+impl Policy {
+    /// An empty policy with the root agent and one sensitivity level.
+    pub fn empty(name: &str) -> Policy {
+        Policy {
+            name: name.to_string(),
+            levels: vec!["public".into()],
+            categories: vec![],
+            sinks: vec![],
+            sets: vec![],
+            facts: vec![],
+            tools: vec![],
+            resources: vec![],
+            sanitizers: vec![],
+            agents: vec![Agent {
+                name: ROOT_AGENT.into(),
+                parent: None,
+                scope: None,
+            }],
+            scopes: vec![],
+            grants: vec![],
+            flow_rules: vec![],
+            path_rules: vec![],
+            obligations: vec![],
+        }
+    }
+
+    pub fn tool_id(&self, name: &str) -> Option<ToolId> {
+        self.tools.iter().position(|t| t.name == name)
+    }
+    pub fn agent_id(&self, name: &str) -> Option<AgentId> {
+        self.agents.iter().position(|a| a.name == name)
+    }
+
+    /// The agent and its delegators, nearest first, ending at the root.
+    /// Cycles (rejected by the compiler) are cut off.
+    pub fn agent_chain(&self, agent: AgentId) -> Vec<AgentId> {
+        let mut chain = vec![agent];
+        let mut cur = agent;
+        while let Some(p) = self.agents.get(cur).and_then(|a| a.parent) {
+            if chain.contains(&p) {
+                break;
+            }
+            chain.push(p);
+            cur = p;
+        }
+        chain
+    }
+
+    pub fn level_name(&self, l: Level) -> &str {
+        self.levels.get(l as usize).map_or("?", String::as_str)
+    }
+
+    /// `<level, {cat, ...}, trusted|untrusted>`, the surface syntax of a label.
+    pub fn show_label(&self, l: &Label) -> String {
+        let cats: Vec<&str> = l
+            .categories
+            .indexes()
+            .map(|i| self.categories.get(i).map_or("?", String::as_str))
+            .collect();
+        format!(
+            "<{}, {{{}}}, {}>",
+            self.level_name(l.sensitivity),
+            cats.join(", "),
+            if l.trusted { "trusted" } else { "untrusted" }
+        )
+    }
+}

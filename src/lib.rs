@@ -1,0 +1,1 @@
+//! Agenra: a verified authorization layer for LLM agents.
