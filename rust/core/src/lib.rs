@@ -13,3 +13,14 @@ pub use label::{CategorySet, Label, LabelPattern, Sanitizer};
 pub use pattern::Pattern;
 pub use policy::Policy;
 pub use value::{ArgOp, ArgPredicate, ParamType, Value};
+pub mod decision;
+pub mod event;
+pub mod graph;
+pub mod ledger;
+pub mod monitor;
+pub mod spec;
+pub mod validate;
+
+pub use decision::{Decision, StepError, StepOutput, Verdict};
+pub use event::{Call, Event, Report, Resolve};
+pub use monitor::{Monitor, MonitorError};

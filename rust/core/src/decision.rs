@@ -1,0 +1,209 @@
+//! What the monitor answers, and why.
+//!
+//! Reasons are structured (rendered against the policy only when someone
+//! reads them), so the hot path formats no strings.
+
+use crate::graph::NodeId;
+use crate::hash::Hash;
+use crate::label::Label;
+use crate::policy::{AgentId, FactId, GrantId, Policy, SinkId, ToolId};
+use crate::value::ParamType;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    Allow,
+    Deny,
+    Pause,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "ALLOW",
+            Verdict::Deny => "DENY",
+            Verdict::Pause => "PAUSE",
+        }
+    }
+}
+
+/// The rule or grant that decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    WellFormed,
+    Scope(usize),
+    Flow(usize),
+    Path(usize),
+    Obligation(usize),
+    Grant(GrantId),
+    NoGrant,
+}
+
+impl Rule {
+    pub fn name(&self, policy: &Policy) -> String {
+        let get = |names: Option<&String>| names.cloned().unwrap_or_else(|| "?".into());
+        match *self {
+            Rule::WellFormed => "well-formed".into(),
+            Rule::Scope(s) => get(policy.scopes.get(s).map(|s| &s.name)),
+            Rule::Flow(r) => get(policy.flow_rules.get(r).map(|r| &r.name)),
+            Rule::Path(r) => get(policy.path_rules.get(r).map(|r| &r.name)),
+            Rule::Obligation(r) => get(policy.obligations.get(r).map(|r| &r.name)),
+            Rule::Grant(g) => get(policy.grants.get(g).map(|g| &g.name)),
+            Rule::NoGrant => "no-grant".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    UnknownTool(String),
+    UnknownAgent(String),
+    MissingArg { param: String },
+    UnknownArg { param: String },
+    IllTyped { param: String, expected: ParamType, got: &'static str },
+    UnknownLineage { param: String, call: String },
+    OutOfScope { agent: AgentId },
+    Flow { sink: SinkId, label: Label },
+    PathCompleted,
+    CountExceeded { max: u64 },
+    ObligationUnmet { fact: FactId, since: bool },
+    NoGrant { agent: AgentId, exhausted: Option<GrantId> },
+    Granted { agent: AgentId },
+    NeedsApproval { grant: GrantId },
+    Approved,
+}
+
+/// Names the JSON type of an argument that has the wrong type.
+pub fn json_type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(n) if n.is_i64() => "int",
+        serde_json::Value::Number(_) => "non-integer number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub rule: Rule,
+    pub reason: Reason,
+    /// The call's node in the session graph.
+    pub node: NodeId,
+    pub tool: Option<ToolId>,
+    /// For a flow DENY: node ids from the labeled source to the sink.
+    pub path: Vec<NodeId>,
+    /// Units taken along the delegation chain (ALLOW and PAUSE).
+    pub grants: Vec<GrantId>,
+    pub ledger_hash: Hash,
+}
+
+impl Decision {
+    /// A sentence a person can read.
+    pub fn reason_text(&self, policy: &Policy) -> String {
+        reason_text(policy, &self.reason, self.rule, self.tool)
+    }
+}
+
+fn agent_name(policy: &Policy, a: AgentId) -> &str {
+    policy.agents.get(a).map_or("?", |a| a.name.as_str())
+}
+
+pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<ToolId>) -> String {
+    let tool_name = tool
+        .and_then(|t| policy.tools.get(t))
+        .map_or("?", |t| t.name.as_str());
+    let rule_name = rule.name(policy);
+    match reason {
+        Reason::UnknownTool(t) => format!("unknown tool `{t}`"),
+        Reason::UnknownAgent(a) => format!("unknown agent `{a}`"),
+        Reason::MissingArg { param } => format!("missing argument `{param}` of `{tool_name}`"),
+        Reason::UnknownArg { param } => format!("`{tool_name}` has no parameter `{param}`"),
+        Reason::IllTyped { param, expected, got } => {
+            format!("argument `{param}` of `{tool_name}` must be {expected}, got {got}")
+        }
+        Reason::UnknownLineage { param, call } => {
+            format!("lineage of `{param}` names unknown call `{call}`")
+        }
+        Reason::OutOfScope { agent } => format!(
+            "agent `{}` is confined to scope `{rule_name}`, which does not include `{tool_name}`",
+            agent_name(policy, *agent)
+        ),
+        Reason::Flow { sink, label } => format!(
+            "flow of {} into sink `{}` is denied by `{rule_name}`",
+            policy.show_label(label),
+            policy.sinks.get(*sink).map_or("?", String::as_str)
+        ),
+        Reason::PathCompleted => format!("`{tool_name}` would complete the forbidden path `{rule_name}`"),
+        Reason::CountExceeded { max } => {
+            format!("`{rule_name}` allows at most {max} such calls")
+        }
+        Reason::ObligationUnmet { fact, since } => format!(
+            "`{rule_name}` requires `{}` to have been seen{} before `{tool_name}`",
+            policy.facts.get(*fact).map_or("?", String::as_str),
+            if *since { " since the last reset" } else { "" }
+        ),
+        Reason::NoGrant { agent, exhausted } => match exhausted {
+            Some(g) => format!(
+                "grant `{}` of `{}` matches but has no quota left",
+                policy.grants.get(*g).map_or("?", |g| g.name.as_str()),
+                agent_name(policy, *agent)
+            ),
+            None => format!(
+                "no grant of `{}` covers this `{tool_name}` call",
+                agent_name(policy, *agent)
+            ),
+        },
+        Reason::Granted { agent } => format!(
+            "granted to `{}` by `{rule_name}`",
+            agent_name(policy, *agent)
+        ),
+        Reason::NeedsApproval { grant } => format!(
+            "grant `{}` requires a human approval",
+            policy.grants.get(*grant).map_or("?", |g| g.name.as_str())
+        ),
+        Reason::Approved => "approved by a human".into(),
+    }
+}
+
+/// The effect of a result, approval or rejection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub node: NodeId,
+    /// The grant that admitted the call (the caller's own).
+    pub rule: Option<Rule>,
+    pub reason: String,
+    pub refunded: Vec<GrantId>,
+    pub ledger_hash: Hash,
+}
+
+/// What one step returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepOutput {
+    Decision(Decision),
+    Applied(Applied),
+}
+
+/// Events that cannot be applied at all (as opposed to calls that are
+/// denied): the session is left unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    #[error("call id `{0}` is already used in this session")]
+    DuplicateCall(String),
+    #[error("unknown call `{0}`")]
+    UnknownCall(String),
+    #[error("call `{call}` is {status}, so it cannot take {event}")]
+    WrongState {
+        call: String,
+        status: &'static str,
+        event: &'static str,
+    },
+    #[error("time {time} is before the previous event's time {last}")]
+    TimeWentBackwards { time: u64, last: u64 },
+    #[error("the session graph is full (2^32 nodes)")]
+    GraphFull,
+}

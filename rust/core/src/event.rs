@@ -1,0 +1,87 @@
+//! Session events, as a gateway or a trace file reports them
+//! (`docs/events.md`). Unknown fields are rejected so that a misspelled
+//! `lineage` can never silently widen a flow.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// An agent asks to call a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    /// Unique within the session; results and approvals name it.
+    pub id: String,
+    /// Seconds; never less than the previous event's time.
+    pub time: u64,
+    /// The calling agent (default: `main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    pub tool: String,
+    #[serde(default)]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// Observed lineage: for each argument, the calls whose outputs it came
+    /// from. An argument not listed gets the conservative edge from
+    /// everything the session has read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lineage: BTreeMap<String, Vec<String>>,
+    /// Inferred lineage: recorded for audit, never used to narrow a flow.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inferred: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The call ran; its output is labeled and what it discovered is added.
+    Succeeded,
+    /// The call had no effect: its units are returned.
+    Failed,
+    /// Nobody knows whether it had an effect: its units stay spent and its
+    /// output is assumed read.
+    Unknown,
+}
+
+/// The result of an admitted call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub call: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<u64>,
+    pub status: Outcome,
+    /// The tool's output, for `fact ... when output.FIELD ...` tests.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub output: serde_json::Value,
+    /// Resources the result discovered (e.g. contact addresses).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub discovered: Vec<String>,
+}
+
+/// A human's answer to a PAUSE.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resolve {
+    pub call: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Event {
+    Call(Call),
+    Result(Report),
+    Approve(Resolve),
+    Reject(Resolve),
+}
+
+impl Event {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Call(_) => "call",
+            Event::Result(_) => "result",
+            Event::Approve(_) => "approve",
+            Event::Reject(_) => "reject",
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Internal consistency of a compiled policy: every index points into its
+//! list. The compiler only produces valid policies, but a policy can also be
+//! read from JSON or CBOR, and the monitor must never index out of bounds.
+
+use crate::label::MAX_CATEGORIES;
+use crate::policy::{PathKind, Policy, StepPattern};
+use crate::value::{ArgOp, ArgPredicate};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {problem}")]
+pub struct ModelError {
+    /// Where, e.g. `grants[3].tool`.
+    pub what: String,
+    pub problem: String,
+}
+
+fn bad(what: impl Into<String>, problem: impl Into<String>) -> ModelError {
+    ModelError {
+        what: what.into(),
+        problem: problem.into(),
+    }
+}
+
+fn index(what: String, i: usize, len: usize, list: &str) -> Result<(), ModelError> {
+    if i < len {
+        Ok(())
+    } else {
+        Err(bad(what, format!("index {i} is out of range ({len} {list})")))
+    }
+}
+
+pub fn validate(p: &Policy) -> Result<(), ModelError> {
+    if p.levels.is_empty() || p.levels.len() > 256 {
+        return Err(bad("levels", "must hold 1 to 256 levels"));
+    }
+    if p.categories.len() > MAX_CATEGORIES {
+        return Err(bad("categories", format!("at most {MAX_CATEGORIES} categories")));
+    }
+    if p.agents.first().is_none_or(|a| a.parent.is_some()) {
+        return Err(bad("agents[0]", "the root agent must exist and have no parent"));
+    }
+    if p.agents.len() > u16::MAX as usize {
+        return Err(bad("agents", "too many agents"));
+    }
+    let level_ok = |what: String, l: u8| index(what, l as usize, p.levels.len(), "levels");
+    let label_ok = |what: String, l: &crate::label::Label| -> Result<(), ModelError> {
+        level_ok(format!("{what}.sensitivity"), l.sensitivity)?;
+        if l.categories.0 >> p.categories.len().min(63) > 0 && p.categories.len() < 64 {
+            return Err(bad(format!("{what}.categories"), "names an undeclared category"));
+        }
+        Ok(())
+    };
+    let args_ok = |what: String, preds: &[ArgPredicate], params: usize| -> Result<(), ModelError> {
+        for (i, a) in preds.iter().enumerate() {
+            index(format!("{what}[{i}].param"), a.param, params, "parameters")?;
+            if let ArgOp::InSet(s) = a.op {
+                index(format!("{what}[{i}].op"), s, p.sets.len(), "sets")?;
+            }
+        }
+        Ok(())
+    };
+    let step_ok = |what: String, s: &StepPattern| -> Result<(), ModelError> {
+        if let Some(sink) = s.sink {
+            index(format!("{what}.sink"), sink, p.sinks.len(), "sinks")?;
+        }
+        if let Some(l) = s.reads.and_then(|r| r.min_sensitivity) {
+            level_ok(format!("{what}.reads"), l)?;
+        }
+        Ok(())
+    };
+    for (t, tool) in p.tools.iter().enumerate() {
+        if let Some(r) = tool.resource {
+            index(format!("tools[{t}].resource"), r, tool.params.len(), "parameters")?;
+        }
+        for (i, s) in tool.sinks.iter().enumerate() {
+            index(format!("tools[{t}].sinks[{i}]"), *s, p.sinks.len(), "sinks")?;
+        }
+        label_ok(format!("tools[{t}].output"), &tool.output)?;
+        if let Some(s) = tool.sanitizer {
+            index(format!("tools[{t}].sanitizer"), s, p.sanitizers.len(), "sanitizers")?;
+        }
+        for (i, f) in tool.facts.iter().enumerate() {
+            index(format!("tools[{t}].facts[{i}].fact"), f.fact, p.facts.len(), "facts")?;
+        }
+    }
+    for (i, r) in p.resources.iter().enumerate() {
+        label_ok(format!("resources[{i}].label"), &r.label)?;
+    }
+    for (i, s) in p.sanitizers.iter().enumerate() {
+        if let Some(l) = s.max_sensitivity {
+            level_ok(format!("sanitizers[{i}].max_sensitivity"), l)?;
+        }
+    }
+    for (a, agent) in p.agents.iter().enumerate().skip(1) {
+        match agent.parent {
+            Some(parent) => index(format!("agents[{a}].parent"), parent, p.agents.len(), "agents")?,
+            None => return Err(bad(format!("agents[{a}].parent"), "a delegate needs a delegator")),
+        }
+        if p.agent_chain(a).last() != Some(&0) {
+            return Err(bad(format!("agents[{a}].parent"), "the delegation chain has a cycle"));
+        }
+    }
+    for (a, agent) in p.agents.iter().enumerate() {
+        if let Some(s) = agent.scope {
+            index(format!("agents[{a}].scope"), s, p.scopes.len(), "scopes")?;
+        }
+    }
+    for (g, grant) in p.grants.iter().enumerate() {
+        index(format!("grants[{g}].agent"), grant.agent, p.agents.len(), "agents")?;
+        index(format!("grants[{g}].tool"), grant.tool, p.tools.len(), "tools")?;
+        if grant.resource.is_some() && p.tools[grant.tool].resource.is_none() {
+            return Err(bad(format!("grants[{g}].resource"), "the tool has no resource parameter"));
+        }
+        args_ok(format!("grants[{g}].args"), &grant.args, p.tools[grant.tool].params.len())?;
+        if let Some(s) = grant.discovers {
+            index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
+        }
+    }
+    for (r, rule) in p.flow_rules.iter().enumerate() {
+        index(format!("flow_rules[{r}].sink"), rule.sink, p.sinks.len(), "sinks")?;
+        match rule.effect {
+            crate::policy::FlowEffect::Allow(l) => label_ok(format!("flow_rules[{r}].ceiling"), &l)?,
+            crate::policy::FlowEffect::Deny(pat) => {
+                if let Some(l) = pat.min_sensitivity {
+                    level_ok(format!("flow_rules[{r}].pattern"), l)?;
+                }
+            }
+        }
+        for (i, t) in rule.when.iter().enumerate() {
+            if let ArgOp::InSet(s) = t.op {
+                index(format!("flow_rules[{r}].when[{i}]"), s, p.sets.len(), "sets")?;
+            }
+        }
+    }
+    for (r, rule) in p.path_rules.iter().enumerate() {
+        match &rule.kind {
+            PathKind::Sequence(steps) => {
+                if steps.is_empty() {
+                    return Err(bad(format!("path_rules[{r}]"), "a path needs at least one step"));
+                }
+                for (i, s) in steps.iter().enumerate() {
+                    step_ok(format!("path_rules[{r}].steps[{i}]"), s)?;
+                }
+            }
+            PathKind::AtMost { step, .. } => step_ok(format!("path_rules[{r}].step"), step)?,
+        }
+        if let Some(reset) = &rule.reset {
+            step_ok(format!("path_rules[{r}].reset"), reset)?;
+        }
+    }
+    for (o, ob) in p.obligations.iter().enumerate() {
+        index(format!("obligations[{o}].fact"), ob.fact, p.facts.len(), "facts")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,392 @@
+//! Tokens with spans. Comments are returned separately (the parser attaches
+//! them to statements for the formatter); a malformed token becomes an
+//! `Error` token carrying its message, so lexing never fails.
+
+use crate::span::Span;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Punct {
+    Semi,
+    Colon,
+    Comma,
+    LParen,
+    RParen,
+    LBrace,
+    RBrace,
+    LBracket,
+    RBracket,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    EqEq,
+    Ne,
+    Arrow,
+    Assign,
+}
+
+impl Punct {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Punct::Semi => ";",
+            Punct::Colon => ":",
+            Punct::Comma => ",",
+            Punct::LParen => "(",
+            Punct::RParen => ")",
+            Punct::LBrace => "{",
+            Punct::RBrace => "}",
+            Punct::LBracket => "[",
+            Punct::RBracket => "]",
+            Punct::Lt => "<",
+            Punct::Gt => ">",
+            Punct::Le => "<=",
+            Punct::Ge => ">=",
+            Punct::EqEq => "==",
+            Punct::Ne => "!=",
+            Punct::Arrow => "->",
+            Punct::Assign => "=",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    /// An identifier, possibly dotted (`fs.read`). Keywords are identifiers.
+    Ident(String),
+    /// A string literal, unescaped.
+    Str(String),
+    Int(i64),
+    Punct(Punct),
+    /// A malformed token and what is wrong with it.
+    Error(String),
+    Eof,
+}
+
+impl fmt::Display for TokenKind {
+    /// How a token is named in "found ..." messages.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenKind::Ident(s) => write!(f, "`{s}`"),
+            TokenKind::Str(s) => write!(f, "string {}", quote(s)),
+            TokenKind::Int(i) => write!(f, "integer `{i}`"),
+            TokenKind::Punct(p) => write!(f, "`{}`", p.as_str()),
+            TokenKind::Error(m) => f.write_str(m),
+            TokenKind::Eof => f.write_str("end of file"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub kind: TokenKind,
+    pub span: Span,
+    /// A blank line separates this token from the previous token or comment.
+    pub blank_before: bool,
+}
+
+/// A `//` comment: `text` is what follows `//`, without trailing whitespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LexComment {
+    pub text: String,
+    pub span: Span,
+    pub blank_before: bool,
+}
+
+/// The canonical string literal for `s`: `"` and `\` escaped, newlines and
+/// tabs as `\n` and `\t`.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+pub fn is_ident_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+pub fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+struct Lexer<'a> {
+    src: &'a str,
+    chars: Vec<(usize, char)>,
+    i: usize,
+    line: u32,
+    col: u32,
+    newlines_since_last: u32,
+    tokens: Vec<Token>,
+    comments: Vec<LexComment>,
+}
+
+/// Splits `src` into tokens (ending with `Eof`) and comments.
+pub fn lex(src: &str) -> (Vec<Token>, Vec<LexComment>) {
+    let mut lx = Lexer {
+        src,
+        chars: src.char_indices().collect(),
+        i: 0,
+        line: 1,
+        col: 1,
+        newlines_since_last: 0,
+        tokens: Vec::new(),
+        comments: Vec::new(),
+    };
+    lx.run();
+    (lx.tokens, lx.comments)
+}
+
+impl Lexer<'_> {
+    fn peek_at(&self, k: usize) -> Option<char> {
+        self.chars.get(self.i + k).map(|(_, c)| *c)
+    }
+
+    fn offset(&self) -> usize {
+        self.chars.get(self.i).map_or(self.src.len(), |(o, _)| *o)
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek_at(0)?;
+        self.i += 1;
+        if c == '\n' {
+            self.line += 1;
+            self.col = 1;
+            self.newlines_since_last += 1;
+        } else {
+            self.col += 1;
+        }
+        Some(c)
+    }
+
+    fn here(&self) -> Span {
+        let o = self.offset();
+        Span {
+            start: o,
+            end: o,
+            line: self.line,
+            col: self.col,
+        }
+    }
+
+    fn push(&mut self, kind: TokenKind, start: Span) {
+        let span = Span {
+            end: self.offset(),
+            ..start
+        };
+        self.tokens.push(Token {
+            kind,
+            span,
+            blank_before: self.newlines_since_last >= 2,
+        });
+        self.newlines_since_last = 0;
+    }
+
+    fn run(&mut self) {
+        while let Some(c) = self.peek_at(0) {
+            let start = self.here();
+            if c.is_whitespace() {
+                self.bump();
+            } else if c == '/' && self.peek_at(1) == Some('/') {
+                self.comment(start);
+            } else if is_ident_start(c) {
+                self.ident(start);
+            } else if c.is_ascii_digit() || (c == '-' && self.peek_at(1).is_some_and(|d| d.is_ascii_digit())) {
+                self.int(start);
+            } else if c == '"' {
+                self.string(start);
+            } else {
+                self.punct(start, c);
+            }
+        }
+        let end = self.here();
+        self.push(TokenKind::Eof, end);
+    }
+
+    fn comment(&mut self, start: Span) {
+        self.bump();
+        self.bump();
+        let mut text = String::new();
+        while let Some(c) = self.peek_at(0).filter(|c| *c != '\n') {
+            text.push(c);
+            self.bump();
+        }
+        let span = Span {
+            end: self.offset(),
+            ..start
+        };
+        self.comments.push(LexComment {
+            text: text.trim_end().to_string(),
+            span,
+            blank_before: self.newlines_since_last >= 2,
+        });
+        self.newlines_since_last = 0;
+    }
+
+    fn ident(&mut self, start: Span) {
+        let mut name = String::new();
+        loop {
+            while let Some(c) = self.peek_at(0).filter(|c| is_ident_char(*c)) {
+                name.push(c);
+                self.bump();
+            }
+            // A dot directly between identifier parts continues the name.
+            if self.peek_at(0) == Some('.') && self.peek_at(1).is_some_and(is_ident_start) {
+                name.push('.');
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        self.push(TokenKind::Ident(name), start);
+    }
+
+    fn int(&mut self, start: Span) {
+        let mut digits = String::new();
+        if self.peek_at(0) == Some('-') {
+            digits.push('-');
+            self.bump();
+        }
+        while let Some(c) = self.peek_at(0).filter(char::is_ascii_digit) {
+            digits.push(c);
+            self.bump();
+        }
+        let kind = match digits.parse::<i64>() {
+            Ok(v) => TokenKind::Int(v),
+            Err(_) => TokenKind::Error(format!("integer `{digits}` does not fit in 64 bits")),
+        };
+        self.push(kind, start);
+    }
+
+    fn string(&mut self, start: Span) {
+        self.bump();
+        let mut value = String::new();
+        let mut error: Option<String> = None;
+        loop {
+            match self.peek_at(0) {
+                None | Some('\n') => {
+                    self.push(TokenKind::Error("unterminated string".into()), start);
+                    return;
+                }
+                Some('"') => {
+                    self.bump();
+                    break;
+                }
+                Some('\\') => {
+                    self.bump();
+                    match self.peek_at(0) {
+                        Some('"') => value.push('"'),
+                        Some('\\') => value.push('\\'),
+                        Some('n') => value.push('\n'),
+                        Some('t') => value.push('\t'),
+                        // Leave the newline (or end) to end the string above.
+                        None | Some('\n') => continue,
+                        Some(c) => {
+                            error.get_or_insert(format!(
+                                "unknown escape `\\{c}` in string (use \\\", \\\\, \\n or \\t)"
+                            ));
+                        }
+                    }
+                    self.bump();
+                }
+                Some(c) => {
+                    value.push(c);
+                    self.bump();
+                }
+            }
+        }
+        let kind = error.map_or(TokenKind::Str(value), TokenKind::Error);
+        self.push(kind, start);
+    }
+
+    fn punct(&mut self, start: Span, c: char) {
+        let next = self.peek_at(1);
+        let (p, len) = match (c, next) {
+            ('<', Some('=')) => (Some(Punct::Le), 2),
+            ('>', Some('=')) => (Some(Punct::Ge), 2),
+            ('=', Some('=')) => (Some(Punct::EqEq), 2),
+            ('!', Some('=')) => (Some(Punct::Ne), 2),
+            ('-', Some('>')) => (Some(Punct::Arrow), 2),
+            (';', _) => (Some(Punct::Semi), 1),
+            (':', _) => (Some(Punct::Colon), 1),
+            (',', _) => (Some(Punct::Comma), 1),
+            ('(', _) => (Some(Punct::LParen), 1),
+            (')', _) => (Some(Punct::RParen), 1),
+            ('{', _) => (Some(Punct::LBrace), 1),
+            ('}', _) => (Some(Punct::RBrace), 1),
+            ('[', _) => (Some(Punct::LBracket), 1),
+            (']', _) => (Some(Punct::RBracket), 1),
+            ('<', _) => (Some(Punct::Lt), 1),
+            ('>', _) => (Some(Punct::Gt), 1),
+            ('=', _) => (Some(Punct::Assign), 1),
+            _ => (None, 1),
+        };
+        for _ in 0..len {
+            self.bump();
+        }
+        let kind = p.map_or_else(
+            || TokenKind::Error(format!("unexpected character `{}`", c.escape_debug())),
+            TokenKind::Punct,
+        );
+        self.push(kind, start);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<TokenKind> {
+        lex(src).0.into_iter().map(|t| t.kind).collect()
+    }
+
+    #[test]
+    fn dotted_identifiers_are_one_token() {
+        assert_eq!(
+            kinds("fs.read a. b"),
+            vec![
+                TokenKind::Ident("fs.read".into()),
+                TokenKind::Ident("a".into()),
+                TokenKind::Error("unexpected character `.`".into()),
+                TokenKind::Ident("b".into()),
+                TokenKind::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_arrows_and_strings() {
+        assert_eq!(
+            kinds(r#"-3 -> "a\"b\n" <= !"#),
+            vec![
+                TokenKind::Int(-3),
+                TokenKind::Punct(Punct::Arrow),
+                TokenKind::Str("a\"b\n".into()),
+                TokenKind::Punct(Punct::Le),
+                TokenKind::Error("unexpected character `!`".into()),
+                TokenKind::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn spans_and_comments() {
+        let (toks, comments) = lex("a // hi \n\n  b \"x\n");
+        assert_eq!(toks[1].span.line, 3);
+        assert_eq!(toks[1].span.col, 3);
+        assert!(toks[1].blank_before);
+        assert_eq!(toks[2].kind, TokenKind::Error("unterminated string".into()));
+        assert_eq!(toks[2].span.col, 5);
+        assert_eq!(comments[0].text, " hi");
+        assert_eq!(quote("a\"\\\n\t"), r#""a\"\\\n\t""#);
+    }
+}
