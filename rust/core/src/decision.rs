@@ -59,18 +59,46 @@ impl Rule {
 pub enum Reason {
     UnknownTool(String),
     UnknownAgent(String),
-    MissingArg { param: String },
-    UnknownArg { param: String },
-    IllTyped { param: String, expected: ParamType, got: &'static str },
-    UnknownLineage { param: String, call: String },
-    OutOfScope { agent: AgentId },
-    Flow { sink: SinkId, label: Label },
+    MissingArg {
+        param: String,
+    },
+    UnknownArg {
+        param: String,
+    },
+    IllTyped {
+        param: String,
+        expected: ParamType,
+        got: &'static str,
+    },
+    UnknownLineage {
+        param: String,
+        call: String,
+    },
+    OutOfScope {
+        agent: AgentId,
+    },
+    Flow {
+        sink: SinkId,
+        label: Label,
+    },
     PathCompleted,
-    CountExceeded { max: u64 },
-    ObligationUnmet { fact: FactId, since: bool },
-    NoGrant { agent: AgentId, exhausted: Option<GrantId> },
-    Granted { agent: AgentId },
-    NeedsApproval { grant: GrantId },
+    CountExceeded {
+        max: u64,
+    },
+    ObligationUnmet {
+        fact: FactId,
+        since: bool,
+    },
+    NoGrant {
+        agent: AgentId,
+        exhausted: Option<GrantId>,
+    },
+    Granted {
+        agent: AgentId,
+    },
+    NeedsApproval {
+        grant: GrantId,
+    },
     Approved,
 }
 
@@ -123,7 +151,11 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
         Reason::UnknownAgent(a) => format!("unknown agent `{a}`"),
         Reason::MissingArg { param } => format!("missing argument `{param}` of `{tool_name}`"),
         Reason::UnknownArg { param } => format!("`{tool_name}` has no parameter `{param}`"),
-        Reason::IllTyped { param, expected, got } => {
+        Reason::IllTyped {
+            param,
+            expected,
+            got,
+        } => {
             format!("argument `{param}` of `{tool_name}` must be {expected}, got {got}")
         }
         Reason::UnknownLineage { param, call } => {
@@ -138,7 +170,9 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
             policy.show_label(label),
             policy.sinks.get(*sink).map_or("?", String::as_str)
         ),
-        Reason::PathCompleted => format!("`{tool_name}` would complete the forbidden path `{rule_name}`"),
+        Reason::PathCompleted => {
+            format!("`{tool_name}` would complete the forbidden path `{rule_name}`")
+        }
         Reason::CountExceeded { max } => {
             format!("`{rule_name}` allows at most {max} such calls")
         }

@@ -120,7 +120,14 @@ impl Graph {
         NodeId((self.nodes.len() - 1) as u32)
     }
 
-    pub fn push_edge(&mut self, from: NodeId, to: NodeId, kind: EdgeKind, trust: Trust, param: u16) {
+    pub fn push_edge(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        kind: EdgeKind,
+        trust: Trust,
+        param: u16,
+    ) {
         self.edges.push(Edge {
             from,
             to,

@@ -14,7 +14,9 @@ pub type Level = u8;
 pub const MAX_CATEGORIES: usize = 64;
 
 /// A set of category indexes, as a 64-bit set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct CategorySet(pub u64);
 
@@ -27,9 +29,9 @@ impl CategorySet {
         CategorySet(1u64 << (index % MAX_CATEGORIES))
     }
     pub fn from_indexes(indexes: impl IntoIterator<Item = usize>) -> CategorySet {
-        indexes
-            .into_iter()
-            .fold(CategorySet::EMPTY, |acc, i| acc.union(CategorySet::single(i)))
+        indexes.into_iter().fold(CategorySet::EMPTY, |acc, i| {
+            acc.union(CategorySet::single(i))
+        })
     }
     pub fn union(self, other: CategorySet) -> CategorySet {
         CategorySet(self.0 | other.0)

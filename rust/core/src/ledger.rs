@@ -37,7 +37,9 @@ impl Ledger {
     /// Returns one unit of `g`, never beyond the grant's quota in `policy`.
     pub fn refund(&mut self, policy: &Policy, g: GrantId) {
         let cap = policy.grants.get(g).map(|gr| gr.quota);
-        if let (Some(Quota::Limited(n)), Some(Quota::Limited(cap))) = (self.remaining.get_mut(g), cap) {
+        if let (Some(Quota::Limited(n)), Some(Quota::Limited(cap))) =
+            (self.remaining.get_mut(g), cap)
+        {
             if *n < cap {
                 *n += 1;
             }

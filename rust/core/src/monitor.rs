@@ -16,7 +16,9 @@ use crate::graph::{
 use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
 use crate::ledger::Ledger;
-use crate::policy::{AgentId, FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, ToolId};
+use crate::policy::{
+    AgentId, FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, ToolId,
+};
 use crate::spec;
 use crate::validate::{validate, ModelError};
 use crate::value::Value;
@@ -92,7 +94,9 @@ impl Index {
             .path_rules
             .iter()
             .map(|r| match &r.kind {
-                PathKind::Sequence(steps) => steps.iter().map(|s| tools_matching(policy, s)).collect(),
+                PathKind::Sequence(steps) => {
+                    steps.iter().map(|s| tools_matching(policy, s)).collect()
+                }
                 PathKind::AtMost { step, .. } => vec![tools_matching(policy, step)],
             })
             .collect();
@@ -202,6 +206,14 @@ impl Session {
     pub fn held_grants(&self, id: &str) -> Option<&[GrantId]> {
         let node = self.calls.get(id)?;
         self.held.get(node).map(|h| h.grants.as_slice())
+    }
+
+    /// The id of the call at `node` (a scan: for explanations, not the hot path).
+    pub fn call_id_of(&self, node: NodeId) -> Option<&str> {
+        self.calls
+            .iter()
+            .find(|(_, n)| **n == node)
+            .map(|(id, _)| id.as_str())
     }
 
     fn context_label(&self) -> Label {
@@ -317,7 +329,7 @@ impl Monitor {
         let tool = resolved.tool;
 
         // 2. Append the call and connect its arguments to their sources.
-        let (node, input) = self.append_call(&resolved, time);
+        let (node, input) = self.append_call(&call.id, &resolved, time);
 
         // 3. Flows into every sink the call reaches.
         if let Some((rule, sink)) = self.violated_flow(&resolved, &input) {
@@ -344,7 +356,15 @@ impl Monitor {
             match effect {
                 RuleEffect::Deny => {
                     self.set_status(node, Status::Denied);
-                    return Ok(self.decide(Verdict::Deny, rule, reason, node, Some(tool), vec![], vec![]));
+                    return Ok(self.decide(
+                        Verdict::Deny,
+                        rule,
+                        reason,
+                        node,
+                        Some(tool),
+                        vec![],
+                        vec![],
+                    ));
                 }
                 RuleEffect::Pause => {
                     pause.get_or_insert((rule, reason));
@@ -358,7 +378,15 @@ impl Monitor {
             Ok(g) => g,
             Err(reason) => {
                 self.set_status(node, Status::Denied);
-                return Ok(self.decide(Verdict::Deny, Rule::NoGrant, reason, node, Some(tool), vec![], vec![]));
+                return Ok(self.decide(
+                    Verdict::Deny,
+                    Rule::NoGrant,
+                    reason,
+                    node,
+                    Some(tool),
+                    vec![],
+                    vec![],
+                ));
             }
         };
         for &g in &grants {
@@ -372,7 +400,11 @@ impl Monitor {
         let seq = self.session.seq;
         let (verdict, rule, reason) = match (pause, approval) {
             (Some((rule, reason)), _) => (Verdict::Pause, rule, reason),
-            (None, Some(&g)) => (Verdict::Pause, Rule::Grant(g), Reason::NeedsApproval { grant: g }),
+            (None, Some(&g)) => (
+                Verdict::Pause,
+                Rule::Grant(g),
+                Reason::NeedsApproval { grant: g },
+            ),
             (None, None) => (
                 Verdict::Allow,
                 Rule::Grant(own),
@@ -441,12 +473,22 @@ impl Monitor {
         }
         let spec = &policy.tools[tool];
         if let Some(extra) = call.args.keys().find(|k| spec.param_index(k).is_none()) {
-            return Err((Rule::WellFormed, Reason::UnknownArg { param: extra.clone() }));
+            return Err((
+                Rule::WellFormed,
+                Reason::UnknownArg {
+                    param: extra.clone(),
+                },
+            ));
         }
         let mut args = Vec::with_capacity(spec.params.len());
         for p in &spec.params {
             let raw = call.args.get(&p.name).ok_or_else(|| {
-                (Rule::WellFormed, Reason::MissingArg { param: p.name.clone() })
+                (
+                    Rule::WellFormed,
+                    Reason::MissingArg {
+                        param: p.name.clone(),
+                    },
+                )
             })?;
             match Value::from_json(raw).filter(|v| v.ty() == p.ty) {
                 Some(v) => args.push(v),
@@ -464,7 +506,12 @@ impl Monitor {
         }
         let lookup = |param: &str, ids: &Vec<String>| -> Result<(usize, Vec<NodeId>), Malformed> {
             let index = spec.param_index(param).ok_or_else(|| {
-                (Rule::WellFormed, Reason::UnknownArg { param: param.to_string() })
+                (
+                    Rule::WellFormed,
+                    Reason::UnknownArg {
+                        param: param.to_string(),
+                    },
+                )
             })?;
             let nodes = ids
                 .iter()
@@ -533,7 +580,7 @@ impl Monitor {
 
     /// Appends the call node with its edges; returns it and the label of the
     /// data flowing into it.
-    fn append_call(&mut self, r: &Resolved, time: u64) -> (NodeId, Label) {
+    fn append_call(&mut self, id: &str, r: &Resolved, time: u64) -> (NodeId, Label) {
         let policy = Arc::clone(&self.policy);
         let spec = &policy.tools[r.tool];
         let graph = &self.session.graph;
@@ -566,7 +613,9 @@ impl Monitor {
         }
         let kind = if !spec.sinks.is_empty() {
             NodeKind::Sink
-        } else if spec.output != Label::BOTTOM || (!policy.resources.is_empty() && spec.resource.is_some()) {
+        } else if spec.output != Label::BOTTOM
+            || (!policy.resources.is_empty() && spec.resource.is_some())
+        {
             NodeKind::Source
         } else {
             NodeKind::Tool
@@ -581,6 +630,7 @@ impl Monitor {
             time,
         });
         self.link_control(node);
+        self.session.calls.insert(id.to_string(), node);
         let graph = &mut self.session.graph;
         if needs_context {
             graph.push_edge(CONTEXT, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
@@ -664,7 +714,11 @@ impl Monitor {
                 }
                 PathKind::AtMost { max, step } => {
                     if progress >= *max && self.step_matches(&steps[0], step, &n) {
-                        out.push((Rule::Path(r), Reason::CountExceeded { max: *max }, rule.effect));
+                        out.push((
+                            Rule::Path(r),
+                            Reason::CountExceeded { max: *max },
+                            rule.effect,
+                        ));
                     }
                 }
             }
@@ -701,7 +755,15 @@ impl Monitor {
             let mut exhausted = None;
             let found = candidates.iter().copied().find(|&g| {
                 let grant = &policy.grants[g];
-                if !spec::grant_matches(policy, grant, agent, r.tool, &r.args, time, &self.session.sets) {
+                if !spec::grant_matches(
+                    policy,
+                    grant,
+                    agent,
+                    r.tool,
+                    &r.args,
+                    time,
+                    &self.session.sets,
+                ) {
                     return false;
                 }
                 if self.session.ledger.has_quota(g) {
@@ -758,7 +820,13 @@ impl Monitor {
         }
     }
 
-    fn applied(&self, node: NodeId, rule: Option<Rule>, reason: String, refunded: Vec<GrantId>) -> Applied {
+    fn applied(
+        &self,
+        node: NodeId,
+        rule: Option<Rule>,
+        reason: String,
+        refunded: Vec<GrantId>,
+    ) -> Applied {
         Applied {
             node,
             rule,
@@ -789,7 +857,11 @@ impl Monitor {
             .get(call)
             .copied()
             .ok_or_else(|| StepError::UnknownCall(call.to_string()))?;
-        let status = self.session.graph.node(node).map_or(Status::Denied, |n| n.status);
+        let status = self
+            .session
+            .graph
+            .node(node)
+            .map_or(Status::Denied, |n| n.status);
         if status != want {
             return Err(StepError::WrongState {
                 call: call.to_string(),
@@ -826,7 +898,12 @@ impl Monitor {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
                 self.refund(&held.grants);
-                Ok(self.applied(node, rule, "failed with no effect: units returned".into(), held.grants))
+                Ok(self.applied(
+                    node,
+                    rule,
+                    "failed with no effect: units returned".into(),
+                    held.grants,
+                ))
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
@@ -842,7 +919,10 @@ impl Monitor {
                 self.set_status(node, Status::Succeeded);
                 self.merge_into_context(node, n.label, Trust::Observed);
                 let mut notes = vec!["succeeded".to_string()];
-                let target = held.grants.first().and_then(|&g| policy.grants[g].discovers);
+                let target = held
+                    .grants
+                    .first()
+                    .and_then(|&g| policy.grants[g].discovers);
                 if let Some(set) = target {
                     let before = self.session.sets[set].len();
                     self.session.sets[set].extend(report.discovered.iter().cloned());
@@ -863,7 +943,8 @@ impl Monitor {
                         });
                         if holds {
                             let seen = &mut self.session.fact_seen[rule.fact];
-                            *seen = Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
+                            *seen =
+                                Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
                             notes.push(format!("fact `{}` seen", policy.facts[rule.fact]));
                         }
                     }
@@ -909,7 +990,12 @@ impl Monitor {
             rule = h.grants.first().map(|&g| Rule::Grant(g));
         }
         self.admit(node, seq);
-        Ok(self.applied(node, rule, "approved: the call is admitted (ALLOW)".into(), vec![]))
+        Ok(self.applied(
+            node,
+            rule,
+            "approved: the call is admitted (ALLOW)".into(),
+            vec![],
+        ))
     }
 
     fn reject_at(&mut self, r: &Resolve) -> Result<Applied, StepError> {
@@ -917,7 +1003,12 @@ impl Monitor {
         let node = self.node_in(&r.call, Status::Paused, "a rejection")?;
         self.session.time = time;
         self.session.seq += 1;
-        let held = self.session.held.remove(&node).map(|h| h.grants).unwrap_or_default();
+        let held = self
+            .session
+            .held
+            .remove(&node)
+            .map(|h| h.grants)
+            .unwrap_or_default();
         self.set_status(node, Status::Rejected);
         self.refund(&held);
         let rule = held.first().map(|&g| Rule::Grant(g));
@@ -929,4 +1020,3 @@ impl Monitor {
         reason_text(&self.policy, &d.reason, d.rule, d.tool)
     }
 }
-

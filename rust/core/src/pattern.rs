@@ -108,7 +108,10 @@ mod tests {
         assert!(!glob_matches("a?c", "ac"));
         assert!(glob_matches("", ""));
         assert!(glob_matches("**", ""));
-        assert!(glob_matches("https://*.example.com/*", "https://api.example.com/v1"));
+        assert!(glob_matches(
+            "https://*.example.com/*",
+            "https://api.example.com/v1"
+        ));
     }
 
     proptest! {

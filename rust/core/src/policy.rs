@@ -199,7 +199,9 @@ pub struct StepPattern {
 
 impl StepPattern {
     pub fn matches(&self, tool_name: &str, sinks: &[SinkId], output: &Label) -> bool {
-        self.tool.as_deref().is_none_or(|g| glob_matches(g, tool_name))
+        self.tool
+            .as_deref()
+            .is_none_or(|g| glob_matches(g, tool_name))
             && self.sink.is_none_or(|s| sinks.contains(&s))
             && self.reads.is_none_or(|p| p.matches(output))
     }

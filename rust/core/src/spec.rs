@@ -63,8 +63,15 @@ pub fn select(
     sets: &[BTreeSet<String>],
 ) -> Option<GrantId> {
     (0..policy.grants.len()).find(|&g| {
-        grant_matches(policy, &policy.grants[g], agent, req.tool, &req.args, req.time, sets)
-            && ledger.has_quota(g)
+        grant_matches(
+            policy,
+            &policy.grants[g],
+            agent,
+            req.tool,
+            &req.args,
+            req.time,
+            sets,
+        ) && ledger.has_quota(g)
     })
 }
 

@@ -25,7 +25,10 @@ fn index(what: String, i: usize, len: usize, list: &str) -> Result<(), ModelErro
     if i < len {
         Ok(())
     } else {
-        Err(bad(what, format!("index {i} is out of range ({len} {list})")))
+        Err(bad(
+            what,
+            format!("index {i} is out of range ({len} {list})"),
+        ))
     }
 }
 
@@ -34,10 +37,16 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         return Err(bad("levels", "must hold 1 to 256 levels"));
     }
     if p.categories.len() > MAX_CATEGORIES {
-        return Err(bad("categories", format!("at most {MAX_CATEGORIES} categories")));
+        return Err(bad(
+            "categories",
+            format!("at most {MAX_CATEGORIES} categories"),
+        ));
     }
     if p.agents.first().is_none_or(|a| a.parent.is_some()) {
-        return Err(bad("agents[0]", "the root agent must exist and have no parent"));
+        return Err(bad(
+            "agents[0]",
+            "the root agent must exist and have no parent",
+        ));
     }
     if p.agents.len() > u16::MAX as usize {
         return Err(bad("agents", "too many agents"));
@@ -46,7 +55,10 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
     let label_ok = |what: String, l: &crate::label::Label| -> Result<(), ModelError> {
         level_ok(format!("{what}.sensitivity"), l.sensitivity)?;
         if l.categories.0 >> p.categories.len().min(63) > 0 && p.categories.len() < 64 {
-            return Err(bad(format!("{what}.categories"), "names an undeclared category"));
+            return Err(bad(
+                format!("{what}.categories"),
+                "names an undeclared category",
+            ));
         }
         Ok(())
     };
@@ -70,17 +82,32 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
     };
     for (t, tool) in p.tools.iter().enumerate() {
         if let Some(r) = tool.resource {
-            index(format!("tools[{t}].resource"), r, tool.params.len(), "parameters")?;
+            index(
+                format!("tools[{t}].resource"),
+                r,
+                tool.params.len(),
+                "parameters",
+            )?;
         }
         for (i, s) in tool.sinks.iter().enumerate() {
             index(format!("tools[{t}].sinks[{i}]"), *s, p.sinks.len(), "sinks")?;
         }
         label_ok(format!("tools[{t}].output"), &tool.output)?;
         if let Some(s) = tool.sanitizer {
-            index(format!("tools[{t}].sanitizer"), s, p.sanitizers.len(), "sanitizers")?;
+            index(
+                format!("tools[{t}].sanitizer"),
+                s,
+                p.sanitizers.len(),
+                "sanitizers",
+            )?;
         }
         for (i, f) in tool.facts.iter().enumerate() {
-            index(format!("tools[{t}].facts[{i}].fact"), f.fact, p.facts.len(), "facts")?;
+            index(
+                format!("tools[{t}].facts[{i}].fact"),
+                f.fact,
+                p.facts.len(),
+                "facts",
+            )?;
         }
     }
     for (i, r) in p.resources.iter().enumerate() {
@@ -93,11 +120,24 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
     }
     for (a, agent) in p.agents.iter().enumerate().skip(1) {
         match agent.parent {
-            Some(parent) => index(format!("agents[{a}].parent"), parent, p.agents.len(), "agents")?,
-            None => return Err(bad(format!("agents[{a}].parent"), "a delegate needs a delegator")),
+            Some(parent) => index(
+                format!("agents[{a}].parent"),
+                parent,
+                p.agents.len(),
+                "agents",
+            )?,
+            None => {
+                return Err(bad(
+                    format!("agents[{a}].parent"),
+                    "a delegate needs a delegator",
+                ))
+            }
         }
         if p.agent_chain(a).last() != Some(&0) {
-            return Err(bad(format!("agents[{a}].parent"), "the delegation chain has a cycle"));
+            return Err(bad(
+                format!("agents[{a}].parent"),
+                "the delegation chain has a cycle",
+            ));
         }
     }
     for (a, agent) in p.agents.iter().enumerate() {
@@ -106,20 +146,44 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
     }
     for (g, grant) in p.grants.iter().enumerate() {
-        index(format!("grants[{g}].agent"), grant.agent, p.agents.len(), "agents")?;
-        index(format!("grants[{g}].tool"), grant.tool, p.tools.len(), "tools")?;
+        index(
+            format!("grants[{g}].agent"),
+            grant.agent,
+            p.agents.len(),
+            "agents",
+        )?;
+        index(
+            format!("grants[{g}].tool"),
+            grant.tool,
+            p.tools.len(),
+            "tools",
+        )?;
         if grant.resource.is_some() && p.tools[grant.tool].resource.is_none() {
-            return Err(bad(format!("grants[{g}].resource"), "the tool has no resource parameter"));
+            return Err(bad(
+                format!("grants[{g}].resource"),
+                "the tool has no resource parameter",
+            ));
         }
-        args_ok(format!("grants[{g}].args"), &grant.args, p.tools[grant.tool].params.len())?;
+        args_ok(
+            format!("grants[{g}].args"),
+            &grant.args,
+            p.tools[grant.tool].params.len(),
+        )?;
         if let Some(s) = grant.discovers {
             index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
         }
     }
     for (r, rule) in p.flow_rules.iter().enumerate() {
-        index(format!("flow_rules[{r}].sink"), rule.sink, p.sinks.len(), "sinks")?;
+        index(
+            format!("flow_rules[{r}].sink"),
+            rule.sink,
+            p.sinks.len(),
+            "sinks",
+        )?;
         match rule.effect {
-            crate::policy::FlowEffect::Allow(l) => label_ok(format!("flow_rules[{r}].ceiling"), &l)?,
+            crate::policy::FlowEffect::Allow(l) => {
+                label_ok(format!("flow_rules[{r}].ceiling"), &l)?
+            }
             crate::policy::FlowEffect::Deny(pat) => {
                 if let Some(l) = pat.min_sensitivity {
                     level_ok(format!("flow_rules[{r}].pattern"), l)?;
@@ -128,7 +192,12 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
         for (i, t) in rule.when.iter().enumerate() {
             if let ArgOp::InSet(s) = t.op {
-                index(format!("flow_rules[{r}].when[{i}]"), s, p.sets.len(), "sets")?;
+                index(
+                    format!("flow_rules[{r}].when[{i}]"),
+                    s,
+                    p.sets.len(),
+                    "sets",
+                )?;
             }
         }
     }
@@ -136,7 +205,10 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         match &rule.kind {
             PathKind::Sequence(steps) => {
                 if steps.is_empty() {
-                    return Err(bad(format!("path_rules[{r}]"), "a path needs at least one step"));
+                    return Err(bad(
+                        format!("path_rules[{r}]"),
+                        "a path needs at least one step",
+                    ));
                 }
                 for (i, s) in steps.iter().enumerate() {
                     step_ok(format!("path_rules[{r}].steps[{i}]"), s)?;
@@ -149,7 +221,12 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
     }
     for (o, ob) in p.obligations.iter().enumerate() {
-        index(format!("obligations[{o}].fact"), ob.fact, p.facts.len(), "facts")?;
+        index(
+            format!("obligations[{o}].fact"),
+            ob.fact,
+            p.facts.len(),
+            "facts",
+        )?;
     }
     Ok(())
 }

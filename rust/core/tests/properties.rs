@@ -1,0 +1,196 @@
+//! Property tests of the monitor: differential against the reference ledger
+//! semantics, and the invariants DESIGN §2 promises.
+
+mod common;
+
+use agenra_core::decision::{StepOutput, Verdict};
+use agenra_core::policy::{Policy, Quota};
+use agenra_core::spec;
+use agenra_core::{Event, Monitor, Value};
+use common::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+fn request(policy: &Policy, call: &agenra_core::Call) -> spec::Request {
+    spec::Request {
+        agent: call
+            .agent
+            .as_deref()
+            .and_then(|a| policy.agent_id(a))
+            .unwrap_or(0),
+        tool: policy.tool_id(&call.tool).expect("generated tools exist"),
+        args: vec![
+            Value::from_json(&call.args["target"]).expect("string"),
+            Value::from_json(&call.args["n"]).expect("int"),
+        ],
+        time: call.time,
+    }
+}
+
+fn spec_event(policy: &Policy, e: &Event) -> spec::Event {
+    match e {
+        Event::Call(c) => spec::Event::Call {
+            id: c.id.clone(),
+            req: request(policy, c),
+        },
+        Event::Approve(a) => spec::Event::Approve { id: a.call.clone() },
+        Event::Reject(r) => spec::Event::Reject { id: r.call.clone() },
+        Event::Result(r) => match r.status {
+            agenra_core::event::Outcome::Succeeded => spec::Event::Succeeded {
+                id: r.call.clone(),
+                discovered: r.discovered.clone(),
+            },
+            agenra_core::event::Outcome::Failed => spec::Event::Failed { id: r.call.clone() },
+            agenra_core::event::Outcome::Unknown => spec::Event::Unknown { id: r.call.clone() },
+        },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// The optimized monitor and the executable spec agree on every ledger
+    /// decision and on the ledger after every event.
+    #[test]
+    fn monitor_agrees_with_the_ledger_spec((policy, steps) in ledger_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })) {
+        let events = events(&policy, &steps);
+        let mut monitor = Monitor::new(policy.clone()).expect("valid policy");
+        let mut state = spec::State::initial(&policy);
+        for e in &events {
+            let (expected, next) = spec::step(&policy, &state, &spec_event(&policy, e), false);
+            let got = monitor.step(e);
+            match (&expected, &got) {
+                (spec::Outcome::Allow(used), Ok(StepOutput::Decision(d))) => {
+                    prop_assert_eq!(d.verdict, Verdict::Allow, "{:?} on {:?}", d, e);
+                    prop_assert_eq!(&d.grants, used);
+                }
+                (spec::Outcome::Pause(used), Ok(StepOutput::Decision(d))) => {
+                    prop_assert_eq!(d.verdict, Verdict::Pause);
+                    prop_assert_eq!(&d.grants, used);
+                }
+                (spec::Outcome::Deny, Ok(StepOutput::Decision(d))) => prop_assert_eq!(d.verdict, Verdict::Deny),
+                (spec::Outcome::Applied, Ok(StepOutput::Applied(_))) => {}
+                (spec::Outcome::Invalid, Err(_)) => {}
+                (want, got) => prop_assert!(false, "spec {:?} but monitor {:?} on {:?}", want, got, e),
+            }
+            state = next;
+            prop_assert_eq!(&monitor.session().ledger, &state.ledger);
+            prop_assert_eq!(&monitor.session().sets, &state.sets);
+            prop_assert_eq!(monitor.session().ledger_hash(), state.ledger.hash());
+        }
+    }
+
+    /// A denied call consumes nothing, and no grant is ever spent beyond its
+    /// quota: units held by admitted, unrefunded calls account exactly for
+    /// what each limited grant has lost.
+    #[test]
+    fn denials_are_free_and_quotas_hold((policy, steps) in full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })) {
+        let events = events(&policy, &steps);
+        let mut monitor = Monitor::new(policy.clone()).expect("valid policy");
+        // Units each call holds; removed when refunded.
+        let mut held: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for e in &events {
+            let before = monitor.session().ledger.clone();
+            let out = monitor.step(e);
+            match (&out, e) {
+                (Ok(StepOutput::Decision(d)), Event::Call(c)) => {
+                    if d.verdict == Verdict::Deny {
+                        prop_assert_eq!(&monitor.session().ledger, &before);
+                        prop_assert!(d.grants.is_empty());
+                    } else {
+                        held.insert(c.id.clone(), d.grants.clone());
+                    }
+                }
+                (Ok(StepOutput::Applied(a)), Event::Result(_) | Event::Reject(_)) => {
+                    let id = match e { Event::Result(r) => &r.call, Event::Reject(r) => &r.call, _ => unreachable!() };
+                    if !a.refunded.is_empty() {
+                        prop_assert_eq!(held.remove(id), Some(a.refunded.clone()));
+                    }
+                }
+                (Err(_), _) => prop_assert_eq!(&monitor.session().ledger, &before),
+                _ => {}
+            }
+            for (g, grant) in policy.grants.iter().enumerate() {
+                if let (Quota::Limited(cap), Quota::Limited(left)) = (grant.quota, monitor.session().ledger.remaining[g]) {
+                    let in_use = held.values().flatten().filter(|&&h| h == g).count() as u64;
+                    prop_assert!(left <= cap);
+                    prop_assert_eq!(cap - left, in_use, "grant {} accounting", g);
+                }
+            }
+        }
+    }
+
+    /// Adding labels to a call's inputs never turns a DENY into an ALLOW (or
+    /// a PAUSE): the same call from the same state, with more lineage.
+    #[test]
+    fn more_input_labels_never_admit_more((policy, steps, extra) in full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents), proptest::collection::vec(0usize..32, 1..3))
+    })) {
+        let events = events(&policy, &steps);
+        let mut monitor = Monitor::new(policy.clone()).expect("valid policy");
+        for e in &events {
+            if let Event::Call(c) = e {
+                if !c.lineage.is_empty() {
+                    let calls: Vec<String> = events.iter().filter_map(|x| match x {
+                        Event::Call(y) if y.id != c.id && monitor.session().call_node(&y.id).is_some() => Some(y.id.clone()),
+                        _ => None,
+                    }).collect();
+                    if !calls.is_empty() {
+                        let mut wider = c.clone();
+                        for ids in wider.lineage.values_mut() {
+                            ids.extend(extra.iter().map(|i| calls[i % calls.len()].clone()));
+                        }
+                        let narrow = monitor.clone().authorize(c);
+                        let wide = monitor.clone().authorize(&wider);
+                        if let (Ok(n), Ok(w)) = (narrow, wide) {
+                            if n.verdict == Verdict::Deny {
+                                prop_assert_eq!(w.verdict, Verdict::Deny);
+                            }
+                        }
+                    }
+                }
+            }
+            let _ = monitor.step(e);
+        }
+    }
+
+    /// Replay is deterministic: the same trace gives the same decisions and
+    /// hashes.
+    #[test]
+    fn replay_is_deterministic((policy, steps) in full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })) {
+        let events = events(&policy, &steps);
+        let run = || {
+            let mut m = Monitor::new(policy.clone()).expect("valid policy");
+            events.iter().map(|e| (m.step(e), m.session().ledger_hash())).collect::<Vec<_>>()
+        };
+        prop_assert_eq!(run(), run());
+    }
+
+    /// The pure step leaves its input alone and equals the in-place step.
+    #[test]
+    fn pure_step_matches_in_place_step((policy, steps) in full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })) {
+        let events = events(&policy, &steps);
+        let mut m = Monitor::new(policy.clone()).expect("valid policy");
+        for e in &events {
+            let seq = m.session().seq;
+            let (pure, next) = m.step_pure(e);
+            prop_assert_eq!(m.session().seq, seq);
+            let in_place = m.step(e);
+            prop_assert_eq!(pure, in_place);
+            prop_assert_eq!(next.session().ledger_hash(), m.session().ledger_hash());
+        }
+    }
+}
