@@ -1,1 +1,355 @@
-fn main() {}
+//! The `agenra` command line.
+
+use agenra::bench;
+use agenra::render;
+use agenra::replay::{apply, replay};
+use agenra::trace::load_trace;
+use agenra_core::hash::{content_hash, to_cbor, to_json};
+use agenra_core::Monitor;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Counts live heap bytes, for the memory figure of `bench monitor`.
+struct Counting;
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+#[derive(Parser)]
+#[command(
+    name = "agenra",
+    version,
+    about = "Authorization for LLM agents: check policies, replay traces, explain decisions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check policy files: exit 0 when all are valid, 1 with diagnostics otherwise.
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Treat warnings as errors.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Rewrite policy files in the canonical format.
+    Fmt {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Change nothing; exit 1 if a file is not formatted.
+        #[arg(long)]
+        check: bool,
+        /// Print the formatted policy instead of rewriting the file.
+        #[arg(long, conflicts_with = "check")]
+        stdout: bool,
+    },
+    /// Print the compiled policy (JSON, or CBOR bytes) and its content hash.
+    Compile {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Run a trace of events (docs/events.md) through the monitor.
+    Replay {
+        #[arg(long)]
+        policy: PathBuf,
+        trace: PathBuf,
+        /// One JSON object per event.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Why event N of a trace got its decision.
+    Explain {
+        #[arg(long)]
+        policy: PathBuf,
+        trace: PathBuf,
+        /// The event's 1-based position in the trace (as `replay` numbers it).
+        #[arg(long)]
+        seq: u64,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        which: BenchKind,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Json,
+    Cbor,
+}
+
+#[derive(Subcommand)]
+enum BenchKind {
+    /// The standard synthetic monitor workload (p50/p95/p99 ns per authorize).
+    Monitor {
+        #[arg(long)]
+        json: bool,
+        /// Timed authorize calls.
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        samples: u64,
+    },
+}
+
+/// An error already shown to the user; carries the exit code.
+struct Failed(u8);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check {
+            files,
+            deny_warnings,
+        } => check(&files, deny_warnings),
+        Command::Fmt {
+            files,
+            check,
+            stdout,
+        } => fmt(&files, check, stdout),
+        Command::Compile {
+            file,
+            format,
+            output,
+        } => compile(&file, format, output.as_deref()),
+        Command::Replay {
+            policy,
+            trace,
+            json,
+        } => replay_cmd(&policy, &trace, json),
+        Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
+        Command::Bench {
+            which: BenchKind::Monitor { json, samples },
+        } => bench_monitor(json, samples as usize),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failed(code)) => ExitCode::from(code),
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> Failed {
+    eprintln!("agenra: error: {message}");
+    Failed(1)
+}
+
+fn read(path: &Path) -> Result<String, Failed> {
+    std::fs::read_to_string(path).map_err(|e| fail(format!("{}: cannot read: {e}", path.display())))
+}
+
+/// Compiles a policy file, printing warnings; errors are printed in full.
+fn load_policy(path: &Path, quiet_warnings: bool) -> Result<(agenra_core::Policy, usize), Failed> {
+    let source = read(path)?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("policy");
+    let file = path.display().to_string();
+    match agenra_policy::compile(&source, name) {
+        Ok(compiled) => {
+            if !quiet_warnings {
+                for w in &compiled.warnings {
+                    eprint!("{}", w.render(&file, &source));
+                }
+            }
+            Ok((compiled.policy, compiled.warnings.len()))
+        }
+        Err(e) => {
+            eprint!("{}", e.render(&file, &source));
+            Err(Failed(1))
+        }
+    }
+}
+
+fn monitor_for(path: &Path) -> Result<Monitor, Failed> {
+    let (policy, _) = load_policy(path, true)?;
+    Monitor::new(policy).map_err(|e| fail(format!("{}: {e}", path.display())))
+}
+
+fn check(files: &[PathBuf], deny_warnings: bool) -> Result<(), Failed> {
+    let mut failed = false;
+    for f in files {
+        match load_policy(f, false) {
+            Ok((_, warnings)) if deny_warnings && warnings > 0 => failed = true,
+            Ok((policy, warnings)) => println!(
+                "{}: ok ({} tools, {} grants, {} rules{})",
+                f.display(),
+                policy.tools.len(),
+                policy.grants.len(),
+                policy.flow_rules.len() + policy.path_rules.len() + policy.obligations.len(),
+                if warnings > 0 {
+                    format!(", {warnings} warnings")
+                } else {
+                    String::new()
+                }
+            ),
+            Err(_) => failed = true,
+        }
+    }
+    if failed {
+        Err(Failed(1))
+    } else {
+        Ok(())
+    }
+}
+
+fn fmt(files: &[PathBuf], check: bool, stdout: bool) -> Result<(), Failed> {
+    let mut unformatted = false;
+    for f in files {
+        let source = read(f)?;
+        let formatted = agenra_policy::format(&source).map_err(|e| {
+            eprint!("{}", e.render(&f.display().to_string(), &source));
+            Failed(1)
+        })?;
+        if stdout {
+            print!("{formatted}");
+        } else if check {
+            if formatted != source {
+                eprintln!(
+                    "{}: not formatted (run `agenra fmt {}`)",
+                    f.display(),
+                    f.display()
+                );
+                unformatted = true;
+            }
+        } else if formatted != source {
+            std::fs::write(f, &formatted)
+                .map_err(|e| fail(format!("{}: cannot write: {e}", f.display())))?;
+            eprintln!("formatted {}", f.display());
+        }
+    }
+    if unformatted {
+        Err(Failed(1))
+    } else {
+        Ok(())
+    }
+}
+
+fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Failed> {
+    let (policy, _) = load_policy(file, false)?;
+    let hash = content_hash(&policy).map_err(fail)?;
+    let bytes = match format {
+        Format::Json => {
+            let mut text = to_json(&policy).map_err(fail)?;
+            text.push('\n');
+            text.into_bytes()
+        }
+        Format::Cbor => to_cbor(&policy).map_err(fail)?,
+    };
+    match output {
+        Some(out) => {
+            std::fs::write(out, &bytes)
+                .map_err(|e| fail(format!("{}: cannot write: {e}", out.display())))?;
+            eprintln!("{}: {hash}", out.display());
+        }
+        None => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(&bytes)
+                .map_err(|e| fail(format!("cannot write: {e}")))?;
+            if matches!(format, Format::Json) {
+                eprintln!("{hash}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
+    let mut monitor = monitor_for(policy)?;
+    let events = load_trace(trace).map_err(fail)?;
+    let (records, error) = match replay(&mut monitor, trace, &events, None) {
+        Ok(r) => (r, None),
+        Err((r, e)) => (r, Some(e)),
+    };
+    if json {
+        for r in &records {
+            let line = serde_json::to_string(r).map_err(fail)?;
+            println!("{line}");
+        }
+    } else {
+        println!("policy {} {}", monitor.policy().name, monitor.policy_hash());
+        for r in &records {
+            println!("{}", render::record_line(&monitor, r));
+        }
+        println!("{}", render::summary(&records));
+    }
+    match error {
+        Some(e) => Err(fail(e)),
+        None => Ok(()),
+    }
+}
+
+fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
+    let mut monitor = monitor_for(policy)?;
+    let events = load_trace(trace).map_err(fail)?;
+    if seq == 0 || seq as usize > events.len() {
+        return Err(fail(format!(
+            "--seq {seq} is out of range: {} has {} events (numbered from 1)",
+            trace.display(),
+            events.len()
+        )));
+    }
+    let before_count = seq as usize - 1;
+    replay(&mut monitor, trace, &events, Some(before_count)).map_err(|(_, e)| fail(e))?;
+    let before = monitor.session().ledger.clone();
+    let before_hash = monitor.session().ledger_hash().to_string();
+    let target = &events[before_count];
+    let record = apply(&mut monitor, seq, &target.event)
+        .map_err(|e| fail(format!("{}:{}: {e}", trace.display(), target.line)))?;
+    print!(
+        "{}",
+        render::explanation(&monitor, &record, target.line, &before, &before_hash)
+    );
+    Ok(())
+}
+
+fn bench_monitor(json: bool, samples: usize) -> Result<(), Failed> {
+    let read = || LIVE_BYTES.load(Ordering::Relaxed);
+    let report = bench::run(samples, Some(&read)).map_err(fail)?;
+    if json {
+        println!("{}", serde_json::to_string(&report).map_err(fail)?);
+    } else {
+        println!(
+            "monitor workload: {} grants, {} flow rules, {} path rules, session preloaded with {} events",
+            report.grants, report.flow_rules, report.path_rules, report.preloaded_events
+        );
+        println!(
+            "authorize: p50 {} ns, p95 {} ns, p99 {} ns, mean {} ns ({} samples)",
+            report.p50_ns, report.p95_ns, report.p99_ns, report.mean_ns, report.samples
+        );
+        println!(
+            "memory: {:.1} bytes per session event",
+            report.bytes_per_event
+        );
+    }
+    Ok(())
+}

@@ -176,11 +176,20 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
         Reason::CountExceeded { max } => {
             format!("`{rule_name}` allows at most {max} such calls")
         }
-        Reason::ObligationUnmet { fact, since } => format!(
-            "`{rule_name}` requires `{}` to have been seen{} before `{tool_name}`",
-            policy.facts.get(*fact).map_or("?", String::as_str),
-            if *since { " since the last reset" } else { "" }
-        ),
+        Reason::ObligationUnmet { fact, since } => {
+            let since_glob = match rule {
+                Rule::Obligation(o) => policy.obligations.get(o).and_then(|o| o.since.clone()),
+                _ => None,
+            };
+            format!(
+                "`{rule_name}` requires `{}` to have been seen{} before `{tool_name}`",
+                policy.facts.get(*fact).map_or("?", String::as_str),
+                match (since, since_glob) {
+                    (true, Some(g)) => format!(" after the last `{g}` call"),
+                    _ => String::new(),
+                }
+            )
+        }
         Reason::NoGrant { agent, exhausted } => match exhausted {
             Some(g) => format!(
                 "grant `{}` of `{}` matches but has no quota left",

@@ -92,6 +92,10 @@ pub struct Node {
     /// join of everything the agents have read.
     pub label: Label,
     pub time: u64,
+    /// Index of the first edge appended after this node: a call node's
+    /// incoming edges all come right after it (kept so explanations need
+    /// not scan the whole graph; free, it fits in the padding).
+    pub first_edge: u32,
 }
 
 pub const NO_TOOL: u32 = u32::MAX;
@@ -112,10 +116,13 @@ pub const NO_PARAM: u16 = u16::MAX;
 pub struct Graph {
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
+    /// Indexes of the edges into context nodes, in order (the merges).
+    pub context_in: Vec<u32>,
 }
 
 impl Graph {
-    pub fn push_node(&mut self, node: Node) -> NodeId {
+    pub fn push_node(&mut self, mut node: Node) -> NodeId {
+        node.first_edge = self.edges.len() as u32;
         self.nodes.push(node);
         NodeId((self.nodes.len() - 1) as u32)
     }
@@ -145,47 +152,101 @@ impl Graph {
         self.nodes.get_mut(id.0 as usize)
     }
 
-    /// Data edges into `to` that may be trusted for a flow (not inferred).
-    pub fn data_preds(&self, to: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.edges
-            .iter()
-            .filter(move |e| e.to == to && e.kind == EdgeKind::Data && e.trust != Trust::Inferred)
+    /// Indexes of the edges into `to` appended before `horizon`.
+    fn in_edges(&self, to: NodeId, horizon: usize) -> Vec<usize> {
+        let Some(node) = self.node(to) else {
+            return vec![];
+        };
+        if node.kind == NodeKind::Context {
+            return self
+                .context_in
+                .iter()
+                .map(|&i| i as usize)
+                .take_while(|&i| i < horizon)
+                .filter(|&i| self.edges[i].to == to)
+                .collect();
+        }
+        let start = node.first_edge as usize;
+        let end = self
+            .nodes
+            .get(to.0 as usize + 1)
+            .map_or(self.edges.len(), |n| n.first_edge as usize)
+            .min(horizon);
+        (start..end.max(start))
+            .filter(|&i| self.edges[i].to == to)
+            .collect()
+    }
+
+    /// Data predecessors of `to` that may be trusted for a flow (not inferred).
+    pub fn data_preds(&self, to: NodeId) -> Vec<NodeId> {
+        self.in_edges(to, self.edges.len())
+            .into_iter()
+            .map(|i| self.edges[i])
+            .filter(|e| e.kind == EdgeKind::Data && e.trust != Trust::Inferred)
             .map(|e| e.from)
+            .collect()
     }
 
     /// A path of data edges from a node whose label satisfies `bad` to
-    /// `sink`, for explaining a DENY. Walks back from `sink`'s data
-    /// predecessors, always to the earliest predecessor that still satisfies
-    /// `bad`, until none does: that node is where the label came in.
-    /// The result runs from the source to `sink`.
+    /// `sink`, for explaining a DENY; it runs from the source to `sink`.
+    ///
+    /// Walks back from `sink`, each time to the earliest data predecessor
+    /// whose label (as it was when the edge was used) still satisfies `bad`,
+    /// until none does: that node is where the label came in. The context
+    /// node's label only rises, so it is judged as of the edge that was
+    /// followed out of it: by the merges that came before that edge.
     pub fn explain_path(&self, sink: NodeId, bad: impl Fn(&Label) -> bool) -> Vec<NodeId> {
         let mut path = vec![sink];
         let mut cur = sink;
-        // Each hop goes to a strictly earlier node or to the context node
-        // (at most once), so the walk ends.
-        let mut seen_context = false;
+        let mut horizon = self.edges.len();
         loop {
-            let next = self
-                .data_preds(cur)
-                .filter(|p| *p != cur && !path.contains(p))
-                .filter(|p| self.node(*p).is_some_and(|n| bad(&n.label)))
-                .filter(|p| {
-                    let is_ctx = self.node(*p).is_some_and(|n| n.kind == NodeKind::Context);
-                    !(is_ctx && seen_context)
-                })
-                .min();
-            match next {
-                Some(p) => {
-                    if self.node(p).is_some_and(|n| n.kind == NodeKind::Context) {
-                        seen_context = true;
-                    }
-                    path.push(p);
-                    cur = p;
+            let mut best: Option<(usize, NodeId)> = None;
+            for i in self.in_edges(cur, horizon) {
+                let e = self.edges[i];
+                if e.kind != EdgeKind::Data || e.trust == Trust::Inferred || path.contains(&e.from)
+                {
+                    continue;
+                }
+                if best.is_some_and(|(_, b)| b <= e.from) {
+                    continue;
+                }
+                if self.satisfies_as_of(e.from, i, &bad) {
+                    best = Some((i, e.from));
+                }
+            }
+            match best {
+                Some((i, from)) => {
+                    path.push(from);
+                    cur = from;
+                    horizon = i;
                 }
                 None => break,
             }
         }
         path.reverse();
         path
+    }
+
+    /// Whether `node`'s label, as it was before edge `horizon`, satisfies
+    /// `bad` (upward closed). Call nodes never change; the context is the
+    /// join of the merges before `horizon`, and the scan stops as soon as
+    /// that join satisfies `bad`.
+    fn satisfies_as_of(&self, node: NodeId, horizon: usize, bad: &impl Fn(&Label) -> bool) -> bool {
+        match self.node(node) {
+            Some(n) if n.kind == NodeKind::Context => {
+                let mut acc = Label::BOTTOM;
+                for i in self.in_edges(node, horizon) {
+                    if let Some(m) = self.node(self.edges[i].from) {
+                        acc = acc.join(&m.label);
+                        if bad(&acc) {
+                            return true;
+                        }
+                    }
+                }
+                false
+            }
+            Some(n) => bad(&n.label),
+            None => false,
+        }
     }
 }

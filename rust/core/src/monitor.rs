@@ -23,12 +23,40 @@ use crate::spec;
 use crate::validate::{validate, ModelError};
 use crate::value::Value;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// FxHash (as in rustc): call ids are chosen by the agent's runtime, not by
+/// an attacker who could aim for collisions in a table only this session
+/// uses, and SipHash was a tenth of the step's time.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 use std::sync::Arc;
 
 /// Lookup tables computed once per policy, so that a step touches only what
 /// applies to the call's tool.
 #[derive(Debug)]
 struct Index {
+    /// Per agent: the agent and its delegators, nearest first.
+    chains: Vec<Vec<AgentId>>,
     /// Grants per tool, in policy order.
     grants_for_tool: Vec<Vec<GrantId>>,
     /// Flow rules per sink, in policy order.
@@ -116,6 +144,9 @@ impl Index {
             .map(|o| o.since.as_deref().map(|g| tools_globbed(policy, g)))
             .collect();
         Index {
+            chains: (0..policy.agents.len())
+                .map(|a| policy.agent_chain(a))
+                .collect(),
             grants_for_tool,
             flows_for_sink,
             scope_ok,
@@ -143,8 +174,8 @@ pub struct Session {
     ledger_hash: Hash,
     /// Discovered-resource sets, indexed like `Policy::sets`.
     pub sets: Vec<BTreeSet<String>>,
-    calls: HashMap<String, NodeId>,
-    held: HashMap<NodeId, Held>,
+    calls: FastMap<String, NodeId>,
+    held: FastMap<NodeId, Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
     path_progress: Vec<u64>,
     /// Per fact: admission sequence number of the latest call whose result
@@ -174,6 +205,7 @@ impl Session {
             tool: NO_TOOL,
             label: Label::BOTTOM,
             time: 0,
+            first_edge: 0,
         });
         let ledger = Ledger::initial(policy);
         Session {
@@ -181,8 +213,8 @@ impl Session {
             ledger_hash: ledger.hash(),
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
-            calls: HashMap::new(),
-            held: HashMap::new(),
+            calls: FastMap::default(),
+            held: FastMap::default(),
             path_progress: vec![0; policy.path_rules.len()],
             fact_seen: vec![None; policy.facts.len()],
             since_seen: vec![None; policy.obligations.len()],
@@ -563,6 +595,7 @@ impl Monitor {
             tool: tool.map_or(NO_TOOL, |t| t as u32),
             label: Label::BOTTOM,
             time,
+            first_edge: 0,
         });
         self.link_control(node);
         self.session.calls.insert(call.id.clone(), node);
@@ -628,6 +661,7 @@ impl Monitor {
             tool: r.tool as u32,
             label: output,
             time,
+            first_edge: 0,
         });
         self.link_control(node);
         self.session.calls.insert(id.to_string(), node);
@@ -751,7 +785,7 @@ impl Monitor {
         let policy = &*self.policy;
         let candidates = &self.index.grants_for_tool[r.tool];
         let mut chosen = Vec::with_capacity(1);
-        for agent in policy.agent_chain(r.agent) {
+        for &agent in &self.index.chains[r.agent] {
             let mut exhausted = None;
             let found = candidates.iter().copied().find(|&g| {
                 let grant = &policy.grants[g];

@@ -62,15 +62,23 @@ fn glob_literal_head(g: &str) -> &str {
 /// Glob matching in O(|glob|·|text|) worst case, without recursion: the
 /// classic two-pointer algorithm that remembers the last `*` to backtrack to.
 pub fn glob_matches(glob: &str, text: &str) -> bool {
+    // Bytes are characters when both are ASCII: no allocation on the hot path.
+    if glob.is_ascii() && text.is_ascii() {
+        return match_units(glob.as_bytes(), text.as_bytes(), b'*', b'?');
+    }
     let g: Vec<char> = glob.chars().collect();
     let t: Vec<char> = text.chars().collect();
+    match_units(&g, &t, '*', '?')
+}
+
+fn match_units<T: PartialEq + Copy>(g: &[T], t: &[T], star_unit: T, any_unit: T) -> bool {
     let (mut gi, mut ti) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
+        if gi < g.len() && (g[gi] == any_unit || (g[gi] != star_unit && g[gi] == t[ti])) {
             gi += 1;
             ti += 1;
-        } else if gi < g.len() && g[gi] == '*' {
+        } else if gi < g.len() && g[gi] == star_unit {
             star = Some((gi, ti));
             gi += 1;
         } else if let Some((sg, st)) = star {
@@ -81,7 +89,7 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
             return false;
         }
     }
-    g[gi..].iter().all(|c| *c == '*')
+    g[gi..].iter().all(|c| *c == star_unit)
 }
 
 #[cfg(test)]
@@ -116,7 +124,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn glob_agrees_with_naive(g in "[ab*?]{0,6}", t in "[ab]{0,8}") {
+        fn glob_agrees_with_naive(g in "[aé*?]{0,6}", t in "[aé]{0,8}") {
             let gc: Vec<char> = g.chars().collect();
             let tc: Vec<char> = t.chars().collect();
             prop_assert_eq!(glob_matches(&g, &t), naive(&gc, &tc));
