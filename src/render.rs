@@ -14,7 +14,7 @@ fn verdict_cell(r: &Record) -> &'static str {
 /// One line per event, plus a path line under flow denials.
 pub fn record_line(monitor: &Monitor, r: &Record) -> String {
     let mut out = format!(
-        "{:>4}  {:<7} {:<6} {:<18} {:<6} {:<22} {}",
+        "{:>4}  {:<7} {:<6} {:<18} {:<6} {:<24} {}",
         r.seq,
         r.kind,
         r.call,

@@ -135,6 +135,9 @@ impl Graph {
         trust: Trust,
         param: u16,
     ) {
+        if self.node(to).is_some_and(|n| n.kind == NodeKind::Context) {
+            self.context_in.push(self.edges.len() as u32);
+        }
         self.edges.push(Edge {
             from,
             to,

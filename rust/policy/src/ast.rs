@@ -93,13 +93,32 @@ impl DeclKind {
 pub enum StmtKind {
     Policy(StrLit),
     Levels(Vec<Ident>),
-    Decl { kind: DeclKind, names: Vec<Ident> },
-    Label { name: Ident, label: LabelExpr },
+    Decl {
+        kind: DeclKind,
+        names: Vec<Ident>,
+    },
+    Label {
+        name: Ident,
+        label: LabelExpr,
+    },
     Tool(ToolDecl),
-    Resource { pattern: PatternLit, label: LabelExpr },
-    Sanitizer { name: Ident, clauses: Vec<SanitizerClause> },
-    Scope { name: Ident, tools: Vec<ToolPat> },
-    Agent { name: Ident, parent: Ident, scope: Option<Ident> },
+    Resource {
+        pattern: PatternLit,
+        label: LabelExpr,
+    },
+    Sanitizer {
+        name: Ident,
+        clauses: Vec<SanitizerClause>,
+    },
+    Scope {
+        name: Ident,
+        tools: Vec<ToolPat>,
+    },
+    Agent {
+        name: Ident,
+        parent: Ident,
+        scope: Option<Ident>,
+    },
     Grant(GrantDecl),
     Flow(FlowDecl),
     Path(PathDecl),

@@ -101,7 +101,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         let mut cur = Vec::with_capacity(b.len() + 1);
         cur.push(i + 1);
         for (j, cb) in b.iter().enumerate() {
-            let substitute = prev.get(j).map_or(usize::MAX, |d| d + usize::from(ca != *cb));
+            let substitute = prev
+                .get(j)
+                .map_or(usize::MAX, |d| d + usize::from(ca != *cb));
             let delete = prev.get(j + 1).map_or(usize::MAX, |d| d + 1);
             let insert = cur.last().map_or(usize::MAX, |d| d + 1);
             cur.push(substitute.min(delete).min(insert));
@@ -140,7 +142,10 @@ mod tests {
         assert_eq!(edit_distance("fs.wrte", "fs.write"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(suggest("fs.wrte", ["fs.read", "fs.write"]), Some("fs.write"));
+        assert_eq!(
+            suggest("fs.wrte", ["fs.read", "fs.write"]),
+            Some("fs.write")
+        );
         assert_eq!(suggest("zzz", ["fs.read"]), None);
     }
 

@@ -200,7 +200,9 @@ impl Lexer<'_> {
                 self.comment(start);
             } else if is_ident_start(c) {
                 self.ident(start);
-            } else if c.is_ascii_digit() || (c == '-' && self.peek_at(1).is_some_and(|d| d.is_ascii_digit())) {
+            } else if c.is_ascii_digit()
+                || (c == '-' && self.peek_at(1).is_some_and(|d| d.is_ascii_digit()))
+            {
                 self.int(start);
             } else if c == '"' {
                 self.string(start);

@@ -1,1 +1,115 @@
-pub fn placeholder() {}
+//! The Agenra policy language (`.agr`): lexer, parser, diagnostics,
+//! formatter and compiler to `agenra_core::Policy`. The language is
+//! described in `docs/policy-language.md`.
+
+pub mod ast;
+mod checks;
+mod compile;
+pub mod diagnostic;
+pub mod format;
+pub mod lexer;
+mod names;
+pub mod parser;
+pub mod span;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use span::Span;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A compiled policy and the warnings about it.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub policy: agenra_core::Policy,
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// A policy that does not parse or compile: its errors, in source order.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct PolicyError {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.diagnostics.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl PolicyError {
+    /// Every diagnostic rendered with its source line, separated by blank lines.
+    pub fn render(&self, file_name: &str, source: &str) -> String {
+        let parts: Vec<String> = self
+            .diagnostics
+            .iter()
+            .map(|d| d.render(file_name, source))
+            .collect();
+        parts.join("\n")
+    }
+}
+
+/// Parses a policy file into its syntax tree.
+pub fn parse(source: &str) -> Result<ast::File, PolicyError> {
+    let (file, errors) = parser::parse_file(source);
+    if errors.is_empty() {
+        Ok(file)
+    } else {
+        Err(PolicyError {
+            diagnostics: errors,
+        })
+    }
+}
+
+/// Compiles a policy. `name` is used when the file has no `policy "..."`
+/// statement.
+pub fn compile(source: &str, name: &str) -> Result<Compiled, PolicyError> {
+    let file = parse(source)?;
+    compile::compile_file(&file, name)
+        .map(|(policy, warnings)| Compiled { policy, warnings })
+        .map_err(|diagnostics| PolicyError { diagnostics })
+}
+
+/// The canonical form of a policy file (see "Formatting" in the reference).
+pub fn format(source: &str) -> Result<String, PolicyError> {
+    parse(source).map(|file| format::format_file(&file))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}", error.render(&path.display().to_string(), text))]
+    Policy {
+        path: PathBuf,
+        /// The file's content, to render the diagnostics against.
+        text: String,
+        #[source]
+        error: PolicyError,
+    },
+}
+
+/// Reads and compiles a policy file; the file stem is the default policy
+/// name. Returns the compiled policy and the source text.
+pub fn load(path: &Path) -> Result<(Compiled, String), LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "policy".to_string());
+    match compile(&text, &stem) {
+        Ok(compiled) => Ok((compiled, text)),
+        Err(error) => Err(LoadError::Policy {
+            path: path.to_path_buf(),
+            text,
+            error,
+        }),
+    }
+}

@@ -1,0 +1,918 @@
+//! Name resolution, validation and lowering of a parsed file to the core
+//! model. Declarations may come in any order: a first pass collects every
+//! name, a second lowers each statement, and `checks` validates the
+//! lowered policy as a whole (agent cycles, attenuation, warnings).
+
+use crate::ast::*;
+use crate::checks;
+use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::names::{Diags, Names};
+use crate::span::Span;
+use agenra_core::label::{Level, MAX_CATEGORIES};
+use agenra_core::pattern::glob_matches;
+use agenra_core::policy::{
+    Agent, FactRule, FlowEffect, FlowRule, Grant, NamedArgTest, Obligation, OutputTest, Param,
+    PathKind, PathRule, Quota, ResourceLabel, RuleEffect, Scope, StepPattern, Tool,
+};
+use agenra_core::{
+    ArgOp, ArgPredicate, CategorySet, Label, LabelPattern, ParamType, Policy, Sanitizer, Value,
+};
+
+/// The most sensitivity levels a policy may declare (a `Level` is a `u8`).
+pub const MAX_LEVELS: usize = 255;
+
+/// Where the declarations and rules of the lowered policy come from, for
+/// diagnostics about the policy as a whole.
+#[derive(Debug, Default)]
+pub struct SourceMap {
+    /// Name span of each agent (`None` for `main`).
+    pub agents: Vec<Option<Span>>,
+    /// Name span of each grant.
+    pub grants: Vec<Span>,
+    /// Name span of each declared set.
+    pub sets: Vec<Span>,
+    /// Sink span of each flow rule.
+    pub flow_sinks: Vec<Span>,
+}
+
+/// Compiles a parsed file: the policy and its warnings, or the errors.
+pub fn compile_file(
+    file: &File,
+    default_name: &str,
+) -> Result<(Policy, Vec<Diagnostic>), Vec<Diagnostic>> {
+    let mut c = Compiler::new();
+    let name = c.collect(file);
+    let mut policy = Policy::empty(name.as_deref().unwrap_or(default_name));
+    let mut map = SourceMap::default();
+    c.lower(file, &mut policy, &mut map);
+    checks::agent_cycles(&policy, &map, &mut c.d);
+    if c.d.errors.is_empty() {
+        checks::attenuation(&policy, &map, &mut c.d);
+    }
+    if c.d.errors.is_empty() {
+        checks::warnings(&policy, &map, &mut c.d);
+    }
+    let Diags {
+        mut errors,
+        mut warnings,
+    } = c.d;
+    if errors.is_empty() {
+        warnings.sort_by_key(|w| w.span.start);
+        Ok((policy, warnings))
+    } else {
+        errors.sort_by_key(|e| e.span.start);
+        Err(errors)
+    }
+}
+
+struct Compiler<'a> {
+    d: Diags,
+    levels: Names,
+    categories: Names,
+    sinks: Names,
+    sets: Names,
+    facts: Names,
+    labels: Names,
+    label_exprs: Vec<&'a LabelExpr>,
+    label_values: Vec<Label>,
+    tools: Names,
+    tool_decls: Vec<&'a ToolDecl>,
+    sanitizers: Names,
+    sanitizer_decls: Vec<(&'a Ident, &'a [SanitizerClause])>,
+    scopes: Names,
+    scope_decls: Vec<(&'a Ident, &'a [ToolPat])>,
+    agents: Names,
+    agent_decls: Vec<(&'a Ident, &'a Ident, Option<&'a Ident>)>,
+    grants: Names,
+    rules: Names,
+}
+
+/// The span of the keyword a statement starts with.
+fn keyword_span(stmt: &Stmt, keyword: &str) -> Span {
+    Span {
+        end: stmt.span.start + keyword.len(),
+        ..stmt.span
+    }
+}
+
+/// Reports a clause kind seen twice where it may appear once.
+fn once<'k>(seen: &mut Vec<&'k str>, keyword: &'k str, span: Span, owner: &str, d: &mut Diags) {
+    if seen.contains(&keyword) {
+        d.error(span, format!("duplicate `{keyword}` clause in {owner}"));
+    } else {
+        seen.push(keyword);
+    }
+}
+
+fn non_negative(lit: &IntLit, what: &str, d: &mut Diags) -> u64 {
+    u64::try_from(lit.value).unwrap_or_else(|_| {
+        d.error(lit.span, format!("{what} must not be negative"));
+        0
+    })
+}
+
+impl<'a> Compiler<'a> {
+    fn new() -> Self {
+        Compiler {
+            d: Diags::default(),
+            levels: Names::with_builtin("level", "public"),
+            categories: Names::new("category"),
+            sinks: Names::new("sink"),
+            sets: Names::new("set"),
+            facts: Names::new("fact"),
+            labels: Names::new("label"),
+            label_exprs: Vec::new(),
+            label_values: Vec::new(),
+            tools: Names::new("tool"),
+            tool_decls: Vec::new(),
+            sanitizers: Names::new("sanitizer"),
+            sanitizer_decls: Vec::new(),
+            scopes: Names::new("scope"),
+            scope_decls: Vec::new(),
+            agents: Names::with_builtin("agent", agenra_core::policy::ROOT_AGENT),
+            agent_decls: Vec::new(),
+            grants: Names::new("grant"),
+            rules: Names::new("rule"),
+        }
+    }
+
+    /// First pass: every declared name, in order. Returns the policy name.
+    fn collect(&mut self, file: &'a File) -> Option<String> {
+        let mut policy_name: Option<(String, Span)> = None;
+        let mut levels_at: Option<Span> = None;
+        for stmt in &file.stmts {
+            match &stmt.kind {
+                StmtKind::Policy(name) => match &policy_name {
+                    Some((_, first)) => self.d.error(
+                        name.span,
+                        format!(
+                            "the policy name is set twice (first at {}:{})",
+                            first.line, first.col
+                        ),
+                    ),
+                    None => policy_name = Some((name.value.clone(), name.span)),
+                },
+                StmtKind::Levels(levels) => {
+                    if let Some(first) = levels_at {
+                        let span = keyword_span(stmt, "levels");
+                        self.d.error(
+                            span,
+                            format!(
+                                "`levels` is declared twice (first at {}:{})",
+                                first.line, first.col
+                            ),
+                        );
+                        continue;
+                    }
+                    levels_at = Some(stmt.span);
+                    self.levels = Names::new("level");
+                    for level in levels {
+                        if self.levels.len() == MAX_LEVELS {
+                            self.d.error(
+                                level.span,
+                                format!(
+                                    "more than {MAX_LEVELS} levels (`{}` is one too many)",
+                                    level.name
+                                ),
+                            );
+                            break;
+                        }
+                        self.levels.declare(level, &mut self.d);
+                    }
+                }
+                StmtKind::Decl { kind, names } => {
+                    for name in names {
+                        let table = match kind {
+                            DeclKind::Categories => {
+                                if self.categories.len() == MAX_CATEGORIES
+                                    && self.categories.get(&name.name).is_none()
+                                {
+                                    self.d.error(
+                                        name.span,
+                                        format!(
+                                            "more than {MAX_CATEGORIES} categories (`{}` is one too many)",
+                                            name.name
+                                        ),
+                                    );
+                                    continue;
+                                }
+                                &mut self.categories
+                            }
+                            DeclKind::Sinks => &mut self.sinks,
+                            DeclKind::Sets => &mut self.sets,
+                            DeclKind::Facts => &mut self.facts,
+                        };
+                        table.declare(name, &mut self.d);
+                    }
+                }
+                StmtKind::Label { name, label } => {
+                    if self.labels.declare(name, &mut self.d).is_some() {
+                        self.label_exprs.push(label);
+                    }
+                }
+                StmtKind::Tool(tool) => {
+                    if self.tools.declare(&tool.name, &mut self.d).is_some() {
+                        self.tool_decls.push(tool);
+                    }
+                }
+                StmtKind::Sanitizer { name, clauses } => {
+                    if self.sanitizers.declare(name, &mut self.d).is_some() {
+                        self.sanitizer_decls.push((name, clauses));
+                    }
+                }
+                StmtKind::Scope { name, tools } => {
+                    if self.scopes.declare(name, &mut self.d).is_some() {
+                        self.scope_decls.push((name, tools));
+                    }
+                }
+                StmtKind::Agent {
+                    name,
+                    parent,
+                    scope,
+                } => {
+                    if self.agents.declare(name, &mut self.d).is_some() {
+                        self.agent_decls.push((name, parent, scope.as_ref()));
+                    }
+                }
+                StmtKind::Grant(g) => {
+                    self.grants.declare(&g.name, &mut self.d);
+                }
+                StmtKind::Flow(FlowDecl { name, .. })
+                | StmtKind::Path(PathDecl { name, .. })
+                | StmtKind::Count(CountDecl { name, .. })
+                | StmtKind::Obligation(ObligationDecl { name, .. }) => {
+                    self.rules.declare(name, &mut self.d);
+                }
+                StmtKind::Resource { .. } => {}
+            }
+        }
+        policy_name.map(|(n, _)| n)
+    }
+
+    /// Second pass: lowers every statement into `policy`.
+    fn lower(&mut self, file: &'a File, policy: &mut Policy, map: &mut SourceMap) {
+        policy.levels = self.levels.to_vec();
+        policy.categories = self.categories.to_vec();
+        policy.sinks = self.sinks.to_vec();
+        policy.sets = self.sets.to_vec();
+        policy.facts = self.facts.to_vec();
+        map.sets = (0..self.sets.len())
+            .map(|i| self.sets.span(i).unwrap_or_default())
+            .collect();
+        self.resolve_label_aliases();
+
+        for (name, clauses) in self.sanitizer_decls.clone() {
+            let sanitizer = self.lower_sanitizer(name, clauses);
+            policy.sanitizers.push(sanitizer);
+        }
+        for tool in self.tool_decls.clone() {
+            let tool = self.lower_tool(tool);
+            policy.tools.push(tool);
+        }
+        for (name, tools) in self.scope_decls.clone() {
+            let tools = tools.iter().filter_map(|t| self.tool_glob(t)).collect();
+            policy.scopes.push(Scope {
+                name: name.name.clone(),
+                tools,
+            });
+        }
+        map.agents.push(None);
+        for (name, parent, scope) in self.agent_decls.clone() {
+            let parent = self.agents.resolve(parent, &mut self.d);
+            let scope = scope.and_then(|s| self.scopes.resolve(s, &mut self.d));
+            policy.agents.push(Agent {
+                name: name.name.clone(),
+                parent,
+                scope,
+            });
+            map.agents.push(Some(name.span));
+        }
+
+        for stmt in &file.stmts {
+            match &stmt.kind {
+                StmtKind::Resource { pattern, label } => {
+                    let label = self.lower_label(label);
+                    policy.resources.push(ResourceLabel {
+                        pattern: pattern.pattern.clone(),
+                        label,
+                    });
+                }
+                StmtKind::Grant(g) => {
+                    let grant = self.lower_grant(g, &policy.tools);
+                    policy.grants.push(grant);
+                    map.grants.push(g.name.span);
+                }
+                StmtKind::Flow(f) => {
+                    let rule = self.lower_flow(f, &policy.tools);
+                    policy.flow_rules.push(rule);
+                    map.flow_sinks.push(f.sink.span);
+                }
+                StmtKind::Path(p) => {
+                    let steps = p
+                        .steps
+                        .iter()
+                        .map(|s| self.lower_step(s, &p.name.name, &policy.tools))
+                        .collect();
+                    let reset = p
+                        .reset
+                        .as_ref()
+                        .map(|s| self.lower_step(s, &p.name.name, &policy.tools));
+                    policy.path_rules.push(PathRule {
+                        name: p.name.name.clone(),
+                        effect: rule_effect(p.effect),
+                        kind: PathKind::Sequence(steps),
+                        reset,
+                    });
+                }
+                StmtKind::Count(c) => {
+                    let max = non_negative(
+                        &c.max,
+                        &format!("the count of rule `{}`", c.name.name),
+                        &mut self.d,
+                    );
+                    let step = self.lower_step(&c.step, &c.name.name, &policy.tools);
+                    let reset = c
+                        .reset
+                        .as_ref()
+                        .map(|s| self.lower_step(s, &c.name.name, &policy.tools));
+                    policy.path_rules.push(PathRule {
+                        name: c.name.name.clone(),
+                        effect: rule_effect(c.effect),
+                        kind: PathKind::AtMost { max, step },
+                        reset,
+                    });
+                }
+                StmtKind::Obligation(o) => {
+                    let obligation = self.lower_obligation(o, &policy.tools);
+                    policy.obligations.push(obligation);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // ---- labels ---------------------------------------------------------
+
+    /// Lowers `label NAME = LABEL;` aliases: literals first, then names
+    /// followed along their chain (reporting cycles).
+    fn resolve_label_aliases(&mut self) {
+        let exprs = self.label_exprs.clone();
+        self.label_values = exprs
+            .iter()
+            .map(|e| match e {
+                LabelExpr::Literal { .. } => self.lower_label_literal(e),
+                LabelExpr::Named(_) => Label::BOTTOM,
+            })
+            .collect();
+        for (i, expr) in exprs.iter().enumerate() {
+            let LabelExpr::Named(first) = expr else {
+                continue;
+            };
+            let Some(mut next) = self.labels.resolve(first, &mut self.d) else {
+                continue;
+            };
+            let mut chain = vec![i];
+            loop {
+                if chain.contains(&next) {
+                    // Report a cycle once: at its first alias, when `i` is on it.
+                    if next == i && chain.iter().min() == Some(&i) {
+                        let names: Vec<&str> = chain
+                            .iter()
+                            .chain(std::iter::once(&i))
+                            .filter_map(|j| self.labels.names().nth(*j))
+                            .collect();
+                        let span = self.labels.span(i).unwrap_or(first.span);
+                        self.d
+                            .error(span, format!("label alias cycle: {}", names.join(" -> ")));
+                    }
+                    break;
+                }
+                match exprs.get(next) {
+                    Some(LabelExpr::Named(id)) => match self.labels.get(&id.name) {
+                        Some(j) => {
+                            chain.push(next);
+                            next = j;
+                        }
+                        None => break, // reported at that alias
+                    },
+                    _ => {
+                        if let (Some(v), Some(slot)) = (
+                            self.label_values.get(next).copied(),
+                            self.label_values.get_mut(i),
+                        ) {
+                            *slot = v;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    fn lower_label(&mut self, expr: &LabelExpr) -> Label {
+        match expr {
+            LabelExpr::Literal { .. } => self.lower_label_literal(expr),
+            LabelExpr::Named(id) => self
+                .labels
+                .resolve(id, &mut self.d)
+                .and_then(|i| self.label_values.get(i).copied())
+                .unwrap_or(Label::BOTTOM),
+        }
+    }
+
+    fn lower_label_literal(&mut self, expr: &LabelExpr) -> Label {
+        let LabelExpr::Literal {
+            level,
+            categories,
+            trusted,
+            ..
+        } = expr
+        else {
+            return Label::BOTTOM;
+        };
+        Label::new(self.level(level), self.category_set(categories), *trusted)
+    }
+
+    fn level(&mut self, id: &Ident) -> Level {
+        self.levels
+            .resolve(id, &mut self.d)
+            .and_then(|i| Level::try_from(i).ok())
+            .unwrap_or(0)
+    }
+
+    fn category_set(&mut self, ids: &[Ident]) -> CategorySet {
+        let indexes: Vec<usize> = ids
+            .iter()
+            .filter_map(|id| self.categories.resolve(id, &mut self.d))
+            .filter(|i| *i < MAX_CATEGORIES)
+            .collect();
+        CategorySet::from_indexes(indexes)
+    }
+
+    fn lower_label_pat(&mut self, pat: &LabelPatExpr) -> LabelPattern {
+        let LabelPatExpr::Atoms(atoms) = pat else {
+            return LabelPattern::ANY;
+        };
+        let mut out = LabelPattern::ANY;
+        let mut seen = Vec::new();
+        for atom in atoms {
+            let keyword = match &atom.kind {
+                LabelAtomKind::Untrusted => {
+                    out.untrusted = true;
+                    "untrusted"
+                }
+                LabelAtomKind::Sensitivity(level) => {
+                    out.min_sensitivity = Some(self.level(level));
+                    "sensitivity"
+                }
+                LabelAtomKind::Category(cats) => {
+                    out.any_category = self.category_set(cats);
+                    "category"
+                }
+            };
+            if seen.contains(&keyword) {
+                self.d.error(
+                    atom.span,
+                    format!("`{keyword}` appears twice in this label pattern"),
+                );
+            }
+            seen.push(keyword);
+        }
+        out
+    }
+
+    // ---- tools and sanitizers ---------------------------------------------
+
+    fn lower_sanitizer(&mut self, name: &Ident, clauses: &[SanitizerClause]) -> Sanitizer {
+        let owner = format!("sanitizer `{}`", name.name);
+        let mut s = Sanitizer {
+            name: name.name.clone(),
+            removes: CategorySet::EMPTY,
+            max_sensitivity: None,
+            trusts: false,
+        };
+        let mut seen = Vec::new();
+        for clause in clauses {
+            match clause {
+                SanitizerClause::Removes(cats, span) => {
+                    once(&mut seen, "removes", *span, &owner, &mut self.d);
+                    s.removes = self.category_set(cats);
+                }
+                SanitizerClause::Max(level, span) => {
+                    once(&mut seen, "max", *span, &owner, &mut self.d);
+                    s.max_sensitivity = Some(self.level(level));
+                }
+                SanitizerClause::Trusts(span) => {
+                    once(&mut seen, "trusts", *span, &owner, &mut self.d);
+                    s.trusts = true;
+                }
+            }
+        }
+        s
+    }
+
+    fn lower_tool(&mut self, decl: &ToolDecl) -> Tool {
+        let tool_name = &decl.name.name;
+        let mut params = Names::new("parameter");
+        let mut tool = Tool {
+            name: tool_name.clone(),
+            params: Vec::new(),
+            resource: None,
+            sinks: Vec::new(),
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: Vec::new(),
+        };
+        for p in &decl.params {
+            let ty = match p.ty.name.as_str() {
+                "string" => ParamType::Str,
+                "int" => ParamType::Int,
+                "bool" => ParamType::Bool,
+                other => {
+                    self.d.error(
+                        p.ty.span,
+                        format!(
+                            "unknown type `{other}`{}",
+                            did_you_mean(other, ["string", "int", "bool"])
+                        ),
+                    );
+                    ParamType::Str
+                }
+            };
+            if params.declare(&p.name, &mut self.d).is_some() {
+                tool.params.push(Param {
+                    name: p.name.name.clone(),
+                    ty,
+                });
+            }
+        }
+        let owner = format!("tool `{tool_name}`");
+        let mut seen = Vec::new();
+        for clause in decl.body.iter().flat_map(|b| &b.clauses) {
+            let keyword = clause.kind.keyword();
+            if !matches!(
+                clause.kind,
+                ToolClauseKind::Sinks(_) | ToolClauseKind::Fact { .. }
+            ) {
+                once(&mut seen, keyword, clause.span, &owner, &mut self.d);
+            }
+            match &clause.kind {
+                ToolClauseKind::Resource(param) => {
+                    tool.resource = self.param(&tool, param);
+                    if let Some(p) = tool.resource.and_then(|i| tool.params.get(i)) {
+                        if p.ty != ParamType::Str {
+                            self.d.error(
+                                param.span,
+                                format!(
+                                    "the resource parameter `{}` of tool `{tool_name}` must be a string, not {}",
+                                    p.name, p.ty
+                                ),
+                            );
+                        }
+                    }
+                }
+                ToolClauseKind::Output(label) => tool.output = self.lower_label(label),
+                ToolClauseKind::Sinks(sinks) => {
+                    for sink in sinks {
+                        let Some(id) = self.sinks.resolve(sink, &mut self.d) else {
+                            continue;
+                        };
+                        if tool.sinks.contains(&id) {
+                            self.d.error(
+                                sink.span,
+                                format!(
+                                    "sink `{}` is listed twice for tool `{tool_name}`",
+                                    sink.name
+                                ),
+                            );
+                        } else {
+                            tool.sinks.push(id);
+                        }
+                    }
+                }
+                ToolClauseKind::Sanitizer(name) => {
+                    tool.sanitizer = self.sanitizers.resolve(name, &mut self.d);
+                }
+                ToolClauseKind::Fact { fact, when } => {
+                    let fact = self.facts.resolve(fact, &mut self.d).unwrap_or(0);
+                    let when = when.as_ref().map(|test| {
+                        if test.field.name.contains('.') {
+                            self.d.error(
+                                test.field.span,
+                                format!(
+                                    "`output.{}`: only top-level output fields can be tested",
+                                    test.field.name
+                                ),
+                            );
+                        }
+                        OutputTest {
+                            field: test.field.name.clone(),
+                            op: self.lower_op(&test.op),
+                        }
+                    });
+                    tool.facts.push(FactRule { fact, when });
+                }
+            }
+        }
+        tool
+    }
+
+    /// The index of a tool's parameter, or an error naming the tool.
+    fn param(&mut self, tool: &Tool, param: &Ident) -> Option<usize> {
+        let found = tool.param_index(&param.name);
+        if found.is_none() {
+            self.d.error(
+                param.span,
+                format!(
+                    "tool `{}` has no parameter `{}`{}",
+                    tool.name,
+                    param.name,
+                    did_you_mean(&param.name, tool.params.iter().map(|p| p.name.as_str()))
+                ),
+            );
+        }
+        found
+    }
+
+    // ---- tests ------------------------------------------------------------
+
+    /// Lowers a test; an `in [..]` list must hold values of one type.
+    fn lower_op(&mut self, op: &PredOp) -> ArgOp {
+        match op {
+            PredOp::Eq(v) => ArgOp::Eq(v.value.clone()),
+            PredOp::Ne(v) => ArgOp::Ne(v.value.clone()),
+            PredOp::InList(values) => {
+                if let Some(first) = values.first() {
+                    for v in values.iter().skip(1) {
+                        if v.value.ty() != first.value.ty() {
+                            self.d.error(
+                                v.span,
+                                format!(
+                                    "the values of an `in` list must have one type: {} is {}, but the first value is {}",
+                                    v.value,
+                                    v.value.ty(),
+                                    first.value.ty()
+                                ),
+                            );
+                        }
+                    }
+                }
+                ArgOp::In(values.iter().map(|v| v.value.clone()).collect())
+            }
+            PredOp::InSet(set) => ArgOp::InSet(self.sets.resolve(set, &mut self.d).unwrap_or(0)),
+            PredOp::StartsWith(s) => ArgOp::Prefix(s.value.clone()),
+            PredOp::EndsWith(s) => ArgOp::Suffix(s.value.clone()),
+            PredOp::Matches(p) => ArgOp::Matches(p.pattern.clone()),
+            PredOp::Lt(i) => ArgOp::Lt(i.value),
+            PredOp::Le(i) => ArgOp::Le(i.value),
+            PredOp::Gt(i) => ArgOp::Gt(i.value),
+            PredOp::Ge(i) => ArgOp::Ge(i.value),
+        }
+    }
+
+    /// Reports a test whose operand type differs from the parameter's.
+    fn type_check(&mut self, pred: &Pred, op: &ArgOp, param: &Param, owner: &str) {
+        if let Some(needed) = op.operand_type() {
+            if needed != param.ty {
+                self.d.error(
+                    pred.span,
+                    format!(
+                        "type mismatch in {owner}: parameter `{}` is {}, but `{}` here needs {}",
+                        param.name,
+                        param.ty,
+                        pred.op.operator(),
+                        needed
+                    ),
+                );
+            }
+        }
+    }
+
+    // ---- grants -----------------------------------------------------------
+
+    fn lower_grant(&mut self, g: &GrantDecl, tools: &[Tool]) -> Grant {
+        let owner = format!("grant `{}`", g.name.name);
+        let tool_id = self.tools.resolve(&g.tool, &mut self.d);
+        let tool = tool_id.and_then(|t| tools.get(t));
+        let mut grant = Grant {
+            name: g.name.name.clone(),
+            agent: 0,
+            tool: tool_id.unwrap_or(0),
+            resource: None,
+            args: Vec::new(),
+            quota: Quota::Limited(0),
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        };
+        let mut seen = Vec::new();
+        for clause in &g.clauses {
+            once(
+                &mut seen,
+                clause.kind.keyword(),
+                clause.span,
+                &owner,
+                &mut self.d,
+            );
+            match &clause.kind {
+                GrantClauseKind::On(p) => {
+                    if let Some(t) = tool.filter(|t| t.resource.is_none()) {
+                        self.d.error(
+                            clause.span,
+                            format!(
+                                "{owner} has an `on` clause, but tool `{}` has no resource parameter (add `resource PARAM;` to the tool)",
+                                t.name
+                            ),
+                        );
+                    }
+                    grant.resource = Some(p.pattern.clone());
+                }
+                GrantClauseKind::Where(preds) => {
+                    for pred in preds {
+                        let op = self.lower_op(&pred.op);
+                        let Some(t) = tool else { continue };
+                        let Some(index) = self.param(t, &pred.param) else {
+                            continue;
+                        };
+                        if let Some(param) = t.params.get(index) {
+                            self.type_check(pred, &op, param, &owner);
+                        }
+                        grant.args.push(ArgPredicate { param: index, op });
+                    }
+                }
+                GrantClauseKind::Quota(q) => {
+                    grant.quota = match q {
+                        None => Quota::Unlimited,
+                        Some(n) => Quota::Limited(non_negative(
+                            n,
+                            &format!("the quota of {owner}"),
+                            &mut self.d,
+                        )),
+                    };
+                }
+                GrantClauseKind::Approval => grant.approval = true,
+                GrantClauseKind::Expires(t) => {
+                    grant.expires_at = Some(non_negative(
+                        t,
+                        &format!("the expiry of {owner}"),
+                        &mut self.d,
+                    ));
+                }
+                GrantClauseKind::Discovers(set) => {
+                    grant.discovers = self.sets.resolve(set, &mut self.d)
+                }
+                GrantClauseKind::Agent(agent) => {
+                    grant.agent = self.agents.resolve(agent, &mut self.d).unwrap_or(0)
+                }
+            }
+        }
+        if !seen.contains(&"quota") {
+            self.d.error(
+                g.name.span,
+                format!("{owner} has no quota (add `quota N` or `quota unlimited`)"),
+            );
+        }
+        grant
+    }
+
+    // ---- rules ------------------------------------------------------------
+
+    fn lower_flow(&mut self, f: &FlowDecl, tools: &[Tool]) -> FlowRule {
+        let owner = format!("flow rule `{}`", f.name.name);
+        let effect = match &f.effect {
+            FlowEffectExpr::Deny(pat) => FlowEffect::Deny(self.lower_label_pat(pat)),
+            FlowEffectExpr::Allow(label) => FlowEffect::Allow(self.lower_label(label)),
+        };
+        let sink = self.sinks.resolve(&f.sink, &mut self.d);
+        let mut when = Vec::new();
+        for pred in &f.when {
+            let op = self.lower_op(&pred.op);
+            // Type-check against every tool reaching the sink that has the
+            // parameter; a tool without it simply fails the test.
+            let reaching: Vec<&Tool> = tools
+                .iter()
+                .filter(|t| sink.is_some_and(|s| t.sinks.contains(&s)))
+                .collect();
+            let mut has_param = false;
+            for t in &reaching {
+                if let Some(param) = t.params.iter().find(|p| p.name == pred.param.name) {
+                    has_param = true;
+                    self.type_check(pred, &op, param, &format!("{owner} (tool `{}`)", t.name));
+                }
+            }
+            if !has_param && !reaching.is_empty() {
+                self.d.warn(
+                    pred.param.span,
+                    format!(
+                        "{owner}: no tool reaching sink `{}` has a parameter `{}`, so this test never holds",
+                        f.sink.name, pred.param.name
+                    ),
+                );
+            }
+            when.push(NamedArgTest {
+                param: pred.param.name.clone(),
+                op,
+            });
+        }
+        FlowRule {
+            name: f.name.name.clone(),
+            sink: sink.unwrap_or(0),
+            effect,
+            when,
+        }
+    }
+
+    /// A tool pattern: a bare name must be a declared tool.
+    fn tool_glob(&mut self, pat: &ToolPat) -> Option<String> {
+        match pat {
+            ToolPat::Name(id) => self.tools.resolve(id, &mut self.d).map(|_| id.name.clone()),
+            ToolPat::Glob(s) => Some(s.value.clone()),
+        }
+    }
+
+    fn lower_step(&mut self, step: &StepExpr, rule: &str, tools: &[Tool]) -> StepPattern {
+        let mut out = StepPattern::default();
+        let mut seen = Vec::new();
+        for atom in &step.atoms {
+            let keyword = match &atom.kind {
+                StepAtomKind::Any => "any",
+                StepAtomKind::Call(pat) => {
+                    out.tool = self.tool_glob(pat);
+                    "call"
+                }
+                StepAtomKind::To(sink) => {
+                    out.sink = self.sinks.resolve(sink, &mut self.d);
+                    "to"
+                }
+                StepAtomKind::Reads(pat) => {
+                    out.reads = Some(self.lower_label_pat(pat));
+                    "reads"
+                }
+            };
+            if seen.contains(&keyword) {
+                self.d
+                    .error(atom.span, format!("`{keyword}` appears twice in this step"));
+            }
+            seen.push(keyword);
+        }
+        let matches_a_tool = tools.iter().any(|t| {
+            out.tool.as_deref().is_none_or(|g| glob_matches(g, &t.name))
+                && out.sink.is_none_or(|s| t.sinks.contains(&s))
+        });
+        if !matches_a_tool {
+            self.d.warn(
+                step.span,
+                format!("rule `{rule}`: this step matches no tool"),
+            );
+        }
+        out
+    }
+
+    fn lower_obligation(&mut self, o: &ObligationDecl, tools: &[Tool]) -> Obligation {
+        let owner = format!("obligation `{}`", o.name.name);
+        let fact = self.facts.resolve(&o.fact, &mut self.d);
+        if let Some(f) = fact {
+            if !tools.iter().any(|t| t.facts.iter().any(|r| r.fact == f)) {
+                self.d.warn(
+                    o.fact.span,
+                    format!("{owner}: no tool establishes fact `{}`", o.fact.name),
+                );
+            }
+        }
+        let glob = |c: &mut Self, pat: &ToolPat, which: &str| {
+            let g = c.tool_glob(pat);
+            if let Some(g) = &g {
+                if !tools.iter().any(|t| glob_matches(g, &t.name)) {
+                    c.d.warn(
+                        pat.span(),
+                        format!(
+                            "{owner}: the `{which}` pattern {} matches no tool",
+                            Value::Str(g.clone())
+                        ),
+                    );
+                }
+            }
+            g.unwrap_or_default()
+        };
+        let since = o.since.as_ref().map(|p| glob(self, p, "since"));
+        let before = glob(self, &o.before, "before");
+        Obligation {
+            name: o.name.name.clone(),
+            effect: if o.else_pause {
+                RuleEffect::Pause
+            } else {
+                RuleEffect::Deny
+            },
+            fact: fact.unwrap_or(0),
+            before,
+            since,
+        }
+    }
+}
+
+fn rule_effect(kw: RuleEffectKw) -> RuleEffect {
+    match kw {
+        RuleEffectKw::Deny => RuleEffect::Deny,
+        RuleEffectKw::Pause => RuleEffect::Pause,
+    }
+}

@@ -1,0 +1,332 @@
+//! The canonical pretty-printer. Statements stay in order, one per line;
+//! tool-body clauses go one per line, indented two spaces; at most one blank
+//! line is kept between statements. Every comment is kept: a comment on the
+//! line after a statement's last token stays there (`stmt; // note`); any
+//! other comment, including one from inside a statement, is printed on its
+//! own line before the statement (or clause) that follows it.
+
+use crate::ast::*;
+use crate::lexer::quote;
+use agenra_core::{Pattern, Value};
+
+pub fn format_file(file: &File) -> String {
+    let mut w = Writer::default();
+    for stmt in &file.stmts {
+        w.leading(&stmt.trivia.comments, "");
+        w.blank_if(stmt.trivia.blank_before);
+        match &stmt.kind {
+            StmtKind::Tool(tool) => w.tool(tool, stmt.trivia.trailing.as_ref()),
+            kind => w.line("", &statement(kind), stmt.trivia.trailing.as_ref()),
+        }
+    }
+    w.leading(&file.trailing_comments, "");
+    w.out
+}
+
+#[derive(Default)]
+struct Writer {
+    out: String,
+    /// Something was printed since the start of the file or of a tool body,
+    /// so a blank line may follow.
+    started: bool,
+}
+
+impl Writer {
+    fn blank_if(&mut self, blank: bool) {
+        if blank && self.started {
+            self.out.push('\n');
+        }
+    }
+
+    fn line(&mut self, indent: &str, text: &str, trailing: Option<&Comment>) {
+        self.out.push_str(indent);
+        self.out.push_str(text);
+        if let Some(c) = trailing {
+            self.out.push_str(" //");
+            self.out.push_str(&c.text);
+        }
+        self.out.push('\n');
+        self.started = true;
+    }
+
+    fn leading(&mut self, comments: &[Comment], indent: &str) {
+        for c in comments {
+            self.blank_if(c.blank_before);
+            self.line(indent, &format!("//{}", c.text), None);
+        }
+    }
+
+    fn tool(&mut self, tool: &ToolDecl, trailing: Option<&Comment>) {
+        let params: Vec<String> = tool
+            .params
+            .iter()
+            .map(|p| format!("{}: {}", p.name.name, p.ty.name))
+            .collect();
+        let head = format!("tool {}({})", tool.name.name, params.join(", "));
+        let body = tool
+            .body
+            .as_ref()
+            .filter(|b| !b.clauses.is_empty() || !b.closing_comments.is_empty());
+        let Some(body) = body else {
+            self.line("", &format!("{head};"), trailing);
+            return;
+        };
+        self.line("", &format!("{head} {{"), None);
+        // No blank line right after `{`.
+        self.started = false;
+        for clause in &body.clauses {
+            self.leading(&clause.trivia.comments, "  ");
+            self.blank_if(clause.trivia.blank_before);
+            self.line(
+                "  ",
+                &tool_clause(&clause.kind),
+                clause.trivia.trailing.as_ref(),
+            );
+        }
+        self.leading(&body.closing_comments, "  ");
+        self.line("", "}", trailing);
+    }
+}
+
+fn names(ids: &[Ident], sep: &str) -> String {
+    ids.iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+fn statement(kind: &StmtKind) -> String {
+    match kind {
+        StmtKind::Policy(name) => format!("policy {};", quote(&name.value)),
+        StmtKind::Levels(levels) => format!("levels {};", names(levels, " < ")),
+        StmtKind::Decl { kind, names: ids } => format!("{} {};", kind.keyword(), names(ids, ", ")),
+        StmtKind::Label { name, label: l } => format!("label {} = {};", name.name, label(l)),
+        StmtKind::Tool(_) => String::new(), // printed by `Writer::tool`
+        StmtKind::Resource {
+            pattern: p,
+            label: l,
+        } => {
+            format!("resource {} label {};", pattern(&p.pattern), label(l))
+        }
+        StmtKind::Sanitizer { name, clauses } => {
+            let mut s = format!("sanitizer {}", name.name);
+            for c in clauses {
+                s.push(' ');
+                match c {
+                    SanitizerClause::Removes(cats, _) => {
+                        s.push_str(&format!("removes {{{}}}", names(cats, ", ")))
+                    }
+                    SanitizerClause::Max(level, _) => s.push_str(&format!("max {}", level.name)),
+                    SanitizerClause::Trusts(_) => s.push_str("trusts"),
+                }
+            }
+            s.push(';');
+            s
+        }
+        StmtKind::Scope { name, tools } => {
+            let tools: Vec<String> = tools.iter().map(tool_pat).collect();
+            format!("scope {}: {};", name.name, tools.join(", "))
+        }
+        StmtKind::Agent {
+            name,
+            parent,
+            scope,
+        } => {
+            let scope = scope
+                .as_ref()
+                .map_or(String::new(), |s| format!(" scope {}", s.name));
+            format!("agent {} from {}{scope};", name.name, parent.name)
+        }
+        StmtKind::Grant(g) => {
+            let mut s = format!("grant {}: {}", g.name.name, g.tool.name);
+            for c in &g.clauses {
+                s.push(' ');
+                s.push_str(&grant_clause(&c.kind));
+            }
+            s.push(';');
+            s
+        }
+        StmtKind::Flow(f) => {
+            let head = match &f.effect {
+                FlowEffectExpr::Deny(p) => format!("deny flow {}: {}", f.name.name, label_pat(p)),
+                FlowEffectExpr::Allow(l) => {
+                    format!("allow flow {}: up to {}", f.name.name, label(l))
+                }
+            };
+            format!("{head} -> {}{};", f.sink.name, when(&f.when))
+        }
+        StmtKind::Path(p) => {
+            let steps: Vec<String> = p.steps.iter().map(step).collect();
+            format!(
+                "{} path {}: {}{};",
+                p.effect.keyword(),
+                p.name.name,
+                steps.join(" -> "),
+                reset(p.reset.as_ref())
+            )
+        }
+        StmtKind::Count(c) => format!(
+            "{} count {}: at most {} {}{};",
+            c.effect.keyword(),
+            c.name.name,
+            c.max.value,
+            step(&c.step),
+            reset(c.reset.as_ref())
+        ),
+        StmtKind::Obligation(o) => {
+            let since = o
+                .since
+                .as_ref()
+                .map_or(String::new(), |s| format!(" since {}", tool_pat(s)));
+            let else_pause = if o.else_pause { " else pause" } else { "" };
+            format!(
+                "obligation {}: require {}{since} before {}{else_pause};",
+                o.name.name,
+                o.fact.name,
+                tool_pat(&o.before)
+            )
+        }
+    }
+}
+
+fn tool_clause(kind: &ToolClauseKind) -> String {
+    match kind {
+        ToolClauseKind::Resource(p) => format!("resource {};", p.name),
+        ToolClauseKind::Output(l) => format!("output {};", label(l)),
+        ToolClauseKind::Sinks(sinks) => format!("sink {};", names(sinks, ", ")),
+        ToolClauseKind::Sanitizer(s) => format!("sanitizer {};", s.name),
+        ToolClauseKind::Fact { fact, when: None } => format!("fact {};", fact.name),
+        ToolClauseKind::Fact {
+            fact,
+            when: Some(test),
+        } => format!(
+            "fact {} when output.{} {};",
+            fact.name,
+            test.field.name,
+            pred_op(&test.op)
+        ),
+    }
+}
+
+fn grant_clause(kind: &GrantClauseKind) -> String {
+    match kind {
+        GrantClauseKind::On(p) => format!("on {}", pattern(&p.pattern)),
+        GrantClauseKind::Where(preds) => format!("where {}", preds_text(preds)),
+        GrantClauseKind::Quota(None) => "quota unlimited".into(),
+        GrantClauseKind::Quota(Some(n)) => format!("quota {}", n.value),
+        GrantClauseKind::Approval => "approval".into(),
+        GrantClauseKind::Expires(t) => format!("expires {}", t.value),
+        GrantClauseKind::Discovers(s) => format!("discovers {}", s.name),
+        GrantClauseKind::Agent(a) => format!("agent {}", a.name),
+    }
+}
+
+fn label(l: &LabelExpr) -> String {
+    match l {
+        LabelExpr::Named(id) => id.name.clone(),
+        LabelExpr::Literal {
+            level,
+            categories,
+            trusted,
+            ..
+        } => format!(
+            "<{}, {{{}}}, {}>",
+            level.name,
+            names(categories, ", "),
+            if *trusted { "trusted" } else { "untrusted" }
+        ),
+    }
+}
+
+fn label_pat(p: &LabelPatExpr) -> String {
+    match p {
+        LabelPatExpr::Any(_) => "any".into(),
+        LabelPatExpr::Atoms(atoms) => atoms
+            .iter()
+            .map(|a| match &a.kind {
+                LabelAtomKind::Untrusted => "untrusted".to_string(),
+                LabelAtomKind::Sensitivity(l) => format!("sensitivity >= {}", l.name),
+                LabelAtomKind::Category(cats) if cats.len() == 1 => {
+                    format!("category {}", names(cats, ""))
+                }
+                LabelAtomKind::Category(cats) => format!("category {{{}}}", names(cats, ", ")),
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
+    }
+}
+
+fn pattern(p: &Pattern) -> String {
+    match p {
+        Pattern::Exact(s) => quote(s),
+        Pattern::Prefix(s) => format!("prefix {}", quote(s)),
+        Pattern::Glob(s) => format!("glob {}", quote(s)),
+    }
+}
+
+fn tool_pat(t: &ToolPat) -> String {
+    match t {
+        ToolPat::Name(id) => id.name.clone(),
+        ToolPat::Glob(s) => quote(&s.value),
+    }
+}
+
+fn value(v: &ValueLit) -> String {
+    match &v.value {
+        Value::Str(s) => quote(s),
+        Value::Int(i) => i.to_string(),
+        Value::Bool(b) => b.to_string(),
+    }
+}
+
+fn pred_op(op: &PredOp) -> String {
+    match op {
+        PredOp::Eq(v) => format!("== {}", value(v)),
+        PredOp::Ne(v) => format!("!= {}", value(v)),
+        PredOp::InList(vs) => format!(
+            "in [{}]",
+            vs.iter().map(value).collect::<Vec<_>>().join(", ")
+        ),
+        PredOp::InSet(s) => format!("in {}", s.name),
+        PredOp::StartsWith(s) => format!("starts_with {}", quote(&s.value)),
+        PredOp::EndsWith(s) => format!("ends_with {}", quote(&s.value)),
+        PredOp::Matches(p) => format!("matches {}", pattern(&p.pattern)),
+        PredOp::Lt(i) => format!("< {}", i.value),
+        PredOp::Le(i) => format!("<= {}", i.value),
+        PredOp::Gt(i) => format!("> {}", i.value),
+        PredOp::Ge(i) => format!(">= {}", i.value),
+    }
+}
+
+fn preds_text(preds: &[Pred]) -> String {
+    preds
+        .iter()
+        .map(|p| format!("{} {}", p.param.name, pred_op(&p.op)))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+fn when(preds: &[Pred]) -> String {
+    if preds.is_empty() {
+        String::new()
+    } else {
+        format!(" when {}", preds_text(preds))
+    }
+}
+
+fn step(s: &StepExpr) -> String {
+    s.atoms
+        .iter()
+        .map(|a| match &a.kind {
+            StepAtomKind::Any => "any".to_string(),
+            StepAtomKind::Call(t) => format!("call {}", tool_pat(t)),
+            StepAtomKind::To(sink) => format!("to {}", sink.name),
+            StepAtomKind::Reads(p) => format!("reads({})", label_pat(p)),
+        })
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+fn reset(s: Option<&StepExpr>) -> String {
+    s.map_or(String::new(), |s| format!(" reset on {}", step(s)))
+}

@@ -1,0 +1,1027 @@
+//! Hand-written recursive-descent parser. The grammar nests only a few
+//! levels deep (statement → clause → predicate → value), so there is no
+//! unbounded recursion, and no input makes it panic. On a syntax error it
+//! reports the statement's first error and resumes after the next `;` or `}`.
+
+use crate::ast::*;
+use crate::diagnostic::{did_you_mean, Diagnostic};
+use crate::lexer::{lex, LexComment, Punct, Token, TokenKind};
+use crate::span::Span;
+use agenra_core::{Pattern, Value};
+
+type PResult<T> = Result<T, Diagnostic>;
+
+const STATEMENTS: &[&str] = &[
+    "policy",
+    "levels",
+    "categories",
+    "category",
+    "sinks",
+    "sink",
+    "sets",
+    "set",
+    "facts",
+    "fact",
+    "label",
+    "tool",
+    "resource",
+    "sanitizer",
+    "scope",
+    "agent",
+    "grant",
+    "deny",
+    "allow",
+    "pause",
+    "obligation",
+];
+
+/// Parses a whole file. The file is complete (every statement parsed) when
+/// the returned diagnostics are empty.
+pub fn parse_file(src: &str) -> (File, Vec<Diagnostic>) {
+    let (toks, comments) = lex(src);
+    let eof_span = toks.last().map_or_else(Span::default, |t| t.span);
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        eof: Token {
+            kind: TokenKind::Eof,
+            span: eof_span,
+            blank_before: false,
+        },
+        comments,
+        next_comment: 0,
+        hoisted: Vec::new(),
+        prev: Span::default(),
+        errors: Vec::new(),
+    };
+    let file = p.file();
+    (file, p.errors)
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+    eof: Token,
+    comments: Vec<LexComment>,
+    next_comment: usize,
+    /// Comments from inside the current statement's header, to be printed
+    /// before the statement.
+    hoisted: Vec<Comment>,
+    /// The span of the last consumed token.
+    prev: Span,
+    errors: Vec<Diagnostic>,
+}
+
+enum ClauseRecovery {
+    NextClause,
+    BodyClosed,
+}
+
+impl Parser {
+    // ---- token access -------------------------------------------------
+
+    fn peek(&self) -> &Token {
+        self.toks.get(self.pos).unwrap_or(&self.eof)
+    }
+
+    fn at_eof(&self) -> bool {
+        self.peek().kind == TokenKind::Eof
+    }
+
+    fn bump(&mut self) -> Token {
+        let tok = self.peek().clone();
+        if tok.kind != TokenKind::Eof {
+            self.pos += 1;
+            self.prev = tok.span;
+        }
+        tok
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(&self.peek().kind, TokenKind::Ident(s) if s == kw)
+    }
+
+    fn is_punct(&self, p: Punct) -> bool {
+        self.peek().kind == TokenKind::Punct(p)
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> Option<Span> {
+        self.is_kw(kw).then(|| self.bump().span)
+    }
+
+    fn eat_punct(&mut self, p: Punct) -> Option<Span> {
+        self.is_punct(p).then(|| self.bump().span)
+    }
+
+    /// "expected X, found Y" at the current token (or the lexer's message if
+    /// the token is malformed).
+    fn unexpected(&self, expected: &str) -> Diagnostic {
+        let tok = self.peek();
+        match &tok.kind {
+            TokenKind::Error(msg) => Diagnostic::error(tok.span, msg.clone()),
+            found => Diagnostic::error(tok.span, format!("expected {expected}, found {found}")),
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> PResult<Span> {
+        self.eat_kw(kw)
+            .ok_or_else(|| self.unexpected(&format!("`{kw}`")))
+    }
+
+    fn expect_punct(&mut self, p: Punct) -> PResult<Span> {
+        self.eat_punct(p)
+            .ok_or_else(|| self.unexpected(&format!("`{}`", p.as_str())))
+    }
+
+    fn ident(&mut self, what: &str) -> PResult<Ident> {
+        match &self.peek().kind {
+            TokenKind::Ident(name) => {
+                let name = name.clone();
+                let span = self.bump().span;
+                Ok(Ident { name, span })
+            }
+            _ => Err(self.unexpected(what)),
+        }
+    }
+
+    fn string(&mut self, what: &str) -> PResult<StrLit> {
+        match &self.peek().kind {
+            TokenKind::Str(value) => {
+                let value = value.clone();
+                let span = self.bump().span;
+                Ok(StrLit { value, span })
+            }
+            _ => Err(self.unexpected(what)),
+        }
+    }
+
+    fn int(&mut self, what: &str) -> PResult<IntLit> {
+        match self.peek().kind {
+            TokenKind::Int(value) => {
+                let span = self.bump().span;
+                Ok(IntLit { value, span })
+            }
+            _ => Err(self.unexpected(what)),
+        }
+    }
+
+    // ---- comments -------------------------------------------------------
+
+    /// Takes the comments that start before byte `offset`.
+    fn comments_before(&mut self, offset: usize) -> Vec<Comment> {
+        let mut out = Vec::new();
+        while let Some(c) = self.comments.get(self.next_comment) {
+            if c.span.start >= offset {
+                break;
+            }
+            out.push(Comment {
+                text: c.text.clone(),
+                span: c.span,
+                blank_before: c.blank_before,
+            });
+            self.next_comment += 1;
+        }
+        out
+    }
+
+    /// Comments from inside a statement move before it, without blank lines.
+    fn hoist_before(&mut self, offset: usize) {
+        let inner = self.comments_before(offset);
+        self.hoisted.extend(inner.into_iter().map(|c| Comment {
+            blank_before: false,
+            ..c
+        }));
+    }
+
+    /// The comment on the same line after the token at `end`, if any.
+    fn trailing_comment(&mut self, end: Span) -> Option<Comment> {
+        let c = self.comments.get(self.next_comment)?;
+        if c.span.line != end.line || c.span.start < end.end {
+            return None;
+        }
+        self.next_comment += 1;
+        Some(Comment {
+            text: c.text.clone(),
+            span: c.span,
+            blank_before: false,
+        })
+    }
+
+    // ---- file and recovery --------------------------------------------
+
+    fn file(&mut self) -> File {
+        let mut stmts = Vec::new();
+        while !self.at_eof() {
+            let first = self.peek().clone();
+            let mut comments = self.comments_before(first.span.start);
+            self.hoisted.clear();
+            match self.statement() {
+                Ok(kind) => {
+                    let end = self.prev;
+                    self.hoist_before(end.end);
+                    comments.append(&mut self.hoisted);
+                    let trailing = self.trailing_comment(end);
+                    stmts.push(Stmt {
+                        kind,
+                        span: first.span.to(end),
+                        trivia: Trivia {
+                            comments,
+                            blank_before: first.blank_before,
+                            trailing,
+                        },
+                    });
+                }
+                Err(d) => {
+                    self.errors.push(d);
+                    self.recover_statement();
+                }
+            }
+        }
+        let trailing_comments = self.comments_before(usize::MAX);
+        File {
+            stmts,
+            trailing_comments,
+        }
+    }
+
+    /// Skips to just after the next `;` (outside braces), or after a `}`
+    /// that is unmatched or ends a line (the end of a tool body).
+    fn recover_statement(&mut self) {
+        let mut depth = 0usize;
+        loop {
+            let tok = self.bump();
+            match tok.kind {
+                TokenKind::Eof => return,
+                TokenKind::Punct(Punct::Semi) if depth == 0 => return,
+                TokenKind::Punct(Punct::LBrace) => depth += 1,
+                TokenKind::Punct(Punct::RBrace) => {
+                    if depth == 0 {
+                        return;
+                    }
+                    depth -= 1;
+                    let next = self.peek();
+                    if depth == 0
+                        && (next.kind == TokenKind::Eof || next.span.line != tok.span.line)
+                    {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Inside a tool body: skips past the next `;`, or past the `}` that
+    /// closes the body.
+    fn recover_clause(&mut self) -> ClauseRecovery {
+        let mut depth = 0usize;
+        loop {
+            let tok = self.bump();
+            match tok.kind {
+                TokenKind::Eof => return ClauseRecovery::BodyClosed,
+                TokenKind::Punct(Punct::Semi) if depth == 0 => return ClauseRecovery::NextClause,
+                TokenKind::Punct(Punct::LBrace) => depth += 1,
+                TokenKind::Punct(Punct::RBrace) => {
+                    if depth == 0 {
+                        return ClauseRecovery::BodyClosed;
+                    }
+                    depth -= 1;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    // ---- statements -----------------------------------------------------
+
+    fn statement(&mut self) -> PResult<StmtKind> {
+        let tok = self.peek().clone();
+        let TokenKind::Ident(word) = &tok.kind else {
+            return Err(self.unexpected("a statement"));
+        };
+        match word.as_str() {
+            "policy" => {
+                self.bump();
+                let name = self.string("the policy name (a string)")?;
+                self.expect_punct(Punct::Semi)?;
+                Ok(StmtKind::Policy(name))
+            }
+            "levels" => {
+                self.bump();
+                let mut levels = vec![self.ident("a level name")?];
+                while self.eat_punct(Punct::Lt).is_some() {
+                    levels.push(self.ident("a level name")?);
+                }
+                self.expect_semi_or("`<`")?;
+                Ok(StmtKind::Levels(levels))
+            }
+            "categories" | "category" => self.decl(DeclKind::Categories, "a category name"),
+            "sinks" | "sink" => self.decl(DeclKind::Sinks, "a sink name"),
+            "sets" | "set" => self.decl(DeclKind::Sets, "a set name"),
+            "facts" | "fact" => self.decl(DeclKind::Facts, "a fact name"),
+            "label" => {
+                self.bump();
+                let name = self.ident("a label name")?;
+                self.expect_punct(Punct::Assign)?;
+                let label = self.label()?;
+                self.expect_punct(Punct::Semi)?;
+                Ok(StmtKind::Label { name, label })
+            }
+            "tool" => self.tool(),
+            "resource" => {
+                self.bump();
+                let pattern = self.pattern()?;
+                self.expect_kw("label")?;
+                let label = self.label()?;
+                self.expect_punct(Punct::Semi)?;
+                Ok(StmtKind::Resource { pattern, label })
+            }
+            "sanitizer" => self.sanitizer(),
+            "scope" => {
+                self.bump();
+                let name = self.ident("a scope name")?;
+                self.expect_punct(Punct::Colon)?;
+                let mut tools = vec![self.tool_pat()?];
+                while self.eat_punct(Punct::Comma).is_some() {
+                    tools.push(self.tool_pat()?);
+                }
+                self.expect_semi_or("`,`")?;
+                Ok(StmtKind::Scope { name, tools })
+            }
+            "agent" => {
+                self.bump();
+                let name = self.ident("an agent name")?;
+                self.expect_kw("from")?;
+                let parent = self.ident("the delegating agent")?;
+                let scope = match self.eat_kw("scope") {
+                    Some(_) => Some(self.ident("a scope name")?),
+                    None => None,
+                };
+                self.expect_semi_or(if scope.is_some() { "" } else { "`scope`" })?;
+                Ok(StmtKind::Agent {
+                    name,
+                    parent,
+                    scope,
+                })
+            }
+            "grant" => self.grant(),
+            "deny" | "pause" | "allow" => self.rule(),
+            "obligation" => self.obligation(),
+            other => Err(Diagnostic::error(
+                tok.span,
+                format!(
+                    "unknown statement `{other}`{}",
+                    did_you_mean(other, STATEMENTS.iter().copied())
+                ),
+            )),
+        }
+    }
+
+    /// `;`, or an error that also names what else could have come here.
+    fn expect_semi_or(&mut self, alternative: &str) -> PResult<Span> {
+        match self.eat_punct(Punct::Semi) {
+            Some(s) => Ok(s),
+            None if alternative.is_empty() => Err(self.unexpected("`;`")),
+            None => Err(self.unexpected(&format!("{alternative} or `;`"))),
+        }
+    }
+
+    fn decl(&mut self, kind: DeclKind, what: &str) -> PResult<StmtKind> {
+        self.bump();
+        let mut names = vec![self.ident(what)?];
+        while self.eat_punct(Punct::Comma).is_some() {
+            names.push(self.ident(what)?);
+        }
+        self.expect_semi_or("`,`")?;
+        Ok(StmtKind::Decl { kind, names })
+    }
+
+    fn tool(&mut self) -> PResult<StmtKind> {
+        self.bump();
+        let name = self.ident("a tool name")?;
+        self.expect_punct(Punct::LParen)?;
+        let mut params = Vec::new();
+        if self.eat_punct(Punct::RParen).is_none() {
+            loop {
+                let pname = self.ident("a parameter name")?;
+                self.expect_punct(Punct::Colon)?;
+                let ty = self.ident("a parameter type (string, int or bool)")?;
+                params.push(ParamDecl { name: pname, ty });
+                if self.eat_punct(Punct::Comma).is_none() {
+                    self.expect_punct(Punct::RParen)?;
+                    break;
+                }
+            }
+        }
+        if self.eat_punct(Punct::Semi).is_some() {
+            return Ok(StmtKind::Tool(ToolDecl {
+                name,
+                params,
+                body: None,
+            }));
+        }
+        let open = self
+            .eat_punct(Punct::LBrace)
+            .ok_or_else(|| self.unexpected("`{` or `;`"))?;
+        self.hoist_before(open.end);
+        let body = self.tool_body()?;
+        Ok(StmtKind::Tool(ToolDecl {
+            name,
+            params,
+            body: Some(body),
+        }))
+    }
+
+    fn tool_body(&mut self) -> PResult<ToolBody> {
+        let mut clauses = Vec::new();
+        loop {
+            let first = self.peek().clone();
+            let mut comments = self.comments_before(first.span.start);
+            if self.eat_punct(Punct::RBrace).is_some() {
+                return Ok(ToolBody {
+                    clauses,
+                    closing_comments: comments,
+                });
+            }
+            if self.at_eof() {
+                return Err(self.unexpected("a tool clause or `}`"));
+            }
+            match self.tool_clause() {
+                Ok(kind) => {
+                    let end = self.prev;
+                    comments.extend(self.comments_before(end.end).into_iter().map(|c| Comment {
+                        blank_before: false,
+                        ..c
+                    }));
+                    let trailing = self.trailing_comment(end);
+                    clauses.push(ToolClause {
+                        kind,
+                        span: first.span.to(end),
+                        trivia: Trivia {
+                            comments,
+                            blank_before: first.blank_before,
+                            trailing,
+                        },
+                    });
+                }
+                Err(d) => {
+                    self.errors.push(d);
+                    if let ClauseRecovery::BodyClosed = self.recover_clause() {
+                        return Ok(ToolBody {
+                            clauses,
+                            closing_comments: Vec::new(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn tool_clause(&mut self) -> PResult<ToolClauseKind> {
+        const CLAUSES: &[&str] = &["resource", "output", "sink", "sanitizer", "fact"];
+        let tok = self.peek().clone();
+        let word = match &tok.kind {
+            TokenKind::Ident(w) => w.clone(),
+            _ => {
+                return Err(self
+                    .unexpected("a tool clause (resource, output, sink, sanitizer, fact) or `}`"))
+            }
+        };
+        let kind = match word.as_str() {
+            "resource" => {
+                self.bump();
+                ToolClauseKind::Resource(self.ident("a parameter name")?)
+            }
+            "output" => {
+                self.bump();
+                ToolClauseKind::Output(self.label()?)
+            }
+            "sink" | "sinks" => {
+                self.bump();
+                let mut sinks = vec![self.ident("a sink name")?];
+                while self.eat_punct(Punct::Comma).is_some() {
+                    sinks.push(self.ident("a sink name")?);
+                }
+                ToolClauseKind::Sinks(sinks)
+            }
+            "sanitizer" => {
+                self.bump();
+                ToolClauseKind::Sanitizer(self.ident("a sanitizer name")?)
+            }
+            "fact" => {
+                self.bump();
+                let fact = self.ident("a fact name")?;
+                let when = match self.eat_kw("when") {
+                    Some(_) => Some(self.output_test()?),
+                    None => None,
+                };
+                ToolClauseKind::Fact { fact, when }
+            }
+            other => {
+                return Err(Diagnostic::error(
+                    tok.span,
+                    format!(
+                        "unknown tool clause `{other}`{}",
+                        did_you_mean(other, CLAUSES.iter().copied())
+                    ),
+                ))
+            }
+        };
+        self.expect_punct(Punct::Semi)?;
+        Ok(kind)
+    }
+
+    fn output_test(&mut self) -> PResult<OutputTestExpr> {
+        let tok = self.peek().clone();
+        let field = match &tok.kind {
+            TokenKind::Ident(name) => name.strip_prefix("output.").map(str::to_string),
+            _ => None,
+        };
+        let Some(field) = field else {
+            return Err(self.unexpected("`output.FIELD`"));
+        };
+        self.bump();
+        let op = self.pred_op()?;
+        Ok(OutputTestExpr {
+            field: Ident {
+                name: field,
+                span: tok.span,
+            },
+            op,
+            span: tok.span.to(self.prev),
+        })
+    }
+
+    fn sanitizer(&mut self) -> PResult<StmtKind> {
+        self.bump();
+        let name = self.ident("a sanitizer name")?;
+        let mut clauses = Vec::new();
+        loop {
+            if self.eat_punct(Punct::Semi).is_some() {
+                break;
+            }
+            if let Some(start) = self.eat_kw("removes") {
+                let cats = self.braced_names("a category name", true)?;
+                clauses.push(SanitizerClause::Removes(cats, start.to(self.prev)));
+            } else if let Some(start) = self.eat_kw("max") {
+                let level = self.ident("a level name")?;
+                clauses.push(SanitizerClause::Max(level, start.to(self.prev)));
+            } else if let Some(span) = self.eat_kw("trusts") {
+                clauses.push(SanitizerClause::Trusts(span));
+            } else {
+                return Err(self.unexpected("a sanitizer clause (removes, max, trusts) or `;`"));
+            }
+        }
+        Ok(StmtKind::Sanitizer { name, clauses })
+    }
+
+    fn grant(&mut self) -> PResult<StmtKind> {
+        self.bump();
+        let name = self.ident("a grant name")?;
+        self.expect_punct(Punct::Colon)?;
+        let tool = self.ident("a tool name")?;
+        let mut clauses = Vec::new();
+        loop {
+            if self.eat_punct(Punct::Semi).is_some() {
+                break;
+            }
+            let start = self.peek().span;
+            let kind = if self.eat_kw("on").is_some() {
+                GrantClauseKind::On(self.pattern()?)
+            } else if self.eat_kw("where").is_some() {
+                GrantClauseKind::Where(self.preds()?)
+            } else if self.eat_kw("quota").is_some() {
+                if self.eat_kw("unlimited").is_some() {
+                    GrantClauseKind::Quota(None)
+                } else {
+                    GrantClauseKind::Quota(Some(self.int("a quota (an integer or `unlimited`)")?))
+                }
+            } else if self.eat_kw("approval").is_some() {
+                GrantClauseKind::Approval
+            } else if self.eat_kw("expires").is_some() {
+                GrantClauseKind::Expires(self.int("an expiry time (seconds)")?)
+            } else if self.eat_kw("discovers").is_some() {
+                GrantClauseKind::Discovers(self.ident("a set name")?)
+            } else if self.eat_kw("agent").is_some() {
+                GrantClauseKind::Agent(self.ident("an agent name")?)
+            } else {
+                return Err(self.unexpected(
+                    "a grant clause (on, where, quota, approval, expires, discovers, agent) or `;`",
+                ));
+            };
+            clauses.push(GrantClause {
+                kind,
+                span: start.to(self.prev),
+            });
+        }
+        Ok(StmtKind::Grant(GrantDecl {
+            name,
+            tool,
+            clauses,
+        }))
+    }
+
+    /// `deny flow|path|count`, `pause path|count`, `allow flow`.
+    fn rule(&mut self) -> PResult<StmtKind> {
+        let effect_tok = self.bump();
+        let effect = match &effect_tok.kind {
+            TokenKind::Ident(w) if w == "allow" => None,
+            TokenKind::Ident(w) if w == "pause" => Some(RuleEffectKw::Pause),
+            _ => Some(RuleEffectKw::Deny),
+        };
+        let kind_tok = self.peek().clone();
+        let kind = match (&kind_tok.kind, effect) {
+            (TokenKind::Ident(w), Some(RuleEffectKw::Deny) | None) if w == "flow" => "flow",
+            (TokenKind::Ident(w), Some(_)) if w == "path" => "path",
+            (TokenKind::Ident(w), Some(_)) if w == "count" => "count",
+            (_, None) => return Err(self.unexpected("`flow`")),
+            (_, Some(RuleEffectKw::Deny)) => {
+                return Err(self.unexpected("`flow`, `path` or `count`"))
+            }
+            (_, Some(RuleEffectKw::Pause)) => return Err(self.unexpected("`path` or `count`")),
+        };
+        self.bump();
+        let name = self.ident("a rule name")?;
+        self.expect_punct(Punct::Colon)?;
+        match (kind, effect) {
+            ("flow", _) => {
+                let flow_effect = match effect {
+                    None => {
+                        self.expect_kw("up")?;
+                        self.expect_kw("to")?;
+                        FlowEffectExpr::Allow(self.label()?)
+                    }
+                    Some(_) => FlowEffectExpr::Deny(self.label_pat()?),
+                };
+                self.expect_punct(Punct::Arrow)?;
+                let sink = self.ident("a sink name")?;
+                let when = match self.eat_kw("when") {
+                    Some(_) => self.preds()?,
+                    None => Vec::new(),
+                };
+                self.expect_semi_or(if when.is_empty() { "`when`" } else { "`and`" })?;
+                Ok(StmtKind::Flow(FlowDecl {
+                    name,
+                    effect: flow_effect,
+                    sink,
+                    when,
+                }))
+            }
+            ("path", Some(effect)) => {
+                let mut steps = vec![self.step()?];
+                self.expect_punct(Punct::Arrow)?;
+                steps.push(self.step()?);
+                while self.eat_punct(Punct::Arrow).is_some() {
+                    steps.push(self.step()?);
+                }
+                let reset = self.reset()?;
+                self.expect_semi_or(if reset.is_some() { "" } else { "`->`, `reset`" })?;
+                Ok(StmtKind::Path(PathDecl {
+                    effect,
+                    name,
+                    steps,
+                    reset,
+                }))
+            }
+            (_, effect) => {
+                self.expect_kw("at")?;
+                self.expect_kw("most")?;
+                let max = self.int("a count")?;
+                let step = self.step()?;
+                let reset = self.reset()?;
+                self.expect_semi_or(if reset.is_some() { "" } else { "`reset`" })?;
+                Ok(StmtKind::Count(CountDecl {
+                    effect: effect.unwrap_or(RuleEffectKw::Deny),
+                    name,
+                    max,
+                    step,
+                    reset,
+                }))
+            }
+        }
+    }
+
+    fn reset(&mut self) -> PResult<Option<StepExpr>> {
+        if self.eat_kw("reset").is_none() {
+            return Ok(None);
+        }
+        self.expect_kw("on")?;
+        Ok(Some(self.step()?))
+    }
+
+    fn obligation(&mut self) -> PResult<StmtKind> {
+        self.bump();
+        let name = self.ident("an obligation name")?;
+        self.expect_punct(Punct::Colon)?;
+        self.expect_kw("require")?;
+        let fact = self.ident("a fact name")?;
+        let since = match self.eat_kw("since") {
+            Some(_) => Some(self.tool_pat()?),
+            None => None,
+        };
+        self.expect_kw("before")?;
+        let before = self.tool_pat()?;
+        let else_pause = match self.eat_kw("else") {
+            Some(_) => {
+                self.expect_kw("pause")?;
+                true
+            }
+            None => false,
+        };
+        self.expect_semi_or(if else_pause { "" } else { "`else`" })?;
+        Ok(StmtKind::Obligation(ObligationDecl {
+            name,
+            fact,
+            since,
+            before,
+            else_pause,
+        }))
+    }
+
+    // ---- pieces ---------------------------------------------------------
+
+    /// `{a, b}` (an empty list only when `allow_empty`).
+    fn braced_names(&mut self, what: &str, allow_empty: bool) -> PResult<Vec<Ident>> {
+        self.expect_punct(Punct::LBrace)?;
+        let mut names = Vec::new();
+        if allow_empty && self.eat_punct(Punct::RBrace).is_some() {
+            return Ok(names);
+        }
+        loop {
+            names.push(self.ident(what)?);
+            if self.eat_punct(Punct::Comma).is_none() {
+                self.expect_punct(Punct::RBrace)?;
+                return Ok(names);
+            }
+        }
+    }
+
+    fn label(&mut self) -> PResult<LabelExpr> {
+        let Some(start) = self.eat_punct(Punct::Lt) else {
+            return Ok(LabelExpr::Named(self.ident(
+                "a label (`<level, {categories}, trust>` or a label name)",
+            )?));
+        };
+        let level = self.ident("a level name")?;
+        self.expect_punct(Punct::Comma)?;
+        let categories = self.braced_names("a category name", true)?;
+        self.expect_punct(Punct::Comma)?;
+        let trusted = if self.eat_kw("trusted").is_some() {
+            true
+        } else if self.eat_kw("untrusted").is_some() {
+            false
+        } else {
+            return Err(self.unexpected("`trusted` or `untrusted`"));
+        };
+        let end = self.expect_punct(Punct::Gt)?;
+        Ok(LabelExpr::Literal {
+            level,
+            categories,
+            trusted,
+            span: start.to(end),
+        })
+    }
+
+    fn label_pat(&mut self) -> PResult<LabelPatExpr> {
+        if let Some(span) = self.eat_kw("any") {
+            return Ok(LabelPatExpr::Any(span));
+        }
+        let mut atoms = vec![self.label_atom()?];
+        while self.eat_kw("and").is_some() {
+            atoms.push(self.label_atom()?);
+        }
+        Ok(LabelPatExpr::Atoms(atoms))
+    }
+
+    fn label_atom(&mut self) -> PResult<LabelAtom> {
+        let start = self.peek().span;
+        let kind = if self.eat_kw("untrusted").is_some() {
+            LabelAtomKind::Untrusted
+        } else if self.eat_kw("sensitivity").is_some() {
+            self.expect_punct(Punct::Ge)?;
+            LabelAtomKind::Sensitivity(self.ident("a level name")?)
+        } else if self.eat_kw("category").is_some() {
+            if self.is_punct(Punct::LBrace) {
+                LabelAtomKind::Category(self.braced_names("a category name", false)?)
+            } else {
+                LabelAtomKind::Category(vec![self.ident("a category name or `{`")?])
+            }
+        } else {
+            return Err(self
+                .unexpected("a label pattern (any, untrusted, sensitivity >= LEVEL, category C)"));
+        };
+        Ok(LabelAtom {
+            kind,
+            span: start.to(self.prev),
+        })
+    }
+
+    fn pattern(&mut self) -> PResult<PatternLit> {
+        let start = self.peek().span;
+        let pattern = if let TokenKind::Str(s) = &self.peek().kind {
+            let s = s.clone();
+            self.bump();
+            Pattern::Exact(s)
+        } else if self.eat_kw("prefix").is_some() {
+            Pattern::Prefix(self.string("a string after `prefix`")?.value)
+        } else if self.eat_kw("glob").is_some() {
+            Pattern::Glob(self.string("a string after `glob`")?.value)
+        } else {
+            return Err(self.unexpected("a pattern (a string, `prefix \"...\"` or `glob \"...\"`)"));
+        };
+        Ok(PatternLit {
+            pattern,
+            span: start.to(self.prev),
+        })
+    }
+
+    fn tool_pat(&mut self) -> PResult<ToolPat> {
+        match &self.peek().kind {
+            TokenKind::Str(s) => {
+                let value = s.clone();
+                let span = self.bump().span;
+                Ok(ToolPat::Glob(StrLit { value, span }))
+            }
+            TokenKind::Ident(_) => Ok(ToolPat::Name(self.ident("a tool")?)),
+            _ => Err(self.unexpected("a tool name or a glob string")),
+        }
+    }
+
+    fn preds(&mut self) -> PResult<Vec<Pred>> {
+        let mut preds = vec![self.pred()?];
+        while self.eat_kw("and").is_some() {
+            preds.push(self.pred()?);
+        }
+        Ok(preds)
+    }
+
+    fn pred(&mut self) -> PResult<Pred> {
+        let param = self.ident("a parameter name")?;
+        let op = self.pred_op()?;
+        let span = param.span.to(self.prev);
+        Ok(Pred { param, op, span })
+    }
+
+    fn pred_op(&mut self) -> PResult<PredOp> {
+        let tok = self.peek().clone();
+        let op = match &tok.kind {
+            TokenKind::Punct(p) => {
+                let p = *p;
+                let int_op: Option<fn(IntLit) -> PredOp> = match p {
+                    Punct::Lt => Some(PredOp::Lt),
+                    Punct::Le => Some(PredOp::Le),
+                    Punct::Gt => Some(PredOp::Gt),
+                    Punct::Ge => Some(PredOp::Ge),
+                    _ => None,
+                };
+                if let Some(make) = int_op {
+                    self.bump();
+                    make(self.int("an integer")?)
+                } else if p == Punct::EqEq {
+                    self.bump();
+                    PredOp::Eq(self.value()?)
+                } else if p == Punct::Ne {
+                    self.bump();
+                    PredOp::Ne(self.value()?)
+                } else {
+                    return Err(self.unexpected_test());
+                }
+            }
+            TokenKind::Ident(w) => match w.as_str() {
+                "in" => {
+                    self.bump();
+                    if self.eat_punct(Punct::LBracket).is_some() {
+                        let mut values = vec![self.value()?];
+                        while self.eat_punct(Punct::Comma).is_some() {
+                            values.push(self.value()?);
+                        }
+                        self.expect_punct(Punct::RBracket)?;
+                        PredOp::InList(values)
+                    } else {
+                        PredOp::InSet(self.ident("`[` or a set name")?)
+                    }
+                }
+                "starts_with" => {
+                    self.bump();
+                    PredOp::StartsWith(self.string("a string")?)
+                }
+                "ends_with" => {
+                    self.bump();
+                    PredOp::EndsWith(self.string("a string")?)
+                }
+                "matches" => {
+                    self.bump();
+                    PredOp::Matches(self.pattern()?)
+                }
+                _ => return Err(self.unexpected_test()),
+            },
+            _ => return Err(self.unexpected_test()),
+        };
+        Ok(op)
+    }
+
+    fn unexpected_test(&self) -> Diagnostic {
+        self.unexpected("a test (==, !=, in, starts_with, ends_with, matches, <, <=, >, >=)")
+    }
+
+    fn value(&mut self) -> PResult<ValueLit> {
+        let tok = self.peek().clone();
+        let value = match &tok.kind {
+            TokenKind::Str(s) => Value::Str(s.clone()),
+            TokenKind::Int(i) => Value::Int(*i),
+            TokenKind::Ident(w) if w == "true" => Value::Bool(true),
+            TokenKind::Ident(w) if w == "false" => Value::Bool(false),
+            _ => return Err(self.unexpected("a value (a string, an integer, true or false)")),
+        };
+        self.bump();
+        Ok(ValueLit {
+            value,
+            span: tok.span,
+        })
+    }
+
+    fn step(&mut self) -> PResult<StepExpr> {
+        let start = self.peek().span;
+        let mut atoms = vec![self.step_atom()?];
+        while self.eat_kw("and").is_some() {
+            atoms.push(self.step_atom()?);
+        }
+        Ok(StepExpr {
+            atoms,
+            span: start.to(self.prev),
+        })
+    }
+
+    fn step_atom(&mut self) -> PResult<StepAtom> {
+        let start = self.peek().span;
+        let kind = if self.eat_kw("any").is_some() {
+            StepAtomKind::Any
+        } else if self.eat_kw("call").is_some() {
+            StepAtomKind::Call(self.tool_pat()?)
+        } else if self.eat_kw("to").is_some() {
+            StepAtomKind::To(self.ident("a sink name")?)
+        } else if self.eat_kw("reads").is_some() {
+            self.expect_punct(Punct::LParen)?;
+            let pat = self.label_pat()?;
+            self.expect_punct(Punct::RParen)?;
+            StepAtomKind::Reads(pat)
+        } else {
+            return Err(self.unexpected("a step (any, call TOOL, to SINK, reads(LABELPAT))"));
+        };
+        Ok(StepAtom {
+            kind,
+            span: start.to(self.prev),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(src: &str) -> Vec<String> {
+        parse_file(src)
+            .1
+            .into_iter()
+            .map(|d| d.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn reports_one_error_per_statement_and_resynchronises() {
+        let src = "grant a fs.read quota 1;\ntool x(p: string) {\n  resource;\n  output <public, {}, trusted>;\n}\nsinks net\ngrnat b: y quota 2;\n";
+        assert_eq!(
+            errors(src),
+            vec![
+                "1:9: error: expected `:`, found `fs.read`",
+                "3:11: error: expected a parameter name, found `;`",
+                "7:1: error: expected `,` or `;`, found `grnat`",
+            ]
+        );
+        assert_eq!(
+            errors("grnat b: y quota 2;"),
+            vec!["1:1: error: unknown statement `grnat` (did you mean `grant`?)"]
+        );
+    }
+
+    #[test]
+    fn comments_attach_to_the_next_statement_or_trail_on_their_line() {
+        let src = "// lead\n\ngrant a: t // inside\n  quota 1; // tail\n// end\n";
+        let (file, errs) = parse_file(src);
+        assert!(errs.is_empty());
+        let stmt = &file.stmts[0];
+        let texts: Vec<&str> = stmt
+            .trivia
+            .comments
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect();
+        assert_eq!(texts, vec![" lead", " inside"]);
+        assert!(stmt.trivia.blank_before);
+        assert_eq!(
+            stmt.trivia.trailing.as_ref().map(|c| c.text.as_str()),
+            Some(" tail")
+        );
+        assert_eq!(file.trailing_comments.len(), 1);
+    }
+}

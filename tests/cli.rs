@@ -1,0 +1,342 @@
+//! End-to-end tests of the `agenra` binary: golden outputs for the
+//! examples, exit codes, and errors on bad input.
+//!
+//! Regenerate the golden files with `UPDATE_GOLDEN=1 cargo test --test cli`
+//! and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn agenra(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agenra"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the agenra binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Compares `actual` with the golden file, or rewrites it under UPDATE_GOLDEN.
+fn golden(name: &str, actual: &str) {
+    let path = root().join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "missing golden file {} (run with UPDATE_GOLDEN=1)",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "output differs from {}", path.display());
+}
+
+const EXAMPLES: [&str; 3] = ["coding-agent", "email-assistant", "research-agent"];
+
+#[test]
+fn examples_check_and_are_formatted() {
+    for e in EXAMPLES {
+        let policy = format!("examples/{e}/policy.agr");
+        let out = agenra(&["check", &policy]);
+        assert!(out.status.success(), "{e}: {}", stderr(&out));
+        assert!(
+            stderr(&out).is_empty(),
+            "{e} has warnings: {}",
+            stderr(&out)
+        );
+        let out = agenra(&["fmt", "--check", &policy]);
+        assert!(
+            out.status.success(),
+            "{e} is not formatted: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn example_replays_match_golden_output() {
+    for e in EXAMPLES {
+        for trace in ["benign", "attack"] {
+            let policy = format!("examples/{e}/policy.agr");
+            let file = format!("examples/{e}/{trace}.jsonl");
+            let human = agenra(&["replay", "--policy", &policy, &file]);
+            assert!(human.status.success(), "{e}/{trace}: {}", stderr(&human));
+            golden(&format!("{e}-{trace}.txt"), &stdout(&human));
+            let json = agenra(&["replay", "--policy", &policy, &file, "--json"]);
+            assert!(json.status.success());
+            golden(&format!("{e}-{trace}.jsonl"), &stdout(&json));
+        }
+    }
+}
+
+#[test]
+fn json_records_have_the_documented_fields() {
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        "examples/coding-agent/attack.jsonl",
+        "--json",
+    ]);
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 13);
+    for (i, r) in lines.iter().enumerate() {
+        assert_eq!(r["seq"], i as u64 + 1);
+        for field in [
+            "kind",
+            "decision",
+            "rule",
+            "reason",
+            "path",
+            "policy_hash",
+            "ledger_hash",
+        ] {
+            assert!(r.get(field).is_some(), "record {i} lacks {field}");
+        }
+        assert!(r["policy_hash"].as_str().unwrap().starts_with("sha256:"));
+    }
+    // Results carry no decision; the credential exfiltration carries a path.
+    assert!(lines[1]["decision"].is_null());
+    assert_eq!(lines[5]["decision"], "DENY");
+    assert_eq!(lines[5]["rule"], "no_secrets_out");
+    let path: Vec<u64> = lines[5]["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(path.first(), Some(&3), "the path starts at the .env read");
+    assert_eq!(path.last(), Some(&lines[5]["node"].as_u64().unwrap()));
+}
+
+#[test]
+fn explain_matches_golden_output() {
+    let out = agenra(&[
+        "explain",
+        "--policy",
+        "examples/email-assistant/policy.agr",
+        "examples/email-assistant/attack.jsonl",
+        "--seq",
+        "7",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("email-assistant-attack-explain-7.txt", &stdout(&out));
+}
+
+#[test]
+fn explain_rejects_out_of_range_seq() {
+    let out = agenra(&[
+        "explain",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        "examples/coding-agent/benign.jsonl",
+        "--seq",
+        "99",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("--seq 99 is out of range"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+fn temp_file(name: &str, content: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agenra-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, content).expect("write temp file");
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn check_reports_errors_with_line_column_and_caret() {
+    let bad = temp_file(
+        "bad.agr",
+        "tool fs.read(path: string);\ngrant r: fs.raed quota 1;\n",
+    );
+    let out = agenra(&["check", s(&bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bad.agr:2:10: error: unknown tool `fs.raed`"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `fs.read`"), "{err}");
+    assert!(err.contains("^^^^^^^"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn replay_stops_with_a_clear_error_on_bad_events() {
+    let policy = "examples/coding-agent/policy.agr";
+    let cases = [
+        ("not-json.jsonl", "{\"kind\":\"call\",\n", "not-json.jsonl:1:"),
+        ("no-kind.jsonl", "{\"id\":\"c1\"}\n", "event has no `kind`"),
+        ("bad-kind.jsonl", "{\"kind\":\"cal\",\"id\":\"c1\"}\n", "unknown event kind `cal`"),
+        (
+            "typo.jsonl",
+            "{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"git.commit\",\"args\":{\"message\":\"m\"},\"linage\":{}}\n",
+            "unknown field `linage`",
+        ),
+        ("unknown-approve.jsonl", "{\"kind\":\"approve\",\"call\":\"nope\"}\n", "unknown call `nope`"),
+        (
+            "dup.jsonl",
+            "{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n{\"kind\":\"call\",\"id\":\"c1\",\"time\":2,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
+            "dup.jsonl:2: error: call id `c1` is already used",
+        ),
+        (
+            "time.jsonl",
+            "{\"kind\":\"call\",\"id\":\"c1\",\"time\":5,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n{\"kind\":\"call\",\"id\":\"c2\",\"time\":4,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
+            "time 4 is before the previous event's time 5",
+        ),
+    ];
+    for (name, content, expected) in cases {
+        let trace = temp_file(name, content);
+        let out = agenra(&["replay", "--policy", policy, s(&trace)]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expected), "{name}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{name}");
+    }
+}
+
+#[test]
+fn malformed_calls_are_denied_naming_the_field() {
+    let trace = temp_file(
+        "malformed.jsonl",
+        concat!(
+            "{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"fs.delete\",\"args\":{}}\n",
+            "{\"kind\":\"call\",\"id\":\"c2\",\"time\":1,\"tool\":\"fs.read\",\"args\":{}}\n",
+            "{\"kind\":\"call\",\"id\":\"c3\",\"time\":1,\"tool\":\"fs.read\",\"args\":{\"path\":7}}\n",
+            "{\"kind\":\"call\",\"id\":\"c4\",\"time\":1,\"tool\":\"fs.read\",\"args\":{\"path\":\"/repo/a\",\"mode\":\"r\"}}\n",
+            "{\"kind\":\"call\",\"id\":\"c5\",\"time\":1,\"agent\":\"ghost\",\"tool\":\"fs.read\",\"args\":{\"path\":\"/repo/a\"}}\n",
+            "{\"kind\":\"call\",\"id\":\"c6\",\"time\":1,\"tool\":\"fs.read\",\"args\":{\"path\":\"/repo/a\"},\"lineage\":{\"path\":[\"c99\"]}}\n",
+            "{\"kind\":\"result\",\"call\":\"c1\",\"status\":\"succeeded\"}\n",
+        ),
+    );
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+        "--json",
+    ]);
+    let records: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reasons: Vec<&str> = records
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "unknown tool `fs.delete`",
+            "missing argument `path` of `fs.read`",
+            "argument `path` of `fs.read` must be string, got int",
+            "`fs.read` has no parameter `mode`",
+            "unknown agent `ghost`",
+            "lineage of `path` names unknown call `c99`",
+        ]
+    );
+    assert!(records
+        .iter()
+        .all(|r| r["decision"] == "DENY" && r["rule"] == "well-formed"));
+    // A result for a denied call is an error, after the six records.
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("call `c1` is denied, so it cannot take a result"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn fmt_rewrites_and_check_detects_unformatted_files() {
+    let messy = temp_file(
+        "messy.agr",
+        "tool   a.b( x :string ) ;grant g : a.b quota   2;\n",
+    );
+    let out = agenra(&["fmt", "--check", s(&messy)]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = agenra(&["fmt", s(&messy)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = agenra(&["fmt", "--check", s(&messy)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn compile_prints_json_and_a_stable_hash() {
+    let a = agenra(&["compile", "examples/research-agent/policy.agr"]);
+    let b = agenra(&["compile", "examples/research-agent/policy.agr"]);
+    assert!(a.status.success());
+    assert_eq!(stdout(&a), stdout(&b));
+    assert_eq!(stderr(&a), stderr(&b));
+    assert!(stderr(&a).starts_with("sha256:"));
+    let policy: serde_json::Value = serde_json::from_str(&stdout(&a)).expect("JSON");
+    assert_eq!(policy["name"], "research-agent");
+    // The replay's policy hash is the same content hash.
+    let replay = agenra(&[
+        "replay",
+        "--policy",
+        "examples/research-agent/policy.agr",
+        "examples/research-agent/benign.jsonl",
+        "--json",
+    ]);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout(&replay).lines().next().unwrap()).unwrap();
+    assert_eq!(first["policy_hash"].as_str().unwrap(), stderr(&a).trim());
+}
+
+#[test]
+fn missing_files_are_errors_not_panics() {
+    for args in [
+        vec!["check", "no/such.agr"],
+        vec!["replay", "--policy", "no/such.agr", "x.jsonl"],
+        vec![
+            "replay",
+            "--policy",
+            "examples/coding-agent/policy.agr",
+            "no/such.jsonl",
+        ],
+    ] {
+        let out = agenra(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("cannot read"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn bench_monitor_json_has_the_figures() {
+    let out = agenra(&["bench", "monitor", "--json", "--samples", "200"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    for field in ["p50_ns", "p95_ns", "p99_ns", "bytes_per_event"] {
+        assert!(r[field].as_f64().is_some_and(|v| v > 0.0), "{field}: {r}");
+    }
+    assert!(r["p50_ns"].as_u64() <= r["p95_ns"].as_u64());
+    assert!(r["p95_ns"].as_u64() <= r["p99_ns"].as_u64());
+}
