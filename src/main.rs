@@ -297,6 +297,7 @@ fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
         }
     } else {
         println!("policy {} {}", monitor.policy().name, monitor.policy_hash());
+        println!("{}", render::HEADER);
         for r in &records {
             println!("{}", render::record_line(&monitor, r));
         }

@@ -11,6 +11,9 @@ fn verdict_cell(r: &Record) -> &'static str {
     r.decision.map_or("-", Verdict::as_str)
 }
 
+/// The column titles above `record_line`s.
+pub const HEADER: &str = " seq  event   call   tool               answer rule                     reason";
+
 /// One line per event, plus a path line under flow denials.
 pub fn record_line(monitor: &Monitor, r: &Record) -> String {
     let mut out = format!(

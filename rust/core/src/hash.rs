@@ -59,6 +59,22 @@ pub fn to_json<T: Serialize>(value: &T) -> Result<String, EncodeError> {
     Ok(serde_json::to_string_pretty(value)?)
 }
 
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("invalid CBOR: {0}")]
+    Cbor(String),
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+pub fn from_cbor<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
+    cbor4ii::serde::from_slice(bytes).map_err(|e| DecodeError::Cbor(e.to_string()))
+}
+
+pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, DecodeError> {
+    Ok(serde_json::from_str(text)?)
+}
+
 /// SHA-256 of the canonical CBOR encoding.
 pub fn content_hash<T: Serialize>(value: &T) -> Result<Hash, EncodeError> {
     Ok(Hash::of_bytes(&to_cbor(value)?))

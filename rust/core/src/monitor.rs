@@ -25,9 +25,9 @@ use crate::value::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// FxHash (as in rustc): call ids are chosen by the agent's runtime, not by
-/// an attacker who could aim for collisions in a table only this session
-/// uses, and SipHash was a tenth of the step's time.
+/// An FxHash-style hasher with a final mix. Call ids come from the agent's
+/// runtime, and SipHash was a tenth of the step's time. A hostile runtime
+/// could at worst slow its own session down.
 #[derive(Default, Clone, Copy)]
 struct FxHasher(u64);
 
@@ -44,7 +44,13 @@ impl Hasher for FxHasher {
         self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
     fn finish(&self) -> u64 {
-        self.0
+        // The multiply only carries differences upwards, and the table
+        // indexes by the low bits: fold the high bits down (murmur3 fmix64).
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h
     }
 }
 
