@@ -340,3 +340,10 @@ fn bench_monitor_json_has_the_figures() {
     assert!(r["p50_ns"].as_u64() <= r["p95_ns"].as_u64());
     assert!(r["p95_ns"].as_u64() <= r["p99_ns"].as_u64());
 }
+
+#[test]
+fn the_readme_shows_the_current_output() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let golden = std::fs::read_to_string(root().join("tests/golden/email-assistant-attack.txt")).expect("golden");
+    assert!(readme.contains(&golden), "README's replay example is out of date");
+}
