@@ -12,7 +12,8 @@ fn verdict_cell(r: &Record) -> &'static str {
 }
 
 /// The column titles above `record_line`s.
-pub const HEADER: &str = " seq  event   call   tool               answer rule                     reason";
+pub const HEADER: &str =
+    " seq  event   call   tool               answer rule                     reason";
 
 /// One line per event, plus a path line under flow denials.
 pub fn record_line(monitor: &Monitor, r: &Record) -> String {

@@ -344,6 +344,10 @@ fn bench_monitor_json_has_the_figures() {
 #[test]
 fn the_readme_shows_the_current_output() {
     let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let golden = std::fs::read_to_string(root().join("tests/golden/email-assistant-attack.txt")).expect("golden");
-    assert!(readme.contains(&golden), "README's replay example is out of date");
+    let golden = std::fs::read_to_string(root().join("tests/golden/email-assistant-attack.txt"))
+        .expect("golden");
+    assert!(
+        readme.contains(&golden),
+        "README's replay example is out of date"
+    );
 }

@@ -6,7 +6,8 @@ use agenra::{Monitor, Policy};
 
 fn example(name: &str) -> Policy {
     let path = format!("{}/examples/{name}/policy.agr", env!("CARGO_MANIFEST_DIR"));
-    let (compiled, _) = agenra::policy::load(std::path::Path::new(&path)).expect("example compiles");
+    let (compiled, _) =
+        agenra::policy::load(std::path::Path::new(&path)).expect("example compiles");
     compiled.policy
 }
 
@@ -25,7 +26,10 @@ fn json_and_cbor_round_trip_to_the_same_policy() {
 
 #[test]
 fn the_content_hash_is_stable_across_formatting_and_compilation() {
-    let path = format!("{}/examples/coding-agent/policy.agr", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/examples/coding-agent/policy.agr",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(path).expect("read");
     let a = agenra::compile_policy(&text, "x").expect("compiles");
     // Comments and layout do not change the compiled policy.
