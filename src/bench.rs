@@ -166,6 +166,7 @@ pub fn random_call(rng: &mut Rng, id: usize, time: u64) -> Call {
     args.insert("target".into(), target.into());
     args.insert("n".into(), (rng.below(1_100) as i64).into());
     Call {
+        session: None,
         id: format!("c{id}"),
         time,
         agent: None,
@@ -204,6 +205,7 @@ fn play(monitor: &mut Monitor, rng: &mut Rng, first_id: usize, n: usize) -> usiz
         };
         if d.verdict == agenra_core::Verdict::Allow && played < n {
             let report = Report {
+                session: None,
                 call: call.id.clone(),
                 time: None,
                 status: agenra_core::event::Outcome::Succeeded,

@@ -19,6 +19,7 @@
 pub mod bench;
 pub mod render;
 pub mod replay;
+pub mod sessions;
 pub mod trace;
 
 pub use agenra_core as core;
@@ -26,6 +27,7 @@ pub use agenra_core::decision::{Applied, Decision, Reason, Rule, StepError, Step
 pub use agenra_core::event::{Call, Event, Outcome, Report, Resolve};
 pub use agenra_core::{Monitor, MonitorError, Policy};
 pub use agenra_policy as policy;
+pub use sessions::{SessionError, Sessions};
 
 /// Compiles policy text; `name` is used when the text has no `policy` statement.
 pub fn compile_policy(source: &str, name: &str) -> Result<Policy, agenra_policy::PolicyError> {

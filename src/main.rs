@@ -4,8 +4,8 @@ use agenra::bench;
 use agenra::render;
 use agenra::replay::{apply, replay};
 use agenra::trace::load_trace;
+use agenra::Sessions;
 use agenra_core::hash::{content_hash, to_cbor, to_json};
-use agenra_core::Monitor;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
@@ -188,9 +188,9 @@ fn load_policy(path: &Path, quiet_warnings: bool) -> Result<(agenra_core::Policy
     }
 }
 
-fn monitor_for(path: &Path) -> Result<Monitor, Failed> {
+fn sessions_for(path: &Path) -> Result<Sessions, Failed> {
     let (policy, _) = load_policy(path, true)?;
-    Monitor::new(policy).map_err(|e| fail(format!("{}: {e}", path.display())))
+    Sessions::new(policy).map_err(|e| fail(format!("{}: {e}", path.display())))
 }
 
 fn check(files: &[PathBuf], deny_warnings: bool) -> Result<(), Failed> {
@@ -284,9 +284,9 @@ fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Fai
 }
 
 fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
-    let mut monitor = monitor_for(policy)?;
+    let mut sessions = sessions_for(policy)?;
     let events = load_trace(trace).map_err(fail)?;
-    let (records, error) = match replay(&mut monitor, trace, &events, None) {
+    let (records, error) = match replay(&mut sessions, trace, &events, None) {
         Ok(r) => (r, None),
         Err((r, e)) => (r, Some(e)),
     };
@@ -296,10 +296,13 @@ fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
             println!("{line}");
         }
     } else {
-        println!("policy {} {}", monitor.policy().name, monitor.policy_hash());
+        let default = sessions
+            .get(None)
+            .ok_or_else(|| fail("no default session"))?;
+        println!("policy {} {}", default.policy().name, default.policy_hash());
         println!("{}", render::HEADER);
         for r in &records {
-            println!("{}", render::record_line(&monitor, r));
+            println!("{}", render::record_line(&sessions, r));
         }
         println!("{}", render::summary(&records));
     }
@@ -310,7 +313,7 @@ fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
 }
 
 fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
-    let mut monitor = monitor_for(policy)?;
+    let mut sessions = sessions_for(policy)?;
     let events = load_trace(trace).map_err(fail)?;
     if seq == 0 || seq as usize > events.len() {
         return Err(fail(format!(
@@ -320,15 +323,30 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
         )));
     }
     let before_count = seq as usize - 1;
-    replay(&mut monitor, trace, &events, Some(before_count)).map_err(|(_, e)| fail(e))?;
-    let before = monitor.session().ledger.clone();
-    let before_hash = monitor.session().ledger_hash().to_string();
+    replay(&mut sessions, trace, &events, Some(before_count)).map_err(|(_, e)| fail(e))?;
     let target = &events[before_count];
-    let record = apply(&mut monitor, seq, &target.event)
+    // A session's first call starts it: its ledger before is the initial one.
+    let fresh;
+    let before_monitor = match sessions.get(target.event.session()) {
+        Some(m) => m,
+        None => {
+            fresh = sessions
+                .get(None)
+                .ok_or_else(|| fail("no default session"))?
+                .new_session();
+            &fresh
+        }
+    };
+    let before = before_monitor.session().ledger.clone();
+    let before_hash = before_monitor.session().ledger_hash().to_string();
+    let record = apply(&mut sessions, seq, &target.event)
         .map_err(|e| fail(format!("{}:{}: {e}", trace.display(), target.line)))?;
+    let monitor = sessions
+        .get(target.event.session())
+        .ok_or_else(|| fail("the event's session does not exist"))?;
     print!(
         "{}",
-        render::explanation(&monitor, &record, target.line, &before, &before_hash)
+        render::explanation(monitor, &record, target.line, &before, &before_hash)
     );
     Ok(())
 }

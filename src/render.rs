@@ -1,6 +1,7 @@
 //! Human-readable output of `replay` and `explain`.
 
 use crate::replay::Record;
+use crate::sessions::Sessions;
 use agenra_core::graph::{NodeId, NodeKind};
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::Quota;
@@ -16,18 +17,22 @@ pub const HEADER: &str =
     " seq  event   call   tool               answer rule                     reason";
 
 /// One line per event, plus a path line under flow denials.
-pub fn record_line(monitor: &Monitor, r: &Record) -> String {
+pub fn record_line(sessions: &Sessions, r: &Record) -> String {
+    let call = match &r.session {
+        Some(s) => format!("{s}/{}", r.call),
+        None => r.call.clone(),
+    };
     let mut out = format!(
         "{:>4}  {:<7} {:<6} {:<18} {:<6} {:<24} {}",
         r.seq,
         r.kind,
-        r.call,
+        call,
         r.tool.as_deref().unwrap_or(""),
         verdict_cell(r),
         r.rule.as_deref().unwrap_or("-"),
         r.reason
     );
-    if !r.path.is_empty() {
+    if let (false, Some(monitor)) = (r.path.is_empty(), sessions.get(r.session.as_deref())) {
         let _ = write!(out, "\n{:>14}path: {}", "", describe_path(monitor, &r.path));
     }
     out

@@ -1,9 +1,10 @@
 //! Running a trace through the monitor, and the records it produces.
 
+use crate::sessions::{SessionError, Sessions};
 use crate::trace::TraceEvent;
 use agenra_core::decision::{Rule, StepOutput};
 use agenra_core::graph::NodeId;
-use agenra_core::{Event, Monitor, StepError, Verdict};
+use agenra_core::{Event, Verdict};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,9 @@ use std::path::{Path, PathBuf};
 pub struct Record {
     /// 1-based position of the event in the trace.
     pub seq: u64,
+    /// The event's session (absent: the default session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     pub kind: &'static str,
     /// The call the event is about.
     pub call: String,
@@ -39,7 +43,7 @@ pub struct ReplayError {
     /// How many events were applied before the failing one.
     pub applied: usize,
     #[source]
-    pub source: StepError,
+    pub source: SessionError,
 }
 
 fn call_of(event: &Event) -> &str {
@@ -50,9 +54,13 @@ fn call_of(event: &Event) -> &str {
     }
 }
 
-/// Applies one event and describes it.
-pub fn apply(monitor: &mut Monitor, seq: u64, event: &Event) -> Result<Record, StepError> {
-    let out = monitor.step(event)?;
+/// Applies one event to its session and describes it.
+pub fn apply(sessions: &mut Sessions, seq: u64, event: &Event) -> Result<Record, SessionError> {
+    let out = sessions.step(event)?;
+    let session = event.session().map(str::to_string);
+    let monitor = sessions
+        .get(event.session())
+        .ok_or_else(|| SessionError::UnknownSession(session.clone().unwrap_or_default()))?;
     let policy = monitor.policy();
     let grant_names = |ids: &[usize]| -> Vec<String> {
         ids.iter()
@@ -74,6 +82,7 @@ pub fn apply(monitor: &mut Monitor, seq: u64, event: &Event) -> Result<Record, S
     Ok(match out {
         StepOutput::Decision(d) => Record {
             seq,
+            session,
             kind: event.kind(),
             call: call_of(event).to_string(),
             tool: tool_of(d.node),
@@ -88,6 +97,7 @@ pub fn apply(monitor: &mut Monitor, seq: u64, event: &Event) -> Result<Record, S
         },
         StepOutput::Applied(a) => Record {
             seq,
+            session,
             kind: event.kind(),
             call: call_of(event).to_string(),
             tool: tool_of(a.node),
@@ -105,14 +115,14 @@ pub fn apply(monitor: &mut Monitor, seq: u64, event: &Event) -> Result<Record, S
 
 /// Replays `events` (optionally only the first `limit`), collecting records.
 pub fn replay(
-    monitor: &mut Monitor,
+    sessions: &mut Sessions,
     path: &Path,
     events: &[TraceEvent],
     limit: Option<usize>,
 ) -> Result<Vec<Record>, (Vec<Record>, ReplayError)> {
     let mut records = Vec::with_capacity(events.len());
     for (i, te) in events.iter().take(limit.unwrap_or(usize::MAX)).enumerate() {
-        match apply(monitor, i as u64 + 1, &te.event) {
+        match apply(sessions, i as u64 + 1, &te.event) {
             Ok(r) => records.push(r),
             Err(source) => {
                 let applied = records.len();

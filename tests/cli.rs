@@ -351,3 +351,55 @@ fn the_readme_shows_the_current_output() {
         "README's replay example is out of date"
     );
 }
+
+#[test]
+fn sessions_have_their_own_ledgers_and_unknown_sessions_are_errors() {
+    let trace = temp_file(
+        "sessions.jsonl",
+        concat!(
+            "{\"kind\":\"call\",\"session\":\"s1\",\"id\":\"c1\",\"time\":1,\"tool\":\"git.commit\",\"args\":{\"message\":\"m\"}}\n",
+            "{\"kind\":\"call\",\"session\":\"s2\",\"id\":\"c1\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
+            "{\"kind\":\"result\",\"session\":\"s2\",\"call\":\"c1\",\"status\":\"succeeded\",\"output\":{\"exit_code\":0}}\n",
+            "{\"kind\":\"call\",\"session\":\"s2\",\"id\":\"c2\",\"time\":2,\"tool\":\"git.commit\",\"args\":{\"message\":\"m\"}}\n",
+            "{\"kind\":\"call\",\"session\":\"s1\",\"id\":\"c2\",\"time\":2,\"tool\":\"git.commit\",\"args\":{\"message\":\"m\"}}\n",
+            "{\"kind\":\"approve\",\"session\":\"s3\",\"call\":\"c1\"}\n",
+        ),
+    );
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+        "--json",
+    ]);
+    let records: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let decisions: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["kind"] == "call")
+        .map(|r| {
+            (
+                r["session"].as_str().unwrap(),
+                r["decision"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // The tests passed in s2 only: s1 still may not commit.
+    assert_eq!(
+        decisions,
+        [
+            ("s1", "DENY"),
+            ("s2", "ALLOW"),
+            ("s2", "ALLOW"),
+            ("s1", "DENY")
+        ]
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unknown session `s3`"),
+        "{}",
+        stderr(&out)
+    );
+}

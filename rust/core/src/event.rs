@@ -9,6 +9,10 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Call {
+    /// The session the event belongs to (default: one implicit session).
+    /// Each session has its own graph and ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Unique within the session; results and approvals name it.
     pub id: String,
     /// Seconds; never less than the previous event's time.
@@ -45,6 +49,10 @@ pub enum Outcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
+    /// The session the event belongs to (default: one implicit session).
+    /// Each session has its own graph and ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     pub call: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u64>,
@@ -61,6 +69,10 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Resolve {
+    /// The session the event belongs to (default: one implicit session).
+    /// Each session has its own graph and ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     pub call: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u64>,
@@ -76,6 +88,14 @@ pub enum Event {
 }
 
 impl Event {
+    pub fn session(&self) -> Option<&str> {
+        match self {
+            Event::Call(c) => c.session.as_deref(),
+            Event::Result(r) => r.session.as_deref(),
+            Event::Approve(a) | Event::Reject(a) => a.session.as_deref(),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Call(_) => "call",

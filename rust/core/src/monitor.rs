@@ -305,6 +305,17 @@ impl Monitor {
         })
     }
 
+    /// A fresh session under the same policy (no re-validation, shared
+    /// lookup tables).
+    pub fn new_session(&self) -> Monitor {
+        Monitor {
+            policy: Arc::clone(&self.policy),
+            index: Arc::clone(&self.index),
+            policy_hash: self.policy_hash,
+            session: Session::new(&self.policy),
+        }
+    }
+
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
@@ -1005,6 +1016,7 @@ impl Monitor {
     /// A human approves a paused call: it is admitted (ALLOW).
     pub fn approve(&mut self, call: &str) -> Result<Applied, StepError> {
         self.approve_at(&Resolve {
+            session: None,
             call: call.to_string(),
             time: None,
         })
@@ -1013,6 +1025,7 @@ impl Monitor {
     /// A human rejects a paused call: its reserved units are returned.
     pub fn reject(&mut self, call: &str) -> Result<Applied, StepError> {
         self.reject_at(&Resolve {
+            session: None,
             call: call.to_string(),
             time: None,
         })

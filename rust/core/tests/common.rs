@@ -326,6 +326,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                     .get(*agent % policy.agents.len())
                     .map(|a| a.name.clone());
                 out.push(Event::Call(Call {
+                    session: None,
                     id: id.clone(),
                     time,
                     agent,
@@ -343,6 +344,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
             } => {
                 if let Some(id) = pick(&calls, *call) {
                     out.push(Event::Result(Report {
+                        session: None,
                         call: id,
                         time: None,
                         status: match status {

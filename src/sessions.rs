@@ -1,0 +1,62 @@
+//! Several sessions under one policy: each has its own graph and ledger.
+//! Events name their session (`"session": "s1"`); events without one belong
+//! to the default session, which always exists. A named session starts
+//! with its first call.
+
+use agenra_core::{Event, Monitor, MonitorError, Policy, StepError, StepOutput};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("unknown session `{0}` (a session starts with its first call)")]
+    UnknownSession(String),
+    #[error(transparent)]
+    Step(#[from] StepError),
+}
+
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    default: Monitor,
+    named: BTreeMap<String, Monitor>,
+}
+
+impl Sessions {
+    pub fn new(policy: Policy) -> Result<Sessions, MonitorError> {
+        Ok(Sessions {
+            default: Monitor::new(policy)?,
+            named: BTreeMap::new(),
+        })
+    }
+
+    /// The session's monitor (`None`: the default session).
+    pub fn get(&self, session: Option<&str>) -> Option<&Monitor> {
+        match session {
+            None => Some(&self.default),
+            Some(s) => self.named.get(s),
+        }
+    }
+
+    /// Applies one event to its session.
+    pub fn step(&mut self, event: &Event) -> Result<StepOutput, SessionError> {
+        let monitor = match event.session() {
+            None => &mut self.default,
+            Some(name) => {
+                if !self.named.contains_key(name) {
+                    if !matches!(event, Event::Call(_)) {
+                        return Err(SessionError::UnknownSession(name.to_string()));
+                    }
+                    self.named
+                        .insert(name.to_string(), self.default.new_session());
+                }
+                self.named
+                    .get_mut(name)
+                    .ok_or_else(|| SessionError::UnknownSession(name.to_string()))?
+            }
+        };
+        Ok(monitor.step(event)?)
+    }
+
+    pub fn policy(&self) -> &Policy {
+        self.default.policy()
+    }
+}
