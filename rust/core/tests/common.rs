@@ -360,6 +360,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
             Step::Approve { call } => {
                 if let Some(id) = pick(&calls, *call) {
                     out.push(Event::Approve(Resolve {
+                        session: None,
                         call: id,
                         time: None,
                     }));
@@ -368,6 +369,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
             Step::Reject { call } => {
                 if let Some(id) = pick(&calls, *call) {
                     out.push(Event::Reject(Resolve {
+                        session: None,
                         call: id,
                         time: None,
                     }));
