@@ -161,6 +161,37 @@ proptest! {
         }
     }
 
+    /// A flow DENY's path runs over data edges from a node carrying the
+    /// offending label to the denied call.
+    #[test]
+    fn flow_denials_carry_a_connected_path((policy, steps) in full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })) {
+        let events = events(&policy, &steps);
+        let mut m = Monitor::new(policy.clone()).expect("valid policy");
+        for e in &events {
+            if let Ok(StepOutput::Decision(d)) = m.step(e) {
+                if let agenra_core::decision::Rule::Flow(r) = d.rule {
+                    let graph = &m.session().graph;
+                    prop_assert_eq!(d.path.last(), Some(&d.node));
+                    for pair in d.path.windows(2) {
+                        prop_assert!(graph.data_preds(pair[1]).contains(&pair[0]), "{:?} not an edge", pair);
+                    }
+                    if let agenra_core::policy::FlowEffect::Deny(p) = policy.flow_rules[r].effect {
+                        if d.path.len() > 1 {
+                            let first = graph.node(d.path[0]).expect("node");
+                            // The context is judged as of its use; calls by their label.
+                            if first.kind != agenra_core::graph::NodeKind::Context {
+                                prop_assert!(p.matches(&first.label));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Replay is deterministic: the same trace gives the same decisions and
     /// hashes.
     #[test]
