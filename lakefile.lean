@@ -1,0 +1,14 @@
+import Lake
+open Lake DSL
+
+package agenra
+
+-- The executable reference semantics (`lean/Agenra/…`), mirroring `rust/core/src/spec.rs`.
+@[default_target]
+lean_lib Agenra where
+  srcDir := "lean"
+
+-- Theorems about `Agenra` (`proofs/AgenraProofs/…`).
+@[default_target]
+lean_lib AgenraProofs where
+  srcDir := "proofs"

@@ -1,0 +1,281 @@
+/-
+Theorems about the ledger semantics of `Agenra.Ledger`.
+
+Style: every recursive definition gets its defining equations as `rfl`
+lemmas below, and the proofs use only those (through `rw`), structural
+induction, `cases`, `injection`, `split`, `by_cases`, `obtain` and `omega`.
+The only library lemmas used are `Nat.le_refl`, `if_pos`, `if_neg` and
+`Bool.and_eq_true`, plus the terms `congrArg`, `Eq.trans` and `Eq.symm`
+(see `docs/lean.md`).
+
+NOT YET CHECKED BY A LEAN TOOLCHAIN (see `docs/lean.md`).
+-/
+import Agenra.Ledger
+
+namespace Agenra
+
+/-! ## Defining equations, by `rfl` -/
+
+theorem getAt_nil {α : Type} (i : Nat) : getAt ([] : List α) i = none := rfl
+
+theorem getAt_cons_zero {α : Type} (a : α) (as : List α) : getAt (a :: as) 0 = some a := rfl
+
+theorem getAt_cons_succ {α : Type} (a : α) (as : List α) (i : Nat) :
+    getAt (a :: as) (i + 1) = getAt as i := rfl
+
+theorem modifyAt_nil {α : Type} (f : α → α) (i : Nat) : modifyAt f [] i = [] := rfl
+
+theorem modifyAt_cons_zero {α : Type} (f : α → α) (a : α) (as : List α) :
+    modifyAt f (a :: as) 0 = f a :: as := rfl
+
+theorem modifyAt_cons_succ {α : Type} (f : α → α) (a : α) (as : List α) (i : Nat) :
+    modifyAt f (a :: as) (i + 1) = a :: modifyAt f as i := rfl
+
+theorem consumeAt_nil (i : Nat) : consumeAt [] i = [] := rfl
+
+theorem consumeAt_cons_zero (q : Quota) (qs : List Quota) :
+    consumeAt (q :: qs) 0 = q.dec :: qs := rfl
+
+theorem consumeAt_cons_succ (q : Quota) (qs : List Quota) (i : Nat) :
+    consumeAt (q :: qs) (i + 1) = q :: consumeAt qs i := rfl
+
+theorem refund_nil (p : Policy) (l : List Quota) : refund p l [] = l := rfl
+
+theorem refund_cons (p : Policy) (l : List Quota) (g : Nat) (gs : List Nat) :
+    refund p l (g :: gs) = refund p (refundOne p l g) gs := rfl
+
+theorem selectFrom_nil (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
+    (sets : List (List String)) (i : Nat) :
+    selectFrom p l agent req sets i [] = none := rfl
+
+theorem selectFrom_cons (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
+    (sets : List (List String)) (i : Nat) (gr : Grant) (rest : List Grant) :
+    selectFrom p l agent req sets i (gr :: rest) =
+      if (grantMatches p gr agent req.tool req.args req.time sets && hasQuota l i) then some i
+      else selectFrom p l agent req sets (i + 1) rest := rfl
+
+/-! ## Consuming -/
+
+/-- Consuming a `limited n` entry leaves `limited m` with `m ≤ n`. -/
+theorem Quota.dec_limited (n : Nat) :
+    ∃ m, some (Quota.limited n).dec = some (Quota.limited m) ∧ m ≤ n := by
+  cases n with
+  | zero => exact ⟨0, rfl, Nat.le_refl 0⟩
+  | succ k => exact ⟨k, rfl, by omega⟩
+
+/-- `consumeAt` never increases any limited entry (the consumed one or any other). -/
+theorem consumeAt_le : ∀ (l : List Quota) (g j n : Nat),
+    getAt l j = some (.limited n) →
+    ∃ m, getAt (consumeAt l g) j = some (.limited m) ∧ m ≤ n := by
+  intro l
+  induction l with
+  | nil =>
+    intro g j n h
+    rw [getAt_nil] at h
+    cases h
+  | cons q qs ih =>
+    intro g j n h
+    cases g with
+    | zero =>
+      cases j with
+      | zero =>
+        rw [getAt_cons_zero] at h
+        cases h
+        rw [consumeAt_cons_zero, getAt_cons_zero]
+        exact Quota.dec_limited n
+      | succ j =>
+        rw [getAt_cons_succ] at h
+        rw [consumeAt_cons_zero, getAt_cons_succ]
+        exact ⟨n, h, Nat.le_refl n⟩
+    | succ g =>
+      cases j with
+      | zero =>
+        rw [getAt_cons_zero] at h
+        rw [consumeAt_cons_succ, getAt_cons_zero]
+        exact ⟨n, h, Nat.le_refl n⟩
+      | succ j =>
+        rw [getAt_cons_succ] at h
+        rw [consumeAt_cons_succ, getAt_cons_succ]
+        exact ih g j n h
+
+/-- **consume_le.** `Ledger::consume(g)` never increases any grant's remaining
+count: an entry `j` that is `limited n` before is `limited m`, `m ≤ n`, after. -/
+theorem consume_le (l : Ledger) (g j n : Nat) (h : getAt l j = some (.limited n)) :
+    ∃ m, getAt (consume l g).2 j = some (.limited m) ∧ m ≤ n :=
+  consumeAt_le l g j n h
+
+/-- `consumeAt` leaves an exhausted entry's ledger unchanged. -/
+theorem consumeAt_exhausted : ∀ (l : List Quota) (g : Nat),
+    getAt l g = some (.limited 0) → consumeAt l g = l := by
+  intro l
+  induction l with
+  | nil =>
+    intro g _
+    exact consumeAt_nil g
+  | cons q qs ih =>
+    intro g h
+    cases g with
+    | zero =>
+      rw [getAt_cons_zero] at h
+      cases h
+      rfl
+    | succ g =>
+      rw [getAt_cons_succ] at h
+      rw [consumeAt_cons_succ, ih g h]
+
+/-- **consume_exhausted.** A `limited 0` entry is never consumed: `consume`
+reports `false` and returns the ledger unchanged. -/
+theorem consume_exhausted (l : Ledger) (g : Nat) (h : getAt l g = some (.limited 0)) :
+    consume l g = (false, l) := by
+  have h1 : hasQuota l g = false := (congrArg quotaAvailable h).trans rfl
+  have h2 : consumeAt l g = l := consumeAt_exhausted l g h
+  show (hasQuota l g, consumeAt l g) = (false, l)
+  rw [h1, h2]
+
+/-! ## Refunding -/
+
+/-- Refunding a `limited n` entry, `n ≤ c`, under the cap `limited c` stays `≤ c`. -/
+theorem refundCapped_le (n c : Nat) (hn : n ≤ c) :
+    ∃ m, some (Quota.refundCapped (some (.limited c)) (.limited n)) = some (Quota.limited m)
+      ∧ m ≤ c := by
+  by_cases hlt : n < c
+  · refine ⟨n + 1, ?_, by omega⟩
+    show some (if n < c then Quota.limited (n + 1) else Quota.limited n) =
+      some (Quota.limited (n + 1))
+    rw [if_pos hlt]
+  · refine ⟨n, ?_, hn⟩
+    show some (if n < c then Quota.limited (n + 1) else Quota.limited n) =
+      some (Quota.limited n)
+    rw [if_neg hlt]
+
+/-- Refunding entry `g` under the cap `cap` keeps every limited entry `j` whose
+cap is `limited c` (when `j = g`) at most `c`. -/
+theorem modifyAt_refund_le (cap : Option Quota) : ∀ (l : List Quota) (g j n c : Nat),
+    (g = j → cap = some (.limited c)) → getAt l j = some (.limited n) → n ≤ c →
+    ∃ m, getAt (modifyAt (Quota.refundCapped cap) l g) j = some (.limited m) ∧ m ≤ c := by
+  intro l
+  induction l with
+  | nil =>
+    intro g j n c _ h _
+    rw [getAt_nil] at h
+    cases h
+  | cons q qs ih =>
+    intro g j n c hcap h hn
+    cases g with
+    | zero =>
+      cases j with
+      | zero =>
+        rw [getAt_cons_zero] at h
+        cases h
+        have hc : cap = some (.limited c) := hcap rfl
+        rw [modifyAt_cons_zero, getAt_cons_zero, hc]
+        exact refundCapped_le n c hn
+      | succ j =>
+        rw [getAt_cons_succ] at h
+        rw [modifyAt_cons_zero, getAt_cons_succ]
+        exact ⟨n, h, hn⟩
+    | succ g =>
+      cases j with
+      | zero =>
+        rw [getAt_cons_zero] at h
+        rw [modifyAt_cons_succ, getAt_cons_zero]
+        exact ⟨n, h, hn⟩
+      | succ j =>
+        rw [getAt_cons_succ] at h
+        rw [modifyAt_cons_succ, getAt_cons_succ]
+        exact ih g j n c (fun hgj => hcap (by omega)) h hn
+
+/-- `Ledger::refund(g)` never takes a limited entry above the policy's quota
+for that grant, given it was at most that quota before. -/
+theorem refundOne_le_quota (p : Policy) (l : Ledger) (g j n c : Nat)
+    (hcap : capOf p j = some (.limited c)) (h : getAt l j = some (.limited n)) (hn : n ≤ c) :
+    ∃ m, getAt (refundOne p l g) j = some (.limited m) ∧ m ≤ c :=
+  modifyAt_refund_le (capOf p g) l g j n c
+    (fun hgj => by
+      rw [hgj]
+      exact hcap)
+    h hn
+
+/-- **refund_le_quota.** `refund` (spec.rs) over any list of grants never takes
+a limited entry above the policy's quota for that grant (`capOf p j`), given
+it was at most that quota before. -/
+theorem refund_le_quota (p : Policy) : ∀ (used : List Nat) (l : Ledger) (j n c : Nat),
+    capOf p j = some (.limited c) → getAt l j = some (.limited n) → n ≤ c →
+    ∃ m, getAt (refund p l used) j = some (.limited m) ∧ m ≤ c := by
+  intro used
+  induction used with
+  | nil =>
+    intro l j n c _ h hn
+    rw [refund_nil]
+    exact ⟨n, h, hn⟩
+  | cons g gs ih =>
+    intro l j n c hcap h hn
+    obtain ⟨m, hm, hmc⟩ := refundOne_le_quota p l g j n c hcap h hn
+    rw [refund_cons]
+    exact ih (refundOne p l g) j m c hcap hm hmc
+
+/-! ## Selection -/
+
+/-- The search of `select` only returns grants that still have quota. -/
+theorem selectFrom_hasQuota (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
+    (sets : List (List String)) : ∀ (gs : List Grant) (i g : Nat),
+    selectFrom p l agent req sets i gs = some g → hasQuota l g = true := by
+  intro gs
+  induction gs with
+  | nil =>
+    intro i g h
+    rw [selectFrom_nil] at h
+    cases h
+  | cons gr rest ih =>
+    intro i g h
+    rw [selectFrom_cons] at h
+    by_cases hc : (grantMatches p gr agent req.tool req.args req.time sets && hasQuota l i) = true
+    · rw [if_pos hc] at h
+      cases h
+      rw [Bool.and_eq_true] at hc
+      exact hc.2
+    · rw [if_neg hc] at h
+      exact ih (i + 1) g h
+
+/-- `select` only returns grants that still have quota, so the `consume` in
+admission always takes a unit. -/
+theorem select_hasQuota (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
+    (sets : List (List String)) (g : Nat) (h : select p l agent req sets = some g) :
+    hasQuota l g = true :=
+  selectFrom_hasQuota p l agent req sets p.grants 0 g h
+
+/-! ## The life of a call -/
+
+/-- A denied call leaves the whole state unchanged. -/
+theorem deny_unchanged (p : Policy) (s s' : State) (id : String) (req : Request)
+    (needsPause : Bool) (h : step p s (.call id req) needsPause = (.deny, s')) :
+    s' = s := by
+  have h1 : stepCall p s id req needsPause = (.deny, s') := h
+  unfold stepCall at h1
+  split at h1
+  · injection h1 with h1a h1b
+    exact h1b.symm
+  · split at h1
+    · injection h1 with h1a h1b
+      cases h1a
+    · injection h1 with h1a h1b
+      cases h1a
+
+/-- **deny_consumes_nothing.** A denied call consumes nothing. -/
+theorem deny_consumes_nothing (p : Policy) (s s' : State) (id : String) (req : Request)
+    (needsPause : Bool) (h : step p s (.call id req) needsPause = (.deny, s')) :
+    s'.ledger = s.ledger := by
+  rw [deny_unchanged p s s' id req needsPause h]
+
+/-! ## Executable sanity checks (evaluated by the elaborator) -/
+
+example : consume [Quota.limited 1, Quota.unlimited] 0 = (true, [Quota.limited 0, Quota.unlimited]) :=
+  rfl
+
+example : consume [Quota.limited 0, Quota.unlimited] 0 = (false, [Quota.limited 0, Quota.unlimited]) :=
+  rfl
+
+example : consume [Quota.limited 0, Quota.unlimited] 1 = (true, [Quota.limited 0, Quota.unlimited]) :=
+  rfl
+
+end Agenra
