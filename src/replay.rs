@@ -26,7 +26,7 @@ pub struct Record {
     /// The grant or rule that decided (or that the event concerns).
     pub rule: Option<String>,
     pub reason: String,
-    /// For a flow DENY: node ids from the labeled source to the sink.
+    /// The violation's node ids (see `docs/events.md`).
     pub path: Vec<NodeId>,
     /// Grants whose units the call took (calls) or got back (results, rejections).
     pub grants: Vec<String>,

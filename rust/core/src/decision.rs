@@ -124,7 +124,9 @@ pub struct Decision {
     /// The call's node in the session graph.
     pub node: NodeId,
     pub tool: Option<ToolId>,
-    /// For a flow DENY: node ids from the labeled source to the sink.
+    /// The violation: for a flow DENY, node ids from the labeled source to
+    /// the sink; for a path rule or obligation, the earlier calls that make
+    /// it up, then this one.
     pub path: Vec<NodeId>,
     /// Units taken along the delegation chain (ALLOW and PAUSE).
     pub grants: Vec<GrantId>,

@@ -184,11 +184,14 @@ pub struct Session {
     held: FastMap<NodeId, Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
     path_progress: Vec<u64>,
+    /// Per sequence rule: the admitted calls that matched its steps so far
+    /// (the violating path, should the rule fire).
+    path_witness: Vec<Vec<NodeId>>,
     /// Per fact: admission sequence number of the latest call whose result
     /// established it.
     fact_seen: Vec<Option<u64>>,
     /// Per obligation: admission sequence number of the last `since` call.
-    since_seen: Vec<Option<u64>>,
+    since_seen: Vec<Option<(u64, NodeId)>>,
     last_call: Option<NodeId>,
     /// Per agent: its latest call (parent edges point from it).
     last_by_agent: Vec<Option<NodeId>>,
@@ -222,6 +225,7 @@ impl Session {
             calls: FastMap::default(),
             held: FastMap::default(),
             path_progress: vec![0; policy.path_rules.len()],
+            path_witness: vec![Vec::new(); policy.path_rules.len()],
             fact_seen: vec![None; policy.facts.len()],
             since_seen: vec![None; policy.obligations.len()],
             last_call: None,
@@ -278,6 +282,16 @@ pub enum MonitorError {
 
 /// Why a call is not well-formed.
 type Malformed = (Rule, Reason);
+
+/// A path rule or obligation the call would break.
+struct Violation {
+    rule: Rule,
+    reason: Reason,
+    effect: RuleEffect,
+    /// Earlier admitted calls that make up the violation, then the call
+    /// (empty for counts: the reason says how many).
+    path: Vec<NodeId>,
+}
 
 /// A well-formed call, resolved against the policy.
 struct Resolved {
@@ -400,23 +414,23 @@ impl Monitor {
         }
 
         // 4. Path rules and obligations over the history.
-        let mut pause: Option<(Rule, Reason)> = None;
-        for (rule, reason, effect) in self.history_violations(node) {
-            match effect {
+        let mut pause: Option<Violation> = None;
+        for v in self.history_violations(node) {
+            match v.effect {
                 RuleEffect::Deny => {
                     self.set_status(node, Status::Denied);
                     return Ok(self.decide(
                         Verdict::Deny,
-                        rule,
-                        reason,
+                        v.rule,
+                        v.reason,
                         node,
                         Some(tool),
-                        vec![],
+                        v.path,
                         vec![],
                     ));
                 }
                 RuleEffect::Pause => {
-                    pause.get_or_insert((rule, reason));
+                    pause.get_or_insert(v);
                 }
             }
         }
@@ -444,15 +458,17 @@ impl Monitor {
         if grants.iter().any(|&g| self.session.ledger.is_limited(g)) {
             self.session.ledger_hash = self.session.ledger.hash();
         }
-        let own = grants[0];
+        // The chain always holds the caller itself, so `grants` is not empty.
+        let own = grants.first().copied().unwrap_or_default();
         let approval = grants.iter().find(|&&g| self.policy.grants[g].approval);
         let seq = self.session.seq;
-        let (verdict, rule, reason) = match (pause, approval) {
-            (Some((rule, reason)), _) => (Verdict::Pause, rule, reason),
+        let (verdict, rule, reason, path) = match (pause, approval) {
+            (Some(v), _) => (Verdict::Pause, v.rule, v.reason, v.path),
             (None, Some(&g)) => (
                 Verdict::Pause,
                 Rule::Grant(g),
                 Reason::NeedsApproval { grant: g },
+                vec![],
             ),
             (None, None) => (
                 Verdict::Allow,
@@ -460,6 +476,7 @@ impl Monitor {
                 Reason::Granted {
                     agent: resolved.agent,
                 },
+                vec![],
             ),
         };
         self.session.held.insert(
@@ -474,7 +491,7 @@ impl Monitor {
         } else {
             self.set_status(node, Status::Paused);
         }
-        Ok(self.decide(verdict, rule, reason, node, Some(tool), vec![], grants))
+        Ok(self.decide(verdict, rule, reason, node, Some(tool), path, grants))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -743,7 +760,7 @@ impl Monitor {
     }
 
     /// Path rules and obligations that the call at `node` would break.
-    fn history_violations(&self, node: NodeId) -> Vec<(Rule, Reason, RuleEffect)> {
+    fn history_violations(&self, node: NodeId) -> Vec<Violation> {
         let policy = &*self.policy;
         let mut out = Vec::new();
         let Some(n) = self.session.graph.node(node).copied() else {
@@ -760,16 +777,24 @@ impl Monitor {
                             .get(last)
                             .is_some_and(|s| self.step_matches(&steps[last], s, &n))
                     {
-                        out.push((Rule::Path(r), Reason::PathCompleted, rule.effect));
+                        let mut path = self.session.path_witness[r].clone();
+                        path.push(node);
+                        out.push(Violation {
+                            rule: Rule::Path(r),
+                            reason: Reason::PathCompleted,
+                            effect: rule.effect,
+                            path,
+                        });
                     }
                 }
                 PathKind::AtMost { max, step } => {
                     if progress >= *max && self.step_matches(&steps[0], step, &n) {
-                        out.push((
-                            Rule::Path(r),
-                            Reason::CountExceeded { max: *max },
-                            rule.effect,
-                        ));
+                        out.push(Violation {
+                            rule: Rule::Path(r),
+                            reason: Reason::CountExceeded { max: *max },
+                            effect: rule.effect,
+                            path: vec![],
+                        });
                     }
                 }
             }
@@ -778,20 +803,24 @@ impl Monitor {
             if !self.index.obligation_before[o][n.tool as usize] {
                 continue;
             }
-            let met = match (self.session.fact_seen[ob.fact], self.session.since_seen[o]) {
+            let since = self.session.since_seen[o];
+            let met = match (self.session.fact_seen[ob.fact], since) {
                 (None, _) => false,
                 (Some(_), None) => true,
-                (Some(f), Some(s)) => f > s,
+                (Some(f), Some((s, _))) => f > s,
             };
             if !met {
-                out.push((
-                    Rule::Obligation(o),
-                    Reason::ObligationUnmet {
+                // The path: the call the fact should have followed, then this one.
+                let path = since.map(|(_, n)| n).into_iter().chain([node]).collect();
+                out.push(Violation {
+                    rule: Rule::Obligation(o),
+                    reason: Reason::ObligationUnmet {
                         fact: ob.fact,
                         since: ob.since.is_some(),
                     },
-                    ob.effect,
-                ));
+                    effect: ob.effect,
+                    path,
+                });
             }
         }
         out
@@ -844,6 +873,7 @@ impl Monitor {
             if let (Some(reset), Some(ok)) = (&rule.reset, &self.index.path_reset[r]) {
                 if self.step_matches(ok, reset, &n) {
                     self.session.path_progress[r] = 0;
+                    self.session.path_witness[r].clear();
                 }
             }
             let progress = self.session.path_progress[r];
@@ -853,6 +883,7 @@ impl Monitor {
                     let k = progress as usize;
                     if k + 1 < pattern.len() && self.step_matches(&steps[k], &pattern[k], &n) {
                         self.session.path_progress[r] += 1;
+                        self.session.path_witness[r].push(node);
                     }
                 }
                 PathKind::AtMost { step, .. } => {
@@ -865,7 +896,7 @@ impl Monitor {
         for o in 0..policy.obligations.len() {
             if let Some(ok) = &self.index.obligation_since[o] {
                 if ok.get(n.tool as usize).copied().unwrap_or(false) {
-                    self.session.since_seen[o] = Some(seq);
+                    self.session.since_seen[o] = Some((seq, node));
                 }
             }
         }
