@@ -11,6 +11,14 @@ use agenra_core::{ArgOp, ArgPredicate, Call, Event, ParamType, Pattern};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
+/// Property-test cases: `default`, or `AGENRA_PROPTEST_CASES` for a soak run.
+pub fn cases(default: u32) -> u32 {
+    std::env::var("AGENRA_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub const TARGETS: [&str; 5] = ["/a/1", "/a/2", "/b1", "/c", "/secret/k"];
 
 fn label() -> impl Strategy<Value = Label> {

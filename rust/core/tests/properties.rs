@@ -47,7 +47,11 @@ fn spec_event(policy: &Policy, e: &Event) -> spec::Event {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: common::cases(400),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
 
     /// The optimized monitor and the executable spec agree on every ledger
     /// decision and on the ledger after every event.

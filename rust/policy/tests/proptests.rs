@@ -482,7 +482,8 @@ fn policy_source() -> impl Strategy<Value = String> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 384,
+        // `AGENRA_PROPTEST_CASES=N` for a soak run.
+        cases: std::env::var("AGENRA_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(384),
         // Integration tests have no lib.rs for proptest to find its regression directory.
         failure_persistence: None,
         ..ProptestConfig::default()
