@@ -3,9 +3,9 @@ Theorems about the ledger semantics of `Agenra.Ledger`.
 
 Style: every recursive definition gets its defining equations as `rfl`
 lemmas below, and the proofs use only those (through `rw`), structural
-induction, `cases`, `injection`, `split`, `by_cases`, `obtain` and `omega`.
+induction, `cases`, `split`, `by_cases`, `obtain` and `omega`.
 The only library lemmas used are `Nat.le_refl`, `if_pos`, `if_neg` and
-`Bool.and_eq_true`, plus the terms `congrArg`, `Eq.trans` and `Eq.symm`
+`Bool.and_eq_true`, plus the terms `congrArg` and `Eq.trans`
 (see `docs/lean.md`).
 
 NOT YET CHECKED BY A LEAN TOOLCHAIN (see `docs/lean.md`).
@@ -16,14 +16,18 @@ namespace Agenra
 
 /-! ## Defining equations, by `rfl` -/
 
-theorem getAt_nil {α : Type} (i : Nat) : getAt ([] : List α) i = none := rfl
+-- The `[]` equations case on the index too, so that they hold by `rfl` whichever
+-- argument (list or index) Lean picks for the structural recursion.
+theorem getAt_nil {α : Type} (i : Nat) : getAt ([] : List α) i = none := by
+  cases i <;> rfl
 
 theorem getAt_cons_zero {α : Type} (a : α) (as : List α) : getAt (a :: as) 0 = some a := rfl
 
 theorem getAt_cons_succ {α : Type} (a : α) (as : List α) (i : Nat) :
     getAt (a :: as) (i + 1) = getAt as i := rfl
 
-theorem modifyAt_nil {α : Type} (f : α → α) (i : Nat) : modifyAt f [] i = [] := rfl
+theorem modifyAt_nil {α : Type} (f : α → α) (i : Nat) : modifyAt f [] i = [] := by
+  cases i <;> rfl
 
 theorem modifyAt_cons_zero {α : Type} (f : α → α) (a : α) (as : List α) :
     modifyAt f (a :: as) 0 = f a :: as := rfl
@@ -31,7 +35,8 @@ theorem modifyAt_cons_zero {α : Type} (f : α → α) (a : α) (as : List α) :
 theorem modifyAt_cons_succ {α : Type} (f : α → α) (a : α) (as : List α) (i : Nat) :
     modifyAt f (a :: as) (i + 1) = a :: modifyAt f as i := rfl
 
-theorem consumeAt_nil (i : Nat) : consumeAt [] i = [] := rfl
+theorem consumeAt_nil (i : Nat) : consumeAt [] i = [] := by
+  cases i <;> rfl
 
 theorem consumeAt_cons_zero (q : Quota) (qs : List Quota) :
     consumeAt (q :: qs) 0 = q.dec :: qs := rfl
@@ -253,13 +258,12 @@ theorem deny_unchanged (p : Policy) (s s' : State) (id : String) (req : Request)
   have h1 : stepCall p s id req needsPause = (.deny, s') := h
   unfold stepCall at h1
   split at h1
-  · injection h1 with h1a h1b
-    exact h1b.symm
-  · split at h1
-    · injection h1 with h1a h1b
-      cases h1a
-    · injection h1 with h1a h1b
-      cases h1a
+  · -- admission failed: `h1 : (.deny, s) = (.deny, s')`
+    cases h1
+    rfl
+  · -- admitted: `h1 : (.pause used, _) = (.deny, s')` or `(.allow used, _) = …`,
+    -- impossible in either order
+    split at h1 <;> cases h1
 
 /-- **deny_consumes_nothing.** A denied call consumes nothing. -/
 theorem deny_consumes_nothing (p : Policy) (s s' : State) (id : String) (req : Request)
