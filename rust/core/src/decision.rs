@@ -95,6 +95,8 @@ pub enum Reason {
     },
     Granted {
         agent: AgentId,
+        /// Units of the grant left after this call (`None`: unlimited).
+        left: Option<u64>,
     },
     NeedsApproval {
         grant: GrantId,
@@ -204,9 +206,13 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
                 agent_name(policy, *agent)
             ),
         },
-        Reason::Granted { agent } => format!(
-            "granted to `{}` by `{rule_name}`",
-            agent_name(policy, *agent)
+        Reason::Granted { agent, left } => format!(
+            "granted to `{}` by `{rule_name}`{}",
+            agent_name(policy, *agent),
+            match left {
+                Some(n) => format!(" ({n} left)"),
+                None => String::new(),
+            }
         ),
         Reason::NeedsApproval { grant } => format!(
             "grant `{}` requires a human approval",

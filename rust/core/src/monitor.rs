@@ -17,7 +17,7 @@ use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
 use crate::ledger::Ledger;
 use crate::policy::{
-    AgentId, FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, ToolId,
+    AgentId, FlowEffect, GrantId, PathKind, Policy, Quota, RuleEffect, StepPattern, ToolId,
 };
 use crate::spec;
 use crate::validate::{validate, ModelError};
@@ -475,6 +475,10 @@ impl Monitor {
                 Rule::Grant(own),
                 Reason::Granted {
                     agent: resolved.agent,
+                    left: match self.session.ledger.remaining.get(own) {
+                        Some(Quota::Limited(n)) => Some(*n),
+                        _ => None,
+                    },
                 },
                 vec![],
             ),
