@@ -275,9 +275,7 @@ fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Fai
             stdout
                 .write_all(&bytes)
                 .map_err(|e| fail(format!("cannot write: {e}")))?;
-            if matches!(format, Format::Json) {
-                eprintln!("{hash}");
-            }
+            eprintln!("{hash}");
         }
     }
     Ok(())
