@@ -226,6 +226,7 @@ pub fn run(
     samples: usize,
     allocated: Option<&dyn Fn() -> usize>,
 ) -> Result<BenchReport, agenra_core::MonitorError> {
+    let samples = samples.max(1);
     let mut rng = Rng::new(0x5eed);
     let mut monitor = Monitor::new(workload_policy())?;
 
