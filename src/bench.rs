@@ -5,10 +5,10 @@
 
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
-    FlowEffect, FlowRule, Grant, NamedArgTest, Param, PathKind, PathRule, Policy, Quota,
-    ResourceLabel, RuleEffect, StepPattern, Tool,
+    FlowEffect, FlowRule, Grant, Param, PathKind, PathRule, Policy, Quota, ResourceLabel,
+    RuleEffect, SinkUse, StepPattern, Tool,
 };
-use agenra_core::{ArgOp, ArgPredicate, Call, Event, Monitor, ParamType, Pattern, Report};
+use agenra_core::{ArgOp, Call, Cond, Decimal, Event, Monitor, ParamType, Pattern, Quant, Report};
 use serde::Serialize;
 use std::time::Instant;
 
@@ -52,15 +52,26 @@ pub fn workload_policy() -> Policy {
                 Param {
                     name: "target".into(),
                     ty: ParamType::Str,
+                    list: false,
+                    optional: false,
                 },
                 Param {
                     name: "n".into(),
                     ty: ParamType::Int,
+                    list: false,
+                    optional: false,
                 },
             ],
             resource: Some(0),
             // Tools 6..9 write to sinks; 0..5 read labeled data.
-            sinks: if t >= 6 { vec![t % SINKS] } else { vec![] },
+            sinks: if t >= 6 {
+                vec![SinkUse {
+                    sink: t % SINKS,
+                    params: None,
+                }]
+            } else {
+                vec![]
+            },
             output: if t < 6 {
                 Label::new((t % 3) as u8, CategorySet::single(t % 8), t % 2 == 0)
             } else {
@@ -81,9 +92,10 @@ pub fn workload_policy() -> Policy {
             agent: 0,
             tool,
             resource: Some(Pattern::Prefix(format!("/data/{}/", g % 5))),
-            args: vec![ArgPredicate {
+            args: vec![Cond::Test {
                 param: 1,
-                op: ArgOp::Le(1_000 + g as i64),
+                quant: Quant::All,
+                op: ArgOp::Le(Decimal::from(1_000 + g as i64)),
             }],
             quota: if g % 3 == 0 {
                 Quota::Limited(1_000_000)
@@ -110,10 +122,11 @@ pub fn workload_policy() -> Policy {
             name: format!("flow{r}"),
             sink,
             effect,
-            when: vec![NamedArgTest {
+            when: Cond::Test {
                 param: "n".into(),
-                op: ArgOp::Ge(0),
-            }],
+                quant: Quant::All,
+                op: ArgOp::Ge(Decimal::from(0)),
+            },
         });
     }
     for r in 0..PATH_RULES {
@@ -126,11 +139,13 @@ pub fn workload_policy() -> Policy {
                         min_sensitivity: Some(3),
                         ..LabelPattern::ANY
                     }),
+                    when: None,
                 },
                 StepPattern {
                     tool: None,
                     sink: Some(r % SINKS),
                     reads: None,
+                    when: None,
                 },
             ])
         } else {
@@ -140,6 +155,7 @@ pub fn workload_policy() -> Policy {
                     tool: Some(format!("tool{}.op", r % TOOLS)),
                     sink: None,
                     reads: None,
+                    when: None,
                 },
             }
         };

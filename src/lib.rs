@@ -20,6 +20,7 @@ pub mod bench;
 pub mod render;
 pub mod replay;
 pub mod sessions;
+pub mod stream;
 pub mod trace;
 
 pub use agenra_core as core;

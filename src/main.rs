@@ -2,8 +2,9 @@
 
 use agenra::bench;
 use agenra::render;
-use agenra::replay::{apply, replay};
-use agenra::trace::load_trace;
+use agenra::replay::{replay, ReplayError, Stepper};
+use agenra::stream;
+use agenra::trace::{parse_trace, read_trace, TraceEvent};
 use agenra::Sessions;
 use agenra_core::hash::{content_hash, to_cbor, to_json};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -85,6 +86,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Streaming sidecar: events as JSON lines on stdin, one JSON answer per
+    /// event on stdout, flushed at once; bad events get an error object.
+    Monitor {
+        #[arg(long)]
+        policy: PathBuf,
+        /// Append each applied event's line to this file (a replayable trace).
+        #[arg(long)]
+        trace_out: Option<PathBuf>,
+    },
     /// Why event N of a trace got its decision.
     Explain {
         #[arg(long)]
@@ -144,6 +154,7 @@ fn main() -> ExitCode {
             trace,
             json,
         } => replay_cmd(&policy, &trace, json),
+        Command::Monitor { policy, trace_out } => monitor(&policy, trace_out.as_deref()),
         Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
         Command::Bench {
             which: BenchKind::Monitor { json, samples },
@@ -155,8 +166,10 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints one error line; control characters in it (from events or file
+/// names) are escaped.
 fn fail(message: impl std::fmt::Display) -> Failed {
-    eprintln!("agenra: error: {message}");
+    eprintln!("agenra: error: {}", render::escape(&message.to_string()));
     Failed(1)
 }
 
@@ -282,9 +295,9 @@ fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Fai
 }
 
 fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
-    let mut sessions = sessions_for(policy)?;
-    let events = load_trace(trace).map_err(fail)?;
-    let (records, error) = match replay(&mut sessions, trace, &events, None) {
+    let mut stepper = Stepper::new(sessions_for(policy)?);
+    let text = read_trace(trace).map_err(fail)?;
+    let (records, error) = match replay(&mut stepper, trace, &text) {
         Ok(r) => (r, None),
         Err((r, e)) => (r, Some(e)),
     };
@@ -294,14 +307,12 @@ fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
             println!("{line}");
         }
     } else {
+        let sessions = stepper.sessions();
         let default = sessions
             .get(None)
             .ok_or_else(|| fail("no default session"))?;
-        println!("policy {} {}", default.policy().name, default.policy_hash());
-        println!("{}", render::HEADER);
-        for r in &records {
-            println!("{}", render::record_line(&sessions, r));
-        }
+        println!("{}", render::policy_line(default));
+        print!("{}", render::table(sessions, &records));
         println!("{}", render::summary(&records));
     }
     match error {
@@ -310,9 +321,28 @@ fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
     }
 }
 
+fn monitor(policy: &Path, trace_out: Option<&Path>) -> Result<(), Failed> {
+    let mut stepper = Stepper::new(sessions_for(policy)?);
+    let mut file = match trace_out {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| fail(format!("{}: cannot open: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let input = std::io::stdin().lock();
+    let output = std::io::stdout().lock();
+    let trace_out = file.as_mut().map(|f| f as &mut dyn std::io::Write);
+    stream::run(&mut stepper, input, output, trace_out).map_err(fail)?;
+    Ok(())
+}
+
 fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
-    let mut sessions = sessions_for(policy)?;
-    let events = load_trace(trace).map_err(fail)?;
+    let mut stepper = Stepper::new(sessions_for(policy)?);
+    let events = parse_trace(trace, &read_trace(trace).map_err(fail)?).map_err(fail)?;
     if seq == 0 || seq as usize > events.len() {
         return Err(fail(format!(
             "--seq {seq} is out of range: {} has {} events (numbered from 1)",
@@ -320,15 +350,29 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
             events.len()
         )));
     }
-    let before_count = seq as usize - 1;
-    replay(&mut sessions, trace, &events, Some(before_count)).map_err(|(_, e)| fail(e))?;
-    let target = &events[before_count];
+    let (before_events, target) = events.split_at(seq as usize - 1);
+    let step = |stepper: &mut Stepper, te: &TraceEvent| {
+        let applied = stepper.applied() as usize;
+        stepper.step_event(&te.event).map_err(|source| {
+            fail(ReplayError {
+                path: trace.to_path_buf(),
+                line: te.line,
+                applied,
+                source,
+            })
+        })
+    };
+    for te in before_events {
+        step(&mut stepper, te)?;
+    }
+    let target = &target[0];
     // A session's first call starts it: its ledger before is the initial one.
     let fresh;
-    let before_monitor = match sessions.get(target.event.session()) {
+    let before_monitor = match stepper.sessions().get(target.event.session()) {
         Some(m) => m,
         None => {
-            fresh = sessions
+            fresh = stepper
+                .sessions()
                 .get(None)
                 .ok_or_else(|| fail("no default session"))?
                 .new_session();
@@ -337,9 +381,9 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
     };
     let before = before_monitor.session().ledger.clone();
     let before_hash = before_monitor.session().ledger_hash().to_string();
-    let record = apply(&mut sessions, seq, &target.event)
-        .map_err(|e| fail(format!("{}:{}: {e}", trace.display(), target.line)))?;
-    let monitor = sessions
+    let record = step(&mut stepper, target)?;
+    let monitor = stepper
+        .sessions()
         .get(target.event.session())
         .ok_or_else(|| fail("the event's session does not exist"))?;
     print!(

@@ -1,4 +1,9 @@
 //! Human-readable output of `replay` and `explain`.
+//!
+//! Every text that comes from events or the policy (call ids, tool, session,
+//! rule and agent names, reasons) goes through [`escape`], so a crafted call
+//! id cannot forge a table line or send terminal escapes. Columns are as
+//! wide as their widest cell.
 
 use crate::replay::Record;
 use crate::sessions::Sessions;
@@ -6,39 +11,160 @@ use agenra_core::graph::{NodeId, NodeKind};
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::Quota;
 use agenra_core::{Monitor, Verdict};
+use std::borrow::Cow;
 use std::fmt::Write;
+
+/// Whether `c` must not reach a terminal as is: control characters, the
+/// Unicode line and paragraph separators, and bidirectional controls.
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{061c}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `s` with control characters written as escapes: `\n`, `\r`, `\t`, and
+/// `\u{1b}` style for the others. Other text is unchanged.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) => {
+                let _ = write!(out, "{}", c.escape_unicode());
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The display width of a cell (cells are escaped: no control characters).
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn pad(out: &mut String, s: &str, w: usize, right: bool) {
+    let fill = w.saturating_sub(width(s));
+    if right {
+        let _ = write!(out, "{:fill$}{s}", "");
+    } else {
+        let _ = write!(out, "{s}{:fill$}", "");
+    }
+}
+
+/// Between columns. The last column is not padded.
+const GAP: &str = "  ";
+
+/// Lays out rows of cells under `titles`, each column as wide as its widest
+/// cell. Returns the lines (without newlines) and the column widths.
+fn layout(titles: &[&str], right: &[bool], rows: &[Vec<String>]) -> (Vec<String>, Vec<usize>) {
+    let mut widths: Vec<usize> = titles.iter().map(|t| width(t)).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i > 0 {
+                out.push_str(GAP);
+            }
+            if i + 1 == cells.len() && !right[i] {
+                out.push_str(cell);
+            } else {
+                pad(&mut out, cell, widths[i], right[i]);
+            }
+        }
+        out.truncate(out.trim_end_matches(' ').len());
+        out
+    };
+    let mut lines = vec![line(titles)];
+    for row in rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        lines.push(line(&cells));
+    }
+    (lines, widths)
+}
 
 fn verdict_cell(r: &Record) -> &'static str {
     r.decision.map_or("-", Verdict::as_str)
 }
 
-/// The column titles above `record_line`s.
-pub const HEADER: &str =
-    " seq  event   call   tool               answer rule                     reason";
+/// `session/call` (escaped), or the call id in the default session.
+fn call_cell(r: &Record) -> String {
+    match &r.session {
+        Some(s) => format!("{}/{}", escape(s), escape(&r.call)),
+        None => escape(&r.call).into_owned(),
+    }
+}
 
-/// One line per event, plus a path line under flow denials.
-pub fn record_line(sessions: &Sessions, r: &Record) -> String {
-    let call = match &r.session {
-        Some(s) => format!("{s}/{}", r.call),
-        None => r.call.clone(),
-    };
-    let mut out = format!(
-        "{:>4}  {:<7} {:<6} {:<18} {:<6} {:<24} {}",
-        r.seq,
-        r.kind,
-        call,
-        r.tool.as_deref().unwrap_or(""),
-        verdict_cell(r),
-        r.rule.as_deref().unwrap_or("-"),
-        r.reason
-    );
-    if let (false, Some(monitor)) = (r.path.is_empty(), sessions.get(r.session.as_deref())) {
-        let _ = write!(out, "\n{:>14}path: {}", "", describe_path(monitor, &r.path));
+/// The first line of `replay`'s human output.
+pub fn policy_line(monitor: &Monitor) -> String {
+    format!(
+        "policy {} {}",
+        escape(&monitor.policy().name),
+        monitor.policy_hash()
+    )
+}
+
+/// The event table of `replay`: a header, one line per event, and a path
+/// line (under the call column) below each event that has a path. Every
+/// line ends with a newline.
+pub fn table(sessions: &Sessions, records: &[Record]) -> String {
+    const TITLES: [&str; 7] = ["seq", "event", "call", "tool", "answer", "rule", "reason"];
+    const RIGHT: [bool; 7] = [true, false, false, false, false, false, false];
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.seq.to_string(),
+                r.kind.to_string(),
+                call_cell(r),
+                escape(r.tool.as_deref().unwrap_or("")).into_owned(),
+                verdict_cell(r).to_string(),
+                escape(r.rule.as_deref().unwrap_or("-")).into_owned(),
+                escape(&r.reason).into_owned(),
+            ]
+        })
+        .collect();
+    let (lines, widths) = layout(&TITLES, &RIGHT, &rows);
+    let indent = widths[0] + GAP.len() + widths[1] + GAP.len();
+    let mut lines = lines.into_iter();
+    let mut out = String::new();
+    if let Some(header) = lines.next() {
+        out.push_str(&header);
+        out.push('\n');
+    }
+    for (r, line) in records.iter().zip(lines) {
+        out.push_str(&line);
+        out.push('\n');
+        if let (false, Some(monitor)) = (r.path.is_empty(), sessions.get(r.session.as_deref())) {
+            let _ = writeln!(
+                out,
+                "{:indent$}path: {}",
+                "",
+                describe_path(monitor, &r.path)
+            );
+        }
     }
     out
 }
 
-/// `n3 c3 fs.read -> n0 context -> n5 c5 http.get`
+/// `n3 c3 fs.read -> n0 context -> n5 c5 http.get` (escaped)
 pub fn describe_path(monitor: &Monitor, path: &[NodeId]) -> String {
     path.iter()
         .map(|n| describe_node(monitor, *n))
@@ -46,6 +172,7 @@ pub fn describe_path(monitor: &Monitor, path: &[NodeId]) -> String {
         .join(" -> ")
 }
 
+/// `n3 c3 fs.read` (escaped)
 pub fn describe_node(monitor: &Monitor, id: NodeId) -> String {
     let session = monitor.session();
     let Some(node) = session.graph.node(id) else {
@@ -60,8 +187,8 @@ pub fn describe_node(monitor: &Monitor, id: NodeId) -> String {
         .get(node.tool as usize)
         .map_or("?", |t| t.name.as_str());
     match session.call_id_of(id) {
-        Some(call) => format!("{id} {call} {tool}"),
-        None => format!("{id} {tool}"),
+        Some(call) => format!("{id} {} {}", escape(call), escape(tool)),
+        None => format!("{id} {}", escape(tool)),
     }
 }
 
@@ -85,6 +212,13 @@ fn quota(q: Quota) -> String {
     }
 }
 
+/// Indents each line of `lines` by two spaces and appends it to `out`.
+fn push_indented(out: &mut String, lines: &[String]) {
+    for line in lines {
+        let _ = writeln!(out, "  {line}");
+    }
+}
+
 /// The `explain` report for one event.
 pub fn explanation(
     monitor: &Monitor,
@@ -100,15 +234,19 @@ pub fn explanation(
         "event {} (trace line {line}): {} {}{}",
         r.seq,
         r.kind,
-        r.call,
+        call_cell(r),
         r.tool
             .as_deref()
-            .map(|t| format!(" {t}"))
+            .map(|t| format!(" {}", escape(t)))
             .unwrap_or_default()
     );
     let _ = writeln!(out, "decision: {}", verdict_cell(r));
-    let _ = writeln!(out, "rule:     {}", r.rule.as_deref().unwrap_or("-"));
-    let _ = writeln!(out, "reason:   {}", r.reason);
+    let _ = writeln!(
+        out,
+        "rule:     {}",
+        escape(r.rule.as_deref().unwrap_or("-"))
+    );
+    let _ = writeln!(out, "reason:   {}", escape(&r.reason));
     if let Some(node) = monitor.session().graph.node(r.node) {
         let _ = writeln!(
             out,
@@ -118,40 +256,99 @@ pub fn explanation(
             node.status
         );
         if node.kind != NodeKind::Context {
-            let _ = writeln!(out, "output label: {}", policy.show_label(&node.label));
+            let _ = writeln!(
+                out,
+                "output label: {}",
+                escape(&policy.show_label(&node.label))
+            );
         }
     }
     if !r.path.is_empty() {
         let _ = writeln!(out, "path (source to sink):");
-        for n in &r.path {
-            let label = monitor
-                .session()
-                .graph
-                .node(*n)
-                .map(|x| policy.show_label(&x.label))
-                .unwrap_or_default();
-            let _ = writeln!(out, "  {:<28} {}", describe_node(monitor, *n), label);
-        }
+        let rows: Vec<Vec<String>> = r
+            .path
+            .iter()
+            .map(|n| {
+                let label = monitor
+                    .session()
+                    .graph
+                    .node(*n)
+                    .map(|x| policy.show_label(&x.label))
+                    .unwrap_or_default();
+                vec![describe_node(monitor, *n), escape(&label).into_owned()]
+            })
+            .collect();
+        let (lines, _) = layout(&["", ""], &[false, false], &rows);
+        push_indented(&mut out, &lines[1..]);
     }
     let after = &monitor.session().ledger;
     let _ = writeln!(out, "ledger (grant: before -> after):");
-    for (g, grant) in policy.grants.iter().enumerate() {
-        let (b, a) = (before.remaining[g], after.remaining[g]);
-        let mark = if a != b { "  *" } else { "" };
-        let agent = policy
-            .agents
-            .get(grant.agent)
-            .map_or("?", |a| a.name.as_str());
-        let _ = writeln!(
-            out,
-            "  {:<20} {:<8} {} -> {}{mark}",
-            grant.name,
-            agent,
-            quota(b),
-            quota(a)
-        );
-    }
+    let quotas: Vec<(String, String)> = (0..policy.grants.len())
+        .map(|g| (quota(before.remaining[g]), quota(after.remaining[g])))
+        .collect();
+    // `before` is right-aligned so that the arrows line up.
+    let before_width = quotas.iter().map(|(b, _)| width(b)).max().unwrap_or(0);
+    let rows: Vec<Vec<String>> = policy
+        .grants
+        .iter()
+        .zip(&quotas)
+        .map(|(grant, (b, a))| {
+            let agent = policy
+                .agents
+                .get(grant.agent)
+                .map_or("?", |a| a.name.as_str());
+            let mark = if a != b { "  *" } else { "" };
+            vec![
+                escape(&grant.name).into_owned(),
+                escape(agent).into_owned(),
+                format!("{b:>before_width$} -> {a}{mark}"),
+            ]
+        })
+        .collect();
+    let (lines, _) = layout(&["", "", ""], &[false, false, false], &rows);
+    push_indented(&mut out, &lines[1..]);
     let _ = writeln!(out, "policy hash: {}", r.policy_hash);
     let _ = writeln!(out, "ledger hash: {before_hash} -> {}", r.ledger_hash);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_leaves_plain_text_alone() {
+        assert!(matches!(escape("c1 ü é `x`"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn escape_writes_control_characters_as_escapes() {
+        assert_eq!(escape("a\nb\rc\td"), "a\\nb\\rc\\td");
+        assert_eq!(escape("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(escape("\u{0}\u{7f}\u{85}"), "\\u{0}\\u{7f}\\u{85}");
+        assert_eq!(escape("x\u{2028}y\u{202e}z"), "x\\u{2028}y\\u{202e}z");
+        assert!(!escape("\u{1b}\n\u{9b}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn layout_sizes_columns_to_the_widest_cell() {
+        let rows = vec![
+            vec![
+                "1".to_string(),
+                "a-very-long-cell".to_string(),
+                "x".to_string(),
+            ],
+            vec!["10".to_string(), "b".to_string(), "".to_string()],
+        ];
+        let (lines, widths) = layout(&["n", "name", "last"], &[true, false, false], &rows);
+        assert_eq!(widths, [2, 16, 4]);
+        assert_eq!(
+            lines,
+            [
+                " n  name              last",
+                " 1  a-very-long-cell  x",
+                "10  b",
+            ]
+        );
+    }
 }

@@ -1,7 +1,13 @@
-//! Running a trace through the monitor, and the records it produces.
+//! Running events through the monitor, and the records it produces.
+//!
+//! [`Stepper::step_line`] is the one per-line step shared by `agenra replay`
+//! (a whole file, stopping at the first error), `agenra explain` and
+//! `agenra monitor` (standard input, going on after errors): parse one
+//! event line, apply it to its session, and describe it as a [`Record`] or
+//! say why it could not apply.
 
 use crate::sessions::{SessionError, Sessions};
-use crate::trace::TraceEvent;
+use crate::trace::{parse_line, LineParseError};
 use agenra_core::decision::{Rule, StepOutput};
 use agenra_core::graph::NodeId;
 use agenra_core::{Event, Verdict};
@@ -35,15 +41,43 @@ pub struct Record {
     pub ledger_hash: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: error: {source}")]
+/// Why an event line gave no record. The sessions are unchanged by it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// The line is not an event.
+    #[error(transparent)]
+    Parse(#[from] LineParseError),
+    /// The event cannot apply (unknown call or session, wrong state, ...).
+    #[error(transparent)]
+    Apply(#[from] SessionError),
+}
+
+/// The first error of a replayed trace file.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayError {
     pub path: PathBuf,
     pub line: usize,
     /// How many events were applied before the failing one.
     pub applied: usize,
-    #[source]
-    pub source: SessionError,
+    pub source: LineError,
+}
+
+impl std::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let path = self.path.display();
+        match &self.source {
+            LineError::Parse(e) => {
+                write!(f, "{path}:{}:{}: error: {}", self.line, e.column, e.message)
+            }
+            LineError::Apply(e) => write!(f, "{path}:{}: error: {e}", self.line),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 fn call_of(event: &Event) -> &str {
@@ -113,24 +147,75 @@ pub fn apply(sessions: &mut Sessions, seq: u64, event: &Event) -> Result<Record,
     })
 }
 
-/// Replays `events` (optionally only the first `limit`), collecting records.
+/// Sessions fed one event line at a time, numbering the applied events.
+#[derive(Debug, Clone)]
+pub struct Stepper {
+    sessions: Sessions,
+    applied: u64,
+}
+
+impl Stepper {
+    pub fn new(sessions: Sessions) -> Stepper {
+        Stepper {
+            sessions,
+            applied: 0,
+        }
+    }
+
+    pub fn sessions(&self) -> &Sessions {
+        &self.sessions
+    }
+
+    /// How many events have been applied.
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// The `seq` the next applied event gets (an event that fails does not
+    /// take a number: the next one gets the same).
+    pub fn next_seq(&self) -> u64 {
+        self.applied + 1
+    }
+
+    /// The step of `replay`, `explain` and `monitor`: parses one trace line
+    /// and applies it. `None` for a blank or `//` line; on an error the
+    /// sessions are unchanged.
+    pub fn step_line(&mut self, line: &str) -> Option<Result<Record, LineError>> {
+        match parse_line(line) {
+            Ok(None) => None,
+            Ok(Some(event)) => Some(self.step_event(&event)),
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    /// Applies one parsed event (the second half of [`Stepper::step_line`]).
+    pub fn step_event(&mut self, event: &Event) -> Result<Record, LineError> {
+        let seq = self.next_seq();
+        let record = apply(&mut self.sessions, seq, event)?;
+        self.applied += 1;
+        Ok(record)
+    }
+}
+
+/// Replays the text of a trace file line by line, stopping at the first
+/// error; `path` only names the file in the error.
 pub fn replay(
-    sessions: &mut Sessions,
+    stepper: &mut Stepper,
     path: &Path,
-    events: &[TraceEvent],
-    limit: Option<usize>,
+    text: &str,
 ) -> Result<Vec<Record>, (Vec<Record>, ReplayError)> {
-    let mut records = Vec::with_capacity(events.len());
-    for (i, te) in events.iter().take(limit.unwrap_or(usize::MAX)).enumerate() {
-        match apply(sessions, i as u64 + 1, &te.event) {
-            Ok(r) => records.push(r),
-            Err(source) => {
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        match stepper.step_line(line) {
+            None => {}
+            Some(Ok(record)) => records.push(record),
+            Some(Err(source)) => {
                 let applied = records.len();
                 return Err((
                     records,
                     ReplayError {
                         path: path.to_path_buf(),
-                        line: te.line,
+                        line: i + 1,
                         applied,
                         source,
                     },

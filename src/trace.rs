@@ -1,4 +1,7 @@
 //! Reading traces: one JSON event per line (`docs/events.md`).
+//!
+//! [`parse_line`] reads one line; `replay`, `explain` and `monitor` all go
+//! through it (see [`crate::replay::Stepper`]).
 
 use agenra_core::Event;
 use std::path::{Path, PathBuf};
@@ -20,6 +23,15 @@ pub enum TraceError {
     },
 }
 
+/// A line that is not an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("column {column}: {message}")]
+pub struct LineParseError {
+    /// 1-based column in the line (as read, before trimming) where the JSON went wrong.
+    pub column: usize,
+    pub message: String,
+}
+
 /// One event and the line it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceEvent {
@@ -27,23 +39,42 @@ pub struct TraceEvent {
     pub event: Event,
 }
 
+/// Whether a trace line carries no event: blank, or a `//` comment.
+pub fn is_skipped(line: &str) -> bool {
+    let line = line.trim();
+    line.is_empty() || line.starts_with("//")
+}
+
+/// Parses one trace line: `Ok(None)` for a blank or `//` line, otherwise
+/// exactly one event.
+pub fn parse_line(raw: &str) -> Result<Option<Event>, LineParseError> {
+    if is_skipped(raw) {
+        return Ok(None);
+    }
+    let line = raw.trim();
+    let indent = raw.len() - raw.trim_start().len();
+    serde_json::from_str::<Event>(line)
+        .map(Some)
+        .map_err(|e| LineParseError {
+            column: indent + e.column().max(1),
+            message: describe_json_error(&e),
+        })
+}
+
 /// Parses a JSONL trace. Blank lines and lines starting with `//` are
 /// skipped; anything else must be one event.
 pub fn parse_trace(path: &Path, text: &str) -> Result<Vec<TraceEvent>, TraceError> {
     let mut events = Vec::new();
     for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with("//") {
-            continue;
-        }
-        match serde_json::from_str::<Event>(line) {
-            Ok(event) => events.push(TraceEvent { line: i + 1, event }),
+        match parse_line(raw) {
+            Ok(Some(event)) => events.push(TraceEvent { line: i + 1, event }),
+            Ok(None) => {}
             Err(e) => {
                 return Err(TraceError::Event {
                     path: path.to_path_buf(),
                     line: i + 1,
-                    column: e.column().max(1),
-                    message: describe_json_error(&e),
+                    column: e.column,
+                    message: e.message,
                 })
             }
         }
@@ -69,10 +100,13 @@ fn describe_json_error(e: &serde_json::Error) -> String {
     }
 }
 
-pub fn load_trace(path: &Path) -> Result<Vec<TraceEvent>, TraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
+pub fn read_trace(path: &Path) -> Result<String, TraceError> {
+    std::fs::read_to_string(path).map_err(|source| TraceError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    parse_trace(path, &text)
+    })
+}
+
+pub fn load_trace(path: &Path) -> Result<Vec<TraceEvent>, TraceError> {
+    parse_trace(path, &read_trace(path)?)
 }

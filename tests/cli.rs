@@ -403,3 +403,352 @@ fn sessions_have_their_own_ledgers_and_unknown_sessions_are_errors() {
         stderr(&out)
     );
 }
+
+/// `agenra monitor` as an agent drives it: one event written, its answer
+/// read (with a timeout, so a missing flush fails instead of hanging), then
+/// the next event.
+struct Sidecar {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<String>,
+}
+
+impl Sidecar {
+    fn start(args: &[&str]) -> Sidecar {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agenra"))
+            .arg("monitor")
+            .args(args)
+            .current_dir(root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the agenra binary runs");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Sidecar {
+            child,
+            stdin,
+            answers,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{line}").expect("write an event");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next answer line; panics if none comes within 30 seconds.
+    fn answer(&self) -> serde_json::Value {
+        let line = self
+            .answers
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("an answer line while stdin is still open (is each answer flushed?)");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line}: {e}"))
+    }
+
+    /// Writes one event and waits for its answer.
+    fn ask(&mut self, line: &str) -> serde_json::Value {
+        self.send(line);
+        self.answer()
+    }
+
+    /// Closes stdin; returns the exit code, the remaining answer lines and stderr.
+    fn finish(mut self) -> (Option<i32>, Vec<String>, String) {
+        use std::io::Read;
+        drop(self.stdin.take());
+        let rest: Vec<String> = self.answers.iter().collect();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let status = self.child.wait().expect("monitor exits");
+        (status.code(), rest, err)
+    }
+}
+
+#[test]
+fn monitor_answers_each_event_before_the_next_is_written() {
+    let mut agent = Sidecar::start(&["--policy", "examples/coding-agent/policy.agr"]);
+    let write = agent.ask(r#"{"kind":"call","id":"w1","time":1,"tool":"fs.write","args":{"path":"/repo/src/a.rs","content":"x"}}"#);
+    assert_eq!(write["seq"], 1);
+    assert_eq!(write["decision"], "ALLOW", "{write}");
+    let done = agent.ask(r#"{"kind":"result","call":"w1","status":"succeeded"}"#);
+    assert_eq!(done["seq"], 2);
+    assert!(done["decision"].is_null());
+    // No tests since the write: the commit is denied.
+    let commit = agent
+        .ask(r#"{"kind":"call","id":"g1","time":2,"tool":"git.commit","args":{"message":"m"}}"#);
+    assert_eq!(commit["decision"], "DENY", "{commit}");
+    assert_eq!(commit["rule"], "tests_before_commit");
+    // The agent runs the tests only because the answer said ALLOW, reports
+    // them, and then the commit goes through.
+    let tests = agent
+        .ask(r#"{"kind":"call","id":"t1","time":3,"tool":"tests.run","args":{"suite":"all"}}"#);
+    assert_eq!(tests["decision"], "ALLOW", "{tests}");
+    let passed =
+        agent.ask(r#"{"kind":"result","call":"t1","status":"succeeded","output":{"exit_code":0}}"#);
+    assert_eq!(passed["seq"], 5);
+    let commit = agent
+        .ask(r#"{"kind":"call","id":"g2","time":4,"tool":"git.commit","args":{"message":"m"}}"#);
+    assert_eq!(commit["seq"], 6);
+    assert_eq!(commit["decision"], "ALLOW", "{commit}");
+    assert_eq!(commit["ledger_hash"].as_str().map(|h| h.len()), Some(71));
+    let (code, rest, err) = agent.finish();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn monitor_reports_bad_lines_and_goes_on() {
+    let trace_out = std::env::temp_dir()
+        .join(format!("agenra-cli-{}", std::process::id()))
+        .join("monitor-trace-out.jsonl");
+    std::fs::create_dir_all(trace_out.parent().unwrap()).unwrap();
+    let _ = std::fs::remove_file(&trace_out);
+    let mut agent = Sidecar::start(&[
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        "--trace-out",
+        s(&trace_out),
+    ]);
+    let call = r#"{"kind":"call","id":"c1","time":5,"tool":"tests.run","args":{"suite":"a"}}"#;
+    let mut accepted = vec![];
+    let a = agent.ask(call); // line 1
+    assert_eq!(
+        (a["seq"].as_u64(), a["decision"].as_str()),
+        (Some(1), Some("ALLOW"))
+    );
+    accepted.push(a);
+    // Blank and comment lines get no answer but count as lines.
+    agent.send(""); // line 2
+    agent.send("// a comment"); // line 3
+    let errors = [
+        ("{\"kind\":\"call\",", "invalid event"), // line 4
+        (r#"{"kind":"cal","id":"c2"}"#, "unknown event kind `cal`"), // line 5
+        (call, "call id `c1` is already used"),   // line 6
+        (r#"{"kind":"approve","call":"nope"}"#, "unknown call `nope`"), // line 7
+        (r#"{"kind":"approve","call":"c1"}"#, "call `c1` is"), // line 8: wrong state
+        (
+            r#"{"kind":"result","session":"s9","call":"c1","status":"succeeded"}"#,
+            "unknown session `s9`",
+        ), // line 9
+        (
+            r#"{"kind":"call","id":"c3","time":4,"tool":"tests.run","args":{"suite":"a"}}"#,
+            "time 4 is before the previous event's time 5",
+        ), // line 10
+    ];
+    for (i, (line, message)) in errors.iter().enumerate() {
+        let e = agent.ask(line);
+        let keys: Vec<&str> = e.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 3, "{e}");
+        assert_eq!(e["seq"], 2, "an error takes no seq: {e}");
+        assert_eq!(e["line"], i + 4, "{e}");
+        assert!(
+            e["error"].as_str().unwrap().contains(message),
+            "{e} should say {message}"
+        );
+    }
+    // The failed events changed nothing: c1 still takes its result, and the
+    // next events get decisions numbered on from 2.
+    let r =
+        agent.ask(r#"{"kind":"result","call":"c1","status":"succeeded","output":{"exit_code":0}}"#); // line 11
+    assert_eq!(
+        (r["seq"].as_u64(), r["kind"].as_str()),
+        (Some(2), Some("result")),
+        "{r}"
+    );
+    accepted.push(r);
+    let c = agent
+        .ask(r#"{"kind":"call","id":"c3","time":6,"tool":"git.commit","args":{"message":"m"}}"#); // line 12
+    assert_eq!(
+        (c["seq"].as_u64(), c["decision"].as_str()),
+        (Some(3), Some("ALLOW")),
+        "{c}"
+    );
+    accepted.push(c);
+    // Not UTF-8: an error too.
+    {
+        use std::io::Write;
+        let stdin = agent.stdin.as_mut().unwrap();
+        stdin.write_all(b"{\"kind\":\"\xff\"}\n").unwrap();
+        stdin.flush().unwrap();
+    }
+    let e = agent.answer(); // line 13
+    assert_eq!(
+        (e["seq"].as_u64(), e["line"].as_u64()),
+        (Some(4), Some(13)),
+        "{e}"
+    );
+    assert!(e["error"].as_str().unwrap().contains("UTF-8"), "{e}");
+    let (code, rest, err) = agent.finish();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(err.is_empty(), "{err}");
+    // The trace file holds the accepted events and replays to the same records.
+    let saved = std::fs::read_to_string(&trace_out).unwrap();
+    assert_eq!(saved.lines().count(), 3, "{saved}");
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace_out),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let replayed: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replayed, accepted);
+}
+
+#[test]
+fn monitor_output_equals_replay_json() {
+    use std::io::Write;
+    use std::process::Stdio;
+    for e in EXAMPLES {
+        for trace in ["benign", "attack"] {
+            let policy = format!("examples/{e}/policy.agr");
+            let file = format!("examples/{e}/{trace}.jsonl");
+            let mut child = Command::new(env!("CARGO_BIN_EXE_agenra"))
+                .args(["monitor", "--policy", &policy])
+                .current_dir(root())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the agenra binary runs");
+            let text = std::fs::read(root().join(&file)).unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let writer = std::thread::spawn(move || stdin.write_all(&text));
+            let out = child.wait_with_output().unwrap();
+            writer.join().unwrap().unwrap();
+            assert_eq!(out.status.code(), Some(0), "{e}/{trace}: {}", stderr(&out));
+            let replay = agenra(&["replay", "--policy", &policy, &file, "--json"]);
+            assert!(replay.status.success());
+            let (m, r) = (stdout(&out), stdout(&replay));
+            assert_eq!(m.lines().count(), r.lines().count(), "{e}/{trace}");
+            for (a, b) in m.lines().zip(r.lines()) {
+                assert_eq!(a, b, "{e}/{trace}");
+            }
+        }
+    }
+}
+
+#[test]
+fn control_characters_in_events_are_escaped_in_human_output() {
+    let trace = temp_file(
+        "control.jsonl",
+        concat!(
+            "{\"kind\":\"call\",\"id\":\"x\\nfake ALLOW\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
+            "{\"kind\":\"call\",\"session\":\"s\\r1\",\"id\":\"c2\",\"time\":1,\"tool\":\"\\u001b[2J\\u001b[32mok\",\"args\":{}}\n",
+            "{\"kind\":\"approve\",\"call\":\"a\\nb\\u001b\"}\n",
+        ),
+    );
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    // policy, header, two events, summary: the call id forges no line.
+    assert_eq!(lines.len(), 5, "{text}");
+    let first: Vec<&&str> = lines.iter().filter(|l| l.contains("fake ALLOW")).collect();
+    assert_eq!(first.len(), 1, "{text}");
+    assert!(first[0].contains("x\\nfake ALLOW"), "{text}");
+    assert!(first[0].trim_start().starts_with("1  call"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
+    assert!(text.contains("s\\r1/c2"), "{text}");
+    assert!(text.contains("\\u{1b}[2J\\u{1b}[32mok"), "{text}");
+    // The error on stderr is one line, escaped too.
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("unknown call `a\\nb\\u{1b}`"), "{err}");
+    // And so is `explain`.
+    let out = agenra(&[
+        "explain",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+        "--seq",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("event 1 (trace line 1): call x\\nfake ALLOW tests.run\n"),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("fake")), "{text}");
+}
+
+#[test]
+fn human_table_columns_fit_long_names() {
+    let long = "a-call-id-much-longer-than-any-column-was";
+    let trace = temp_file(
+        "long.jsonl",
+        &format!(
+            concat!(
+                "{{\"kind\":\"call\",\"session\":\"a-long-session\",\"id\":\"{long}\",\"time\":1,\"tool\":\"fs.read\",\"args\":{{\"path\":\"/repo/.env\"}}}}\n",
+                "{{\"kind\":\"result\",\"session\":\"a-long-session\",\"call\":\"{long}\",\"status\":\"succeeded\"}}\n",
+                "{{\"kind\":\"call\",\"session\":\"a-long-session\",\"id\":\"c2\",\"time\":2,\"tool\":\"http.get\",\"args\":{{\"url\":\"https://docs.rs/x\"}}}}\n",
+                "{{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"tests.run\",\"args\":{{\"suite\":\"a\"}}}}\n",
+            ),
+            long = long
+        ),
+    );
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines[1];
+    let col = |title: &str| header.find(title).unwrap_or_else(|| panic!("{title}"));
+    let rows: Vec<&str> = lines[2..lines.len() - 1]
+        .iter()
+        .copied()
+        .filter(|l| !l.trim_start().starts_with("path:"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    let answers = ["ALLOW", "-", "DENY", "ALLOW"];
+    for (row, answer) in rows.iter().zip(answers) {
+        assert!(row[col("answer")..].starts_with(answer), "{text}");
+        assert!(
+            row[col("call")..].starts_with("a-long-session/")
+                || row[col("call")..].starts_with("c1 "),
+            "{text}"
+        );
+        assert_eq!(&row[col("tool") - 2..col("tool")], "  ", "{text}");
+        assert_eq!(&row[col("rule") - 2..col("rule")], "  ", "{text}");
+        assert_eq!(&row[col("reason") - 2..col("reason")], "  ", "{text}");
+        assert_ne!(&row[col("reason")..col("reason") + 1], " ", "{text}");
+    }
+    // The flow denial's path line sits under the call column.
+    let path = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("path:"))
+        .expect("a path line");
+    assert_eq!(path.find("path:"), Some(col("call")), "{text}");
+    assert!(path.contains(long), "{text}");
+}

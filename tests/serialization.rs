@@ -39,7 +39,7 @@ fn the_content_hash_is_stable_across_formatting_and_compilation() {
     // And it is the hash the golden replay files were made with.
     assert_eq!(
         content_hash(&a).unwrap().to_string(),
-        "sha256:494fb2b0cb5350a75ba1c9299e5348948be8873b20c4941186561671be5ee76d"
+        "sha256:50040f453233859c095db3366e82c15fa35e50c4d4f7b7723f6c41b445cd0363"
     );
 }
 

@@ -2,10 +2,12 @@
 Agenra.Ledger: the reference semantics of consumable authority (grants,
 matching, the ledger and the life of a call), mirrored definition by
 definition from `rust/core/src/spec.rs` and the parts of `policy.rs`,
-`ledger.rs`, `value.rs` and `pattern.rs` it uses.
+`ledger.rs`, `value.rs`, `decimal.rs` and `pattern.rs` it uses.
 
 Core Lean 4 only (no Mathlib, no Batteries). Every definition is total and
-executable: structural recursion (or a fuel argument), no `partial`.
+executable: structural recursion (or a fuel argument), no `partial` (the only
+`partial` function is the printer that `deriving Repr` generates for the
+nested inductive `Value`; no definition here or theorem uses it).
 Where this model is simpler than the Rust code, the doc comment says so;
 `docs/lean.md` lists every such place.
 
@@ -45,6 +47,16 @@ def strStartsWith (s pre : String) : Bool :=
 def strEndsWith (s suf : String) : Bool :=
   charsPrefix suf.toList.reverse s.toList.reverse
 
+/-- Is the first list a contiguous part of the second? (`[]` is part of everything.) -/
+def charsInfix (pat : List Char) : List Char → Bool
+  | [] => charsPrefix pat []
+  | c :: cs => charsPrefix pat (c :: cs) || charsInfix pat cs
+
+/-- `s.contains(sub)` for a string `sub` (a substring test; Lean's own
+`String.contains` takes a character). -/
+def strContains (s sub : String) : Bool :=
+  charsInfix sub.toList s.toList
+
 /-! ## Patterns (`pattern.rs`) -/
 
 /-- All suffixes of a list, longest first, ending with `[]`. -/
@@ -82,45 +94,190 @@ def Pattern.accepts : Pattern → String → Bool
   | .startsWith pre, text => strStartsWith text pre
   | .glob g, text => globChars g.toList text.toList
 
+/-! ## Exact decimals (`decimal.rs`) -/
+
+/-- `Decimal`: the number `mantissa / 10^scale`.
+
+Simpler than Rust: Rust keeps every decimal normalized (no trailing zero
+digits after the point) and bounded (an `i128` mantissa, at most 20
+significant digits and 18 after the point); here any `mantissa` and `scale`
+are allowed, so `⟨9870, 2⟩` and `⟨987, 1⟩` are two values of this type for
+the one number 98.7. No `DecidableEq`/`BEq` is derived on purpose:
+equality of decimals is always the numeric test `Decimal.eqv`, never `=`
+on the structure. -/
+structure Decimal where
+  mantissa : Int
+  scale : Nat
+  deriving Repr
+
+/-- `impl From<i64> for Decimal`: an integer is the decimal of scale 0. -/
+def Decimal.ofInt (i : Int) : Decimal :=
+  { mantissa := i, scale := 0 }
+
+/-- `Decimal::scaled`: the mantissa scaled to `scale` digits after the point
+(callers pass `scale ≥ d.scale`). -/
+def Decimal.scaled (d : Decimal) (scale : Nat) : Int :=
+  d.mantissa * Int.ofNat (10 ^ (scale - d.scale))
+
+/-- `Decimal::cmp` (`impl Ord`): both scaled to the larger scale, then the
+integers compared (cross-multiplication by powers of 10). -/
+def Decimal.cmp (a b : Decimal) : Ordering :=
+  let scale := max a.scale b.scale
+  let x := a.scaled scale
+  let y := b.scaled scale
+  if x < y then .lt else if y < x then .gt else .eq
+
+/-- `Ordering::is_lt`, `is_le`, `is_gt`, `is_ge`, `is_eq` (own definitions). -/
+def ordLt : Ordering → Bool
+  | .lt => true
+  | _ => false
+
+def ordLe : Ordering → Bool
+  | .gt => false
+  | _ => true
+
+def ordGt : Ordering → Bool
+  | .gt => true
+  | _ => false
+
+def ordGe : Ordering → Bool
+  | .lt => false
+  | _ => true
+
+def ordEq : Ordering → Bool
+  | .eq => true
+  | _ => false
+
+/-- Numeric equality of decimals: Rust's derived `==` on normalized decimals,
+which is `cmp(..) == Equal`. -/
+def Decimal.eqv (a b : Decimal) : Bool :=
+  ordEq (a.cmp b)
+
 /-! ## Values and argument tests (`value.rs`) -/
 
-/-- `ParamType`. -/
+/-- `ParamType`: the scalar type of a parameter. -/
 inductive ParamType where
   | str
   | int
   | bool
+  | decimal
   deriving DecidableEq, Repr
 
-/-- `Value`: a scalar argument. Rust's `i64` is an unbounded `Int` here. -/
+/-- `ParamType::is_numeric`. -/
+def ParamType.isNumeric : ParamType → Bool
+  | .int => true
+  | .decimal => true
+  | _ => false
+
+/-- `ParamType::accepts`: a test written for `operand` applies to this type
+(integers and decimals compare with each other). -/
+def ParamType.accepts (t operand : ParamType) : Bool :=
+  t == operand || (t.isNumeric && operand.isNumeric)
+
+/-- `Value`: an argument. Rust's `i64` is an unbounded `Int` here. A nested
+inductive (`list` holds values); functions that recurse into lists do so
+through a helper on `List Value` in a `mutual` block (`Value.beq`). No
+`DecidableEq` is derived (the derive handler does not support nested
+inductives, and decimals compare numerically anyway). -/
 inductive Value where
   | str (s : String)
   | int (i : Int)
   | bool (b : Bool)
-  deriving DecidableEq, Repr
+  | decimal (d : Decimal)
+  /-- A list of scalars of one type. -/
+  | list (vs : List Value)
+  /-- An absent optional argument (or an explicit JSON `null` for one). -/
+  | null
+  deriving Repr
 
-/-- `Value::ty`. -/
-def Value.ty : Value → ParamType
-  | .str _ => .str
-  | .int _ => .int
-  | .bool _ => .bool
+/-- `Value::ty`: the scalar type of a scalar value (`none` for lists and null). -/
+def Value.ty : Value → Option ParamType
+  | .str _ => some ParamType.str
+  | .int _ => some ParamType.int
+  | .bool _ => some ParamType.bool
+  | .decimal _ => some ParamType.decimal
+  | .list _ => none
+  | .null => none
+
+/-- `Value::as_decimal`: the numeric value of an integer or a decimal. -/
+def Value.asDecimal : Value → Option Decimal
+  | .int i => some (Decimal.ofInt i)
+  | .decimal d => some d
+  | _ => none
+
+mutual
+/-- Rust's derived `==` on `Value`: same constructor and equal contents,
+elementwise on lists. Decimals compare with `Decimal.eqv`, which is what
+Rust's derived equality computes on its normalized decimals. An integer
+and a decimal are different here, as in Rust (`values_equal` is the
+numeric test). -/
+def Value.beq : Value → Value → Bool
+  | .str a, .str b => a == b
+  | .int a, .int b => a == b
+  | .bool a, .bool b => a == b
+  | .decimal a, .decimal b => a.eqv b
+  | .list xs, .list ys => Value.beqList xs ys
+  | .null, .null => true
+  | _, _ => false
+
+/-- `Value.beq` on two lists, element by element. -/
+def Value.beqList : List Value → List Value → Bool
+  | [], [] => true
+  | x :: xs, y :: ys => Value.beq x y && Value.beqList xs ys
+  | _, _ => false
+end
+
+/-- `values_equal`: equality as tests see it; integers and decimals compare
+by value. -/
+def valuesEqual (a b : Value) : Bool :=
+  match a.asDecimal, b.asDecimal with
+  | some x, some y => x.eqv y
+  | _, _ => a.beq b
 
 /-- `ArgOp`: a test on one argument value. Constructor names differ from Rust
 where the Rust name is a Lean keyword: `In` is `oneOf`, `Prefix` is
 `startsWith`, `Suffix` is `endsWith`, `Matches` is `matchesPattern`. -/
 inductive ArgOp where
+  /-- `== V`; `== null` tests that an optional argument is absent. -/
   | eq (v : Value)
+  /-- `!= V`: the value has V's type and differs; `!= null`: present. -/
   | ne (v : Value)
   | oneOf (vs : List Value)
+  | notIn (vs : List Value)
   | startsWith (p : String)
   | endsWith (p : String)
   | matchesPattern (p : Pattern)
-  | lt (n : Int)
-  | le (n : Int)
-  | gt (n : Int)
-  | ge (n : Int)
+  /-- A string contains the substring; a list contains the element. -/
+  | contains (v : Value)
+  | lt (n : Decimal)
+  | le (n : Decimal)
+  | gt (n : Decimal)
+  | ge (n : Decimal)
   /-- Membership in discovered-resource set number `k`. -/
   | inSet (k : Nat)
+  | notInSet (k : Nat)
   deriving Repr
+
+/-- `Quant`: how a test applies to a list argument. -/
+inductive Quant where
+  /-- Every element (vacuously true on an empty list). -/
+  | all
+  /-- Some element (false on an empty list). -/
+  | any
+  deriving DecidableEq, Repr
+
+/-- `matches!(op, ArgOp::Eq(Value::Null))`. -/
+def ArgOp.isEqNull : ArgOp → Bool
+  | .eq .null => true
+  | _ => false
+
+/-- `ArgOp::is_whole_value`: `contains` and the `null` tests look at the whole
+value rather than at each scalar of a list. -/
+def ArgOp.isWholeValue : ArgOp → Bool
+  | .contains _ => true
+  | .eq .null => true
+  | .ne .null => true
+  | _ => false
 
 /-- `sets.get(k).is_some_and(|m| m.contains(s))`. A discovered set is a list
 of strings here (Rust: `BTreeSet<String>`); only membership is observed. -/
@@ -129,27 +286,114 @@ def setContains (sets : List (List String)) (k : Nat) (s : String) : Bool :=
   | some m => m.contains s
   | none => false
 
-/-- `ArgOp::eval`: a test applied to a value of the wrong type is false. -/
-def ArgOp.eval (op : ArgOp) (v : Value) (sets : List (List String)) : Bool :=
+/-- `sets.get(k).is_none_or(|m| !m.contains(s))`. -/
+def setLacks (sets : List (List String)) (k : Nat) (s : String) : Bool :=
+  match getAt sets k with
+  | some m => !(m.contains s)
+  | none => true
+
+/-- The `same_type` test of `ArgOp::Ne`: both scalars, of types that compare. -/
+def sameType (w v : Value) : Bool :=
+  match w.ty, v.ty with
+  | some a, some b => a.accepts b
+  | _, _ => false
+
+/-- The `cmp` closure of `eval_scalar`: the value is numeric and its
+comparison with `bound` is one that `want` accepts. -/
+def compareWith (v : Value) (bound : Decimal) (want : Ordering → Bool) : Bool :=
+  match v.asDecimal with
+  | some d => want (d.cmp bound)
+  | none => false
+
+/-- `ArgOp::eval_scalar`: the test on a scalar (or, for `contains` and the null
+tests, on a whole value). A test applied to a value of the wrong type is
+false, as in Rust. The alternatives are in Rust's order; Lean, like Rust,
+takes the first that matches. -/
+def ArgOp.evalScalar (op : ArgOp) (v : Value) (sets : List (List String)) : Bool :=
   match op, v with
-  | .eq w, _ => w == v
-  | .ne w, _ => w.ty == v.ty && w != v
-  | .oneOf ws, _ => ws.contains v
+  | o, .null => o.isEqNull
+  | .eq w, x => valuesEqual w x
+  | .ne .null, _ => true
+  | .ne w, x => sameType w x && !(valuesEqual w x)
+  | .oneOf ws, x => ws.any (fun w => valuesEqual w x)
+  | .notIn ws, x => x.ty.isSome && !(ws.any (fun w => valuesEqual w x))
   | .startsWith pre, .str s => strStartsWith s pre
   | .endsWith suf, .str s => strEndsWith s suf
   | .matchesPattern pat, .str s => pat.accepts s
-  | .lt n, .int i => decide (i < n)
-  | .le n, .int i => decide (i ≤ n)
-  | .gt n, .int i => decide (n < i)
-  | .ge n, .int i => decide (n ≤ i)
+  | .contains (.str sub), .str s => strContains s sub
+  | .contains w, .list items => items.any (fun i => valuesEqual w i)
+  | .lt n, x => compareWith x n ordLt
+  | .le n, x => compareWith x n ordLe
+  | .gt n, x => compareWith x n ordGt
+  | .ge n, x => compareWith x n ordGe
   | .inSet k, .str s => setContains sets k s
+  | .notInSet k, .str s => setLacks sets k s
   | _, _ => false
 
-/-- `ArgPredicate`: a test on the argument at position `param`. -/
-structure ArgPredicate where
-  param : Nat
-  op : ArgOp
+/-- `ArgOp::eval`: on a list (unless the test looks at the whole value), the
+test on every element (`all`, true on `[]`) or on some element (`any`,
+false on `[]`); on anything else, the scalar test. -/
+def ArgOp.eval (op : ArgOp) (quant : Quant) (v : Value) (sets : List (List String)) : Bool :=
+  match v with
+  | .list items =>
+    if op.isWholeValue then op.evalScalar (.list items) sets
+    else
+      match quant with
+      | .all => items.all (fun x => op.evalScalar x sets)
+      | .any => items.any (fun x => op.evalScalar x sets)
+  | x => op.evalScalar x sets
+
+/-- `ArgCond = Cond<usize>`: a condition on a call's arguments (by parameter
+index) and calling agent.
+
+Simpler than Rust: Rust's `And(Vec<Cond>)` and `Or(Vec<Cond>)` take lists;
+here `and`/`or` are binary, with `tru` (Rust `Cond::TRUE = And([])`) and
+`fls` (`Cond::FALSE = Or([])`) as units. `ArgCond.allOf`/`ArgCond.anyOf`
+build the binary form from a list (a right fold), and the theorems
+`ArgCond.eval_allOf`/`eval_anyOf` show that it evaluates like Rust's
+`iter().all`/`iter().any`. The binary form keeps the recursion plainly
+structural. Only the index form is modelled (`NamedCond` is resolved to
+it before the ledger runs). -/
+inductive ArgCond where
+  /-- The argument at position `param` passes `op` (on lists: per `quant`). -/
+  | test (param : Nat) (quant : Quant) (op : ArgOp)
+  /-- The calling agent is one of these. -/
+  | agent (agents : List Nat)
+  | not (c : ArgCond)
+  | and (a b : ArgCond)
+  | or (a b : ArgCond)
+  /-- `Cond::TRUE` (`And([])`). -/
+  | tru
+  /-- `Cond::FALSE` (`Or([])`). -/
+  | fls
   deriving Repr
+
+/-- Rust `Cond::And(cs)`: all hold (`tru` when empty). -/
+def ArgCond.allOf : List ArgCond → ArgCond
+  | [] => .tru
+  | c :: cs => .and c (ArgCond.allOf cs)
+
+/-- Rust `Cond::Or(cs)`: some holds (`fls` when empty). -/
+def ArgCond.anyOf : List ArgCond → ArgCond
+  | [] => .fls
+  | c :: cs => .or c (ArgCond.anyOf cs)
+
+/-- `ArgCond::eval`: the condition on a call's arguments (in parameter
+order) and calling agent; discovered-set tests read `sets`. A test on a
+parameter the call lacks is false. -/
+def ArgCond.eval (c : ArgCond) (args : List Value) (agent : Nat) (sets : List (List String)) :
+    Bool :=
+  match c with
+  | .test param quant op =>
+    match getAt args param with
+    | some v => op.eval quant v sets
+    | none => false
+  | .agent agents => agents.contains agent
+  | .not d => !(ArgCond.eval d args agent sets)
+  | .and a b => ArgCond.eval a args agent sets && ArgCond.eval b args agent sets
+  | .or a b => ArgCond.eval a args agent sets || ArgCond.eval b args agent sets
+  | .tru => true
+  | .fls => false
 
 /-! ## Policies (`policy.rs`, the part the ledger reads) -/
 
@@ -187,8 +431,8 @@ structure Grant where
   tool : Nat
   /-- Pattern on the tool's resource argument (`none`: any resource). -/
   resource : Option Pattern := none
-  /-- All must hold. -/
-  args : List ArgPredicate := []
+  /-- Conditions on the arguments (and calling agent); all must hold. -/
+  args : List ArgCond := []
   quota : Quota
   /-- Admission needs a human approval: the unit is reserved, the call pauses. -/
   approval : Bool := false
@@ -316,25 +560,23 @@ def resourceOk (p : Policy) (resource : Option Pattern) (tool : Nat) (args : Lis
     | some r => pat.accepts r
     | none => false
 
-/-- `args.get(t.param).is_some_and(|v| t.op.eval(v, sets))`. -/
-def argTestOk (args : List Value) (sets : List (List String)) (t : ArgPredicate) : Bool :=
-  match getAt args t.param with
-  | some v => t.op.eval v sets
-  | none => false
-
-/-- `grant_matches`: for the call's agent and tool, not expired, resource
-pattern matching, every argument test holding. -/
-def grantMatches (p : Policy) (gr : Grant) (agent tool : Nat) (args : List Value)
-    (time : Nat) (sets : List (List String)) : Bool :=
-  gr.agent == agent && gr.tool == tool && expiryOk gr.expiresAt time &&
-    resourceOk p gr.resource tool args && gr.args.all (argTestOk args sets)
+/-- `grant_matches`: a grant of `owner` (the caller or one of its delegators)
+matches a call when it is `owner`'s grant for the call's tool, has not
+expired, its resource pattern matches the call's resource, and every
+condition holds on the call's arguments and the CALLING agent `req.agent`
+(not `owner`). -/
+def grantMatches (p : Policy) (gr : Grant) (owner : Nat) (req : Request)
+    (sets : List (List String)) : Bool :=
+  gr.agent == owner && gr.tool == req.tool && expiryOk gr.expiresAt req.time &&
+    resourceOk p gr.resource req.tool req.args &&
+    gr.args.all (fun c => c.eval req.args req.agent sets)
 
 /-- The search of `select`, from grant index `i` over the grants `gs` left. -/
 def selectFrom (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
     (sets : List (List String)) : Nat → List Grant → Option Nat
   | _, [] => none
   | i, gr :: rest =>
-    if (grantMatches p gr agent req.tool req.args req.time sets && hasQuota l i) then some i
+    if (grantMatches p gr agent req sets && hasQuota l i) then some i
     else selectFrom p l agent req sets (i + 1) rest
 
 /-- `select`: the first grant of `agent`, in policy order, that matches the
@@ -453,25 +695,62 @@ def discoverInto (p : Policy) (used : List Nat) (discovered : List String)
   | some k => modifyAt (fun acc => addAll acc discovered) sets k
   | none => sets
 
-/-- `step`, `Event::Call`: run admission; deny (state unchanged) if it fails;
-otherwise reserve the units and pause (a grant needs approval, or
-`needsPause`) or run. -/
-def stepCall (p : Policy) (s : State) (id : String) (req : Request) (needsPause : Bool) :
-    Outcome × State :=
-  match admitCall p s.ledger req s.sets with
-  | .error _ => (.deny, s)
-  | .ok (used, ledger) =>
-    if (used.any (grantApproval p) || needsPause) then
-      (.pause used, { s with ledger := ledger, paused := mapInsert s.paused id used })
-    else
-      (.allow used, { s with ledger := ledger, running := mapInsert s.running id used })
+/-- `Checks`: what the checks before the ledger (well-formedness, flows, call
+rules, path rules, counts, obligations: steps 1–4) decided about a call, or
+about a paused call at approval time. An input of `step`, as in `spec.rs`. -/
+inductive Checks where
+  | pass
+  /-- A rule asks a human (the ledger still reserves the units). -/
+  | pause
+  | deny
+  deriving DecidableEq, Repr
 
-/-- `step`, `Event::Approve`: a paused call starts running. -/
-def stepApprove (s : State) (id : String) : Outcome × State :=
-  match mapFind s.paused id with
+/-- The rest of `step`, `Event::Call`, once admission took the units `used`
+(leaving `ledger`): reserve them and pause (a grant needs approval, or
+`needsPause`, which is `checks == Checks::Pause`) or run. -/
+def stepAdmitted (p : Policy) (s : State) (id : String) (used : List Nat) (ledger : Ledger)
+    (needsPause : Bool) : Outcome × State :=
+  if (used.any (grantApproval p) || needsPause) then
+    (.pause used, { s with ledger := ledger, paused := mapInsert s.paused id used })
+  else
+    (.allow used, { s with ledger := ledger, running := mapInsert s.running id used })
+
+/-- `step`, `Event::Call`, on the result of admission: deny (state unchanged)
+if it failed, `stepAdmitted` otherwise. -/
+def afterAdmit (p : Policy) (s : State) (id : String) (needsPause : Bool) :
+    Except Nat (List Nat × Ledger) → Outcome × State
+  | .error _ => (.deny, s)
+  | .ok r => stepAdmitted p s id r.1 r.2 needsPause
+
+/-- `step`, `Event::Call`: denied by the checks (state unchanged, no
+admission), or admission. The arms `pass`/`pause` pass Rust's
+`checks == Checks::Pause` as a `Bool`. -/
+def stepCall (p : Policy) (s : State) (id : String) (req : Request) (checks : Checks) :
+    Outcome × State :=
+  match checks with
+  | .deny => (.deny, s)
+  | .pass => afterAdmit p s id false (admitCall p s.ledger req s.sets)
+  | .pause => afterAdmit p s id true (admitCall p s.ledger req s.sets)
+
+/-- `step`, `Event::Approve`, on the entry that `paused.remove(id)` finds.
+Approval is a just-in-time re-authorization: if the re-check denies, the
+reserved units are refunded, the call leaves `paused` and the answer is
+`deny`; otherwise the call moves to `running` and the answer is
+`allow used`. No entry: `invalid`, state unchanged. -/
+def approveWith (p : Policy) (s : State) (id : String) (checks : Checks) :
+    Option (List Nat) → Outcome × State
   | some used =>
-    (.applied, { s with paused := mapErase s.paused id, running := mapInsert s.running id used })
+    match checks with
+    | .deny =>
+      (.deny, { s with paused := mapErase s.paused id, ledger := refund p s.ledger used })
+    | _ =>
+      (.allow used,
+        { s with paused := mapErase s.paused id, running := mapInsert s.running id used })
   | none => (.invalid, s)
+
+/-- `step`, `Event::Approve`. -/
+def stepApprove (p : Policy) (s : State) (id : String) (checks : Checks) : Outcome × State :=
+  approveWith p s id checks (mapFind s.paused id)
 
 /-- `step`, `Event::Reject`: a paused call is dropped and its units refunded. -/
 def stepReject (p : Policy) (s : State) (id : String) : Outcome × State :=
@@ -503,12 +782,13 @@ def stepUnknown (s : State) (id : String) : Outcome × State :=
   | some _ => (.applied, { s with running := mapErase s.running id })
   | none => (.invalid, s)
 
-/-- `step`: one step of the ledger semantics. `needsPause` says whether a path
-rule or obligation asks for a human on this call (the ledger still reserves). -/
-def step (p : Policy) (s : State) (e : Event) (needsPause : Bool) : Outcome × State :=
+/-- `step`: one step of the ledger semantics. `checks` is what steps 1–4
+decided about the event's call (for calls and approvals; the other events
+ignore it). -/
+def step (p : Policy) (s : State) (e : Event) (checks : Checks) : Outcome × State :=
   match e with
-  | .call id req => stepCall p s id req needsPause
-  | .approve id => stepApprove s id
+  | .call id req => stepCall p s id req checks
+  | .approve id => stepApprove p s id checks
   | .reject id => stepReject p s id
   | .succeeded id discovered => stepSucceeded p s id discovered
   | .failed id => stepFailed p s id

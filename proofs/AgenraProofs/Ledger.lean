@@ -3,10 +3,12 @@ Theorems about the ledger semantics of `Agenra.Ledger`.
 
 Style: every recursive definition gets its defining equations as `rfl`
 lemmas below, and the proofs use only those (through `rw`), structural
-induction, `cases`, `split`, `by_cases`, `obtain` and `omega`.
+induction, `cases`, `by_cases`, `obtain`, `subst` and `omega`; results of
+`step` are taken apart with `congrArg Prod.fst`/`congrArg Prod.snd` on
+equations whose sides are written out (no `split`, no `simp`).
 The only library lemmas used are `Nat.le_refl`, `if_pos`, `if_neg` and
-`Bool.and_eq_true`, plus the terms `congrArg` and `Eq.trans`
-(see `docs/lean.md`).
+`Bool.and_eq_true`, plus the terms `congrArg`, `Eq.trans`, `Eq.symm` and
+`absurd` (see `docs/lean.md`).
 
 NOT YET CHECKED BY A LEAN TOOLCHAIN (see `docs/lean.md`).
 -/
@@ -56,8 +58,17 @@ theorem selectFrom_nil (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
 theorem selectFrom_cons (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
     (sets : List (List String)) (i : Nat) (gr : Grant) (rest : List Grant) :
     selectFrom p l agent req sets i (gr :: rest) =
-      if (grantMatches p gr agent req.tool req.args req.time sets && hasQuota l i) then some i
+      if (grantMatches p gr agent req sets && hasQuota l i) then some i
       else selectFrom p l agent req sets (i + 1) rest := rfl
+
+theorem mapFind_cons (k : String) (v : List Nat) (rest : List (String × List Nat))
+    (key : String) :
+    mapFind ((k, v) :: rest) key = if k == key then some v else mapFind rest key := rfl
+
+theorem mapErase_cons (k : String) (v : List Nat) (rest : List (String × List Nat))
+    (key : String) :
+    mapErase ((k, v) :: rest) key =
+      if k == key then mapErase rest key else (k, v) :: mapErase rest key := rfl
 
 /-! ## Consuming -/
 
@@ -234,7 +245,7 @@ theorem selectFrom_hasQuota (p : Policy) (l : Ledger) (agent : Nat) (req : Reque
   | cons gr rest ih =>
     intro i g h
     rw [selectFrom_cons] at h
-    by_cases hc : (grantMatches p gr agent req.tool req.args req.time sets && hasQuota l i) = true
+    by_cases hc : (grantMatches p gr agent req sets && hasQuota l i) = true
     · rw [if_pos hc] at h
       cases h
       rw [Bool.and_eq_true] at hc
@@ -249,27 +260,149 @@ theorem select_hasQuota (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
     hasQuota l g = true :=
   selectFrom_hasQuota p l agent req sets p.grants 0 g h
 
+/-! ## Conditions -/
+
+/-- The binary form of Rust's `Cond::And(cs)` evaluates like `cs.iter().all(..)`. -/
+theorem ArgCond.eval_allOf (args : List Value) (agent : Nat) (sets : List (List String)) :
+    ∀ (cs : List ArgCond),
+      (ArgCond.allOf cs).eval args agent sets = cs.all (fun c => c.eval args agent sets) := by
+  intro cs
+  induction cs with
+  | nil => rfl
+  | cons c cs ih =>
+    show (c.eval args agent sets && (ArgCond.allOf cs).eval args agent sets) =
+      (c.eval args agent sets && cs.all (fun d => d.eval args agent sets))
+    rw [ih]
+
+/-- The binary form of Rust's `Cond::Or(cs)` evaluates like `cs.iter().any(..)`. -/
+theorem ArgCond.eval_anyOf (args : List Value) (agent : Nat) (sets : List (List String)) :
+    ∀ (cs : List ArgCond),
+      (ArgCond.anyOf cs).eval args agent sets = cs.any (fun c => c.eval args agent sets) := by
+  intro cs
+  induction cs with
+  | nil => rfl
+  | cons c cs ih =>
+    show (c.eval args agent sets || (ArgCond.anyOf cs).eval args agent sets) =
+      (c.eval args agent sets || cs.any (fun d => d.eval args agent sets))
+    rw [ih]
+
+/-! ## Maps -/
+
+/-- After erasing `key`, the map has no entry for it. -/
+theorem mapFind_mapErase_self : ∀ (m : List (String × List Nat)) (key : String),
+    mapFind (mapErase m key) key = none := by
+  intro m key
+  induction m with
+  | nil => rfl
+  | cons kv rest ih =>
+    obtain ⟨k, v⟩ := kv
+    by_cases hk : (k == key) = true
+    · rw [mapErase_cons, if_pos hk]
+      exact ih
+    · rw [mapErase_cons, if_neg hk, mapFind_cons, if_neg hk]
+      exact ih
+
 /-! ## The life of a call -/
 
-/-- A denied call leaves the whole state unchanged. -/
-theorem deny_unchanged (p : Policy) (s s' : State) (id : String) (req : Request)
-    (needsPause : Bool) (h : step p s (.call id req) needsPause = (.deny, s')) :
-    s' = s := by
-  have h1 : stepCall p s id req needsPause = (.deny, s') := h
-  unfold stepCall at h1
-  split at h1
-  · -- admission failed: `h1 : (.deny, s) = (.deny, s')`
-    cases h1
-    rfl
-  · -- admitted: `h1 : (.pause used, _) = (.deny, s')` or `(.allow used, _) = …`,
-    -- impossible in either order
-    split at h1 <;> cases h1
+/-- A call that the checks deny is denied before admission: the state is
+unchanged (`rfl`: no admission runs). -/
+theorem call_checks_deny (p : Policy) (s : State) (id : String) (req : Request) :
+    step p s (.call id req) .deny = (.deny, s) := rfl
 
-/-- **deny_consumes_nothing.** A denied call consumes nothing. -/
+/-- A call whose admission fails is denied with the state unchanged, whatever
+the checks said. -/
+theorem admission_failure_denies (p : Policy) (s : State) (id : String) (req : Request)
+    (checks : Checks) (a : Nat) (ha : admitCall p s.ledger req s.sets = .error a) :
+    step p s (.call id req) checks = (.deny, s) := by
+  show stepCall p s id req checks = (.deny, s)
+  cases checks with
+  | deny => rfl
+  | pass =>
+    show afterAdmit p s id false (admitCall p s.ledger req s.sets) = (.deny, s)
+    rw [ha] <;> rfl
+  | pause =>
+    show afterAdmit p s id true (admitCall p s.ledger req s.sets) = (.deny, s)
+    rw [ha] <;> rfl
+
+/-- An admitted call is never denied: it pauses or runs. -/
+theorem stepAdmitted_ne_deny (p : Policy) (s : State) (id : String) (used : List Nat)
+    (ledger : Ledger) (needsPause : Bool) :
+    (stepAdmitted p s id used ledger needsPause).1 ≠ Outcome.deny := by
+  intro h
+  unfold stepAdmitted at h
+  by_cases hc : (used.any (grantApproval p) || needsPause) = true
+  · rw [if_pos hc] at h
+    have h2 : Outcome.pause used = Outcome.deny := h
+    cases h2
+  · rw [if_neg hc] at h
+    have h2 : Outcome.allow used = Outcome.deny := h
+    cases h2
+
+/-- `afterAdmit` denies only a failed admission, and then keeps the state. -/
+theorem afterAdmit_deny (p : Policy) (s s' : State) (id : String) (needsPause : Bool)
+    (r : Except Nat (List Nat × Ledger)) (h : afterAdmit p s id needsPause r = (.deny, s')) :
+    s' = s := by
+  cases r with
+  | error a =>
+    have h2 : ((Outcome.deny, s) : Outcome × State) = (Outcome.deny, s') := h
+    exact (congrArg Prod.snd h2).symm
+  | ok r =>
+    have h2 : (stepAdmitted p s id r.1 r.2 needsPause).1 = Outcome.deny := congrArg Prod.fst h
+    exact absurd h2 (stepAdmitted_ne_deny p s id r.1 r.2 needsPause)
+
+/-- A denied call leaves the whole state unchanged, whether the checks denied
+it (`checks = .deny`) or admission failed. -/
+theorem deny_unchanged (p : Policy) (s s' : State) (id : String) (req : Request)
+    (checks : Checks) (h : step p s (.call id req) checks = (.deny, s')) :
+    s' = s := by
+  have h1 : stepCall p s id req checks = (.deny, s') := h
+  cases checks with
+  | deny =>
+    have h2 : ((Outcome.deny, s) : Outcome × State) = (Outcome.deny, s') := h1
+    exact (congrArg Prod.snd h2).symm
+  | pass => exact afterAdmit_deny p s s' id false (admitCall p s.ledger req s.sets) h1
+  | pause => exact afterAdmit_deny p s s' id true (admitCall p s.ledger req s.sets) h1
+
+/-- **deny_consumes_nothing.** A denied call consumes nothing, whether the
+checks denied it or admission failed. -/
 theorem deny_consumes_nothing (p : Policy) (s s' : State) (id : String) (req : Request)
-    (needsPause : Bool) (h : step p s (.call id req) needsPause = (.deny, s')) :
+    (checks : Checks) (h : step p s (.call id req) checks = (.deny, s')) :
     s'.ledger = s.ledger := by
-  rw [deny_unchanged p s s' id req needsPause h]
+  rw [deny_unchanged p s s' id req checks h]
+
+/-- **approve_deny_refunds.** Approval is a just-in-time re-authorization:
+when the re-check denies the approval of a paused call, the answer is
+`deny`, the reserved units are refunded and the call is no longer paused. -/
+theorem approve_deny_refunds (p : Policy) (s s' : State) (id : String) (used : List Nat)
+    (o : Outcome) (hp : mapFind s.paused id = some used)
+    (h : step p s (.approve id) .deny = (o, s')) :
+    o = .deny ∧ s'.ledger = refund p s.ledger used ∧ mapFind s'.paused id = none := by
+  have h1 : approveWith p s id .deny (mapFind s.paused id) = (o, s') := h
+  rw [hp] at h1
+  have h2 : approveWith p s id .deny (some used) =
+      (Outcome.deny,
+        ({ s with paused := mapErase s.paused id, ledger := refund p s.ledger used } : State)) :=
+    rfl
+  have h3 := h2.symm.trans h1
+  have ho : Outcome.deny = o := congrArg Prod.fst h3
+  have hs : ({ s with paused := mapErase s.paused id, ledger := refund p s.ledger used } : State)
+      = s' := congrArg Prod.snd h3
+  subst ho
+  subst hs
+  exact ⟨rfl, rfl, mapFind_mapErase_self s.paused id⟩
+
+/-- **approve_deny_within_quota.** After a denied approval, a grant whose
+remaining count was within its quota (`capOf p j = some (.limited c)`) still
+is: the refund never passes the quota. -/
+theorem approve_deny_within_quota (p : Policy) (s s' : State) (id : String)
+    (used : List Nat) (o : Outcome) (hp : mapFind s.paused id = some used)
+    (h : step p s (.approve id) .deny = (o, s')) (j n c : Nat)
+    (hcap : capOf p j = some (.limited c)) (hj : getAt s.ledger j = some (.limited n))
+    (hn : n ≤ c) :
+    ∃ m, getAt s'.ledger j = some (.limited m) ∧ m ≤ c := by
+  obtain ⟨_, hl, _⟩ := approve_deny_refunds p s s' id used o hp h
+  rw [hl]
+  exact refund_le_quota p used s.ledger j n c hcap hj hn
 
 /-! ## Executable sanity checks (evaluated by the elaborator) -/
 
@@ -281,5 +414,35 @@ example : consume [Quota.limited 0, Quota.unlimited] 0 = (false, [Quota.limited 
 
 example : consume [Quota.limited 0, Quota.unlimited] 1 = (true, [Quota.limited 0, Quota.unlimited]) :=
   rfl
+
+-- Decimals compare numerically: 98.70 = 98.7 (two representations of one number).
+example : Decimal.eqv ⟨9870, 2⟩ ⟨987, 1⟩ = true := by decide
+-- 98.7 < 98.71
+example : ordLt (Decimal.cmp ⟨987, 1⟩ ⟨9871, 2⟩) = true := by decide
+-- -1.5 < -1.25
+example : ordLt (Decimal.cmp ⟨-15, 1⟩ ⟨-125, 2⟩) = true := by decide
+-- 100 > 99.999999999999999999
+example : ordGt (Decimal.cmp ⟨100, 0⟩ ⟨99999999999999999999, 18⟩) = true := by decide
+-- `values_equal`: an integer and a decimal compare by value.
+example : valuesEqual (.int 98) (.decimal ⟨9800, 2⟩) = true := by decide
+-- `le 98.70` holds on the decimal 98.7.
+example : ArgOp.eval (.le ⟨9870, 2⟩) .all (.decimal ⟨987, 1⟩) [] = true := by decide
+
+-- List quantifiers: `all` on `[]` is true, `any` on `[]` is false.
+example : ArgOp.eval (.lt ⟨100, 0⟩) .all (.list []) [] = true := by decide
+example : ArgOp.eval (.lt ⟨100, 0⟩) .any (.list []) [] = false := by decide
+-- Every element, or some element.
+example : ArgOp.eval (.lt ⟨10, 0⟩) .all (.list [.int 3, .int 12]) [] = false := by decide
+example : ArgOp.eval (.lt ⟨10, 0⟩) .any (.list [.int 3, .int 12]) [] = true := by decide
+
+-- Null rules: `== null` holds on an absent argument, `!= null` does not, and
+-- any other test is false on it.
+example : ArgOp.eval (.eq .null) .all .null [] = true := by decide
+example : ArgOp.eval (.ne .null) .all .null [] = false := by decide
+example : ArgOp.eval (.notIn []) .all .null [] = false := by decide
+
+-- Conditions: the empty `and` is true, the empty `or` is false.
+example : (ArgCond.allOf []).eval [] 0 [] = true := by decide
+example : (ArgCond.anyOf []).eval [] 0 [] = false := by decide
 
 end Agenra

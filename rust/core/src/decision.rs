@@ -7,7 +7,6 @@ use crate::graph::NodeId;
 use crate::hash::Hash;
 use crate::label::Label;
 use crate::policy::{AgentId, FactId, GrantId, Policy, SinkId, ToolId};
-use crate::value::ParamType;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -36,6 +35,8 @@ pub enum Rule {
     Flow(usize),
     Path(usize),
     Obligation(usize),
+    /// A `deny call` / `pause call` rule.
+    Call(usize),
     Grant(GrantId),
     NoGrant,
 }
@@ -49,6 +50,7 @@ impl Rule {
             Rule::Flow(r) => get(policy.flow_rules.get(r).map(|r| &r.name)),
             Rule::Path(r) => get(policy.path_rules.get(r).map(|r| &r.name)),
             Rule::Obligation(r) => get(policy.obligations.get(r).map(|r| &r.name)),
+            Rule::Call(r) => get(policy.call_rules.get(r).map(|r| &r.name)),
             Rule::Grant(g) => get(policy.grants.get(g).map(|g| &g.name)),
             Rule::NoGrant => "no-grant".into(),
         }
@@ -67,8 +69,9 @@ pub enum Reason {
     },
     IllTyped {
         param: String,
-        expected: ParamType,
-        got: &'static str,
+        /// The declared type, as written (`list<string>`).
+        expected: String,
+        got: String,
     },
     UnknownLineage {
         param: String,
@@ -80,7 +83,11 @@ pub enum Reason {
     Flow {
         sink: SinkId,
         label: Label,
+        /// The call's own resource, when its label is what the rule matched.
+        resource: Option<String>,
     },
+    /// A `deny call` / `pause call` rule's condition holds.
+    CallForbidden,
     PathCompleted,
     CountExceeded {
         max: u64,
@@ -102,20 +109,8 @@ pub enum Reason {
         grant: GrantId,
     },
     Approved,
-}
-
-/// Names the JSON type of an argument that has the wrong type.
-pub fn json_type_name(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "bool",
-        serde_json::Value::Number(n) if n.is_i64() => "int",
-        serde_json::Value::Number(n) if n.is_u64() => "an integer beyond the 64-bit signed range",
-        serde_json::Value::Number(_) => "a non-integer number",
-        serde_json::Value::String(_) => "string",
-        serde_json::Value::Array(_) => "array",
-        serde_json::Value::Object(_) => "object",
-    }
+    /// A paused call's re-check at approval time denied it.
+    RecheckFailed(Box<Reason>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,8 +125,11 @@ pub struct Decision {
     /// the sink; for a path rule or obligation, the earlier calls that make
     /// it up, then this one.
     pub path: Vec<NodeId>,
-    /// Units taken along the delegation chain (ALLOW and PAUSE).
+    /// Units taken along the delegation chain (ALLOW and PAUSE; for an
+    /// approval that ALLOWs, the units the call holds).
     pub grants: Vec<GrantId>,
+    /// Units returned (an approval whose re-check denies).
+    pub refunded: Vec<GrantId>,
     pub ledger_hash: Hash,
 }
 
@@ -170,11 +168,28 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
             "agent `{}` is confined to scope `{rule_name}`, which does not include `{tool_name}`",
             agent_name(policy, *agent)
         ),
-        Reason::Flow { sink, label } => format!(
-            "flow of {} into sink `{}` is denied by `{rule_name}`",
-            policy.show_label(label),
-            policy.sinks.get(*sink).map_or("?", String::as_str)
-        ),
+        Reason::Flow {
+            sink,
+            label,
+            resource,
+        } => {
+            let pause = matches!(rule, Rule::Flow(r) if policy.flow_rules.get(r).is_some_and(|r| matches!(r.effect, crate::policy::FlowEffect::Pause(_))));
+            format!(
+                "flow of {} into sink `{}` {} `{rule_name}`{}",
+                policy.show_label(label),
+                policy.sinks.get(*sink).map_or("?", String::as_str),
+                if pause {
+                    "needs a human approval under"
+                } else {
+                    "is denied by"
+                },
+                match resource {
+                    Some(r) => format!(" (the call's own resource {r:?} carries the label)"),
+                    None => String::new(),
+                }
+            )
+        }
+        Reason::CallForbidden => format!("`{rule_name}` forbids this `{tool_name}` call"),
         Reason::PathCompleted => {
             format!("`{tool_name}` would complete the forbidden path `{rule_name}`")
         }
@@ -218,7 +233,11 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
             "grant `{}` requires a human approval",
             policy.grants.get(*grant).map_or("?", |g| g.name.as_str())
         ),
-        Reason::Approved => "approved by a human".into(),
+        Reason::Approved => "approved by a human: re-checked and admitted".into(),
+        Reason::RecheckFailed(inner) => format!(
+            "re-checked at approval time: {}; reserved units returned",
+            reason_text(policy, inner, rule, tool)
+        ),
     }
 }
 

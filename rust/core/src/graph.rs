@@ -198,7 +198,15 @@ impl Graph {
     /// until none does: that node is where the label came in. The context
     /// node's label only rises, so it is judged as of the edge that was
     /// followed out of it: by the merges that came before that edge.
-    pub fn explain_path(&self, sink: NodeId, bad: impl Fn(&Label) -> bool) -> Vec<NodeId> {
+    ///
+    /// `first_hop` restricts the edges followed into `sink` itself (the
+    /// arguments bound to the sink).
+    pub fn explain_path(
+        &self,
+        sink: NodeId,
+        bad: impl Fn(&Label) -> bool,
+        first_hop: impl Fn(&Edge) -> bool,
+    ) -> Vec<NodeId> {
         let mut path = vec![sink];
         let mut cur = sink;
         let mut horizon = self.edges.len();
@@ -206,7 +214,10 @@ impl Graph {
             let mut best: Option<(usize, NodeId)> = None;
             for i in self.in_edges(cur, horizon) {
                 let e = self.edges[i];
-                if e.kind != EdgeKind::Data || e.trust == Trust::Inferred || path.contains(&e.from)
+                if e.kind != EdgeKind::Data
+                    || e.trust == Trust::Inferred
+                    || path.contains(&e.from)
+                    || (cur == sink && !first_hop(&e))
                 {
                     continue;
                 }

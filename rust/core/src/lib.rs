@@ -2,6 +2,7 @@
 //! graph and the monitor step. Pure data and logic: no I/O, no clock reads
 //! (time is an input of every event).
 
+pub mod decimal;
 pub mod hash;
 pub mod label;
 pub mod pattern;
@@ -12,7 +13,7 @@ pub use hash::Hash;
 pub use label::{CategorySet, Label, LabelPattern, Sanitizer};
 pub use pattern::Pattern;
 pub use policy::Policy;
-pub use value::{ArgOp, ArgPredicate, ParamType, Value};
+pub use value::{ArgCond, ArgOp, Cond, Decimal, NamedCond, ParamType, Quant, Value};
 pub mod decision;
 pub mod event;
 pub mod graph;

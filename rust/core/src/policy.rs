@@ -7,7 +7,7 @@
 
 use crate::label::{Label, LabelPattern, Level, Sanitizer};
 use crate::pattern::{glob_matches, Pattern};
-use crate::value::{ArgOp, ArgPredicate, ParamType, SetId};
+use crate::value::{ArgCond, ArgOp, NamedCond, ParamType, SetId};
 use serde::{Deserialize, Serialize};
 
 pub type ToolId = usize;
@@ -46,12 +46,47 @@ pub struct Policy {
     pub flow_rules: Vec<FlowRule>,
     pub path_rules: Vec<PathRule>,
     pub obligations: Vec<Obligation>,
+    /// `deny call` / `pause call` rules.
+    #[serde(default)]
+    pub call_rules: Vec<CallRule>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Param {
     pub name: String,
+    /// The scalar type (of each element, for a list).
     pub ty: ParamType,
+    /// `list<ty>`: a JSON array of values of `ty`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub list: bool,
+    /// `name?: ty`: the argument may be absent or `null` (it is then `Value::Null`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub optional: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Param {
+    /// The type as written: `string`, `list<int>`.
+    pub fn type_name(&self) -> String {
+        if self.list {
+            format!("list<{}>", self.ty)
+        } else {
+            self.ty.to_string()
+        }
+    }
+}
+
+/// A sink a tool reaches, and the arguments that flow into it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkUse {
+    pub sink: SinkId,
+    /// Parameter indexes bound to the sink (`sink payments on recipient,
+    /// amount`); `None`: every argument flows into it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Vec<usize>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +97,7 @@ pub struct Tool {
     /// resource patterns and resource labels apply to it).
     pub resource: Option<usize>,
     /// Sinks the call's arguments flow into.
-    pub sinks: Vec<SinkId>,
+    pub sinks: Vec<SinkUse>,
     /// Source rule: the label of what the tool returns (joined with the
     /// labels of its inputs and of the resource it reads).
     pub output: Label,
@@ -75,6 +110,11 @@ pub struct Tool {
 impl Tool {
     pub fn param_index(&self, name: &str) -> Option<usize> {
         self.params.iter().position(|p| p.name == name)
+    }
+
+    /// Whether the call reaches `sink`.
+    pub fn reaches(&self, sink: SinkId) -> bool {
+        self.sinks.iter().any(|s| s.sink == sink)
     }
 }
 
@@ -140,8 +180,8 @@ pub struct Grant {
     pub tool: ToolId,
     /// Pattern on the tool's resource argument (`None`: any resource).
     pub resource: Option<Pattern>,
-    /// All must hold.
-    pub args: Vec<ArgPredicate>,
+    /// Conditions on the arguments (and calling agent); all must hold.
+    pub args: Vec<ArgCond>,
     pub quota: Quota,
     /// Admission needs a human approval: the unit is reserved, the call PAUSEs.
     pub approval: bool,
@@ -156,28 +196,36 @@ pub struct Grant {
 pub enum FlowEffect {
     /// Forbid flows whose label matches the (upward-closed) pattern.
     Deny(LabelPattern),
+    /// Ask a human about flows whose label matches the pattern: the call
+    /// still needs a grant, and then PAUSEs. A deny rule that also matches
+    /// wins.
+    Pause(LabelPattern),
     /// Exempt flows whose label is at most this ceiling, when the conditions
     /// hold. Downward closed, so exemptions never break taint monotonicity.
     Allow(Label),
 }
 
-/// A flow rule on one sink. A flow into the sink is denied when some deny
-/// rule matches its label and no allow rule whose conditions hold has a
-/// ceiling above the label.
+/// A flow rule on one sink. A flow into the sink is denied (paused) when
+/// some deny (pause) rule matches its label and no allow rule whose
+/// conditions hold has a ceiling above the label.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowRule {
     pub name: String,
     pub sink: SinkId,
     pub effect: FlowEffect,
-    /// Conditions on the call's arguments, by parameter name; a tool without
-    /// the parameter fails the condition.
-    pub when: Vec<NamedArgTest>,
+    /// Condition on the call's arguments, by parameter name; a test on a
+    /// parameter the tool lacks is false.
+    pub when: NamedCond,
 }
 
+/// `deny call TOOL when COND` (or `pause call`): forbid calls on their
+/// arguments, without a sink.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NamedArgTest {
-    pub param: String,
-    pub op: ArgOp,
+pub struct CallRule {
+    pub name: String,
+    pub effect: RuleEffect,
+    pub tool: ToolId,
+    pub when: ArgCond,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -195,15 +243,18 @@ pub struct StepPattern {
     pub sink: Option<SinkId>,
     /// The call's output label matches (what it reads).
     pub reads: Option<LabelPattern>,
+    /// A condition on the call's arguments (`where ...`), by parameter name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<NamedCond>,
 }
 
 impl StepPattern {
-    pub fn matches(&self, tool_name: &str, sinks: &[SinkId], output: &Label) -> bool {
+    /// The static part: the tool name and the sinks it reaches.
+    pub fn matches_tool(&self, tool: &Tool) -> bool {
         self.tool
             .as_deref()
-            .is_none_or(|g| glob_matches(g, tool_name))
-            && self.sink.is_none_or(|s| sinks.contains(&s))
-            && self.reads.is_none_or(|p| p.matches(output))
+            .is_none_or(|g| glob_matches(g, &tool.name))
+            && self.sink.is_none_or(|s| tool.reaches(s))
     }
 }
 
@@ -263,6 +314,7 @@ impl Policy {
             flow_rules: vec![],
             path_rules: vec![],
             obligations: vec![],
+            call_rules: vec![],
         }
     }
 

@@ -4,7 +4,7 @@
 
 use crate::label::MAX_CATEGORIES;
 use crate::policy::{PathKind, Policy, StepPattern};
-use crate::value::{ArgOp, ArgPredicate};
+use crate::value::{ArgOp, Cond};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {problem}")]
@@ -62,25 +62,60 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
         Ok(())
     };
-    let args_ok = |what: String, preds: &[ArgPredicate], params: usize| -> Result<(), ModelError> {
-        for (i, a) in preds.iter().enumerate() {
-            index(format!("{what}[{i}].param"), a.param, params, "parameters")?;
-            if let ArgOp::InSet(s) = a.op {
-                index(format!("{what}[{i}].op"), s, p.sets.len(), "sets")?;
-            }
+    let op_ok = |what: String, op: &ArgOp| -> Result<(), ModelError> {
+        match op.set() {
+            Some(s) => index(what, s, p.sets.len(), "sets"),
+            None => Ok(()),
+        }
+    };
+    let agents_ok = |what: String, agents: Vec<usize>| -> Result<(), ModelError> {
+        for a in agents {
+            index(what.clone(), a, p.agents.len(), "agents")?;
         }
         Ok(())
+    };
+    let cond_ok = |what: String, c: &Cond<usize>, params: usize| -> Result<(), ModelError> {
+        for (param, op) in c.tests() {
+            index(format!("{what}.param"), *param, params, "parameters")?;
+            op_ok(format!("{what}.op"), op)?;
+        }
+        agents_ok(format!("{what}.agent"), c.agents())
+    };
+    let named_cond_ok = |what: String, c: &Cond<String>| -> Result<(), ModelError> {
+        for (_, op) in c.tests() {
+            op_ok(format!("{what}.op"), op)?;
+        }
+        agents_ok(format!("{what}.agent"), c.agents())
     };
     let step_ok = |what: String, s: &StepPattern| -> Result<(), ModelError> {
         if let Some(sink) = s.sink {
             index(format!("{what}.sink"), sink, p.sinks.len(), "sinks")?;
+        }
+        if let Some(c) = &s.when {
+            named_cond_ok(format!("{what}.when"), c)?;
         }
         if let Some(l) = s.reads.and_then(|r| r.min_sensitivity) {
             level_ok(format!("{what}.reads"), l)?;
         }
         Ok(())
     };
+    let mut tool_names = std::collections::BTreeSet::new();
     for (t, tool) in p.tools.iter().enumerate() {
+        if !tool_names.insert(tool.name.as_str()) {
+            return Err(bad(
+                format!("tools[{t}].name"),
+                format!("tool `{}` is declared twice", tool.name),
+            ));
+        }
+        let mut params = std::collections::BTreeSet::new();
+        for (i, param) in tool.params.iter().enumerate() {
+            if !params.insert(param.name.as_str()) {
+                return Err(bad(
+                    format!("tools[{t}].params[{i}].name"),
+                    format!("parameter `{}` is declared twice", param.name),
+                ));
+            }
+        }
         if let Some(r) = tool.resource {
             index(
                 format!("tools[{t}].resource"),
@@ -90,7 +125,20 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             )?;
         }
         for (i, s) in tool.sinks.iter().enumerate() {
-            index(format!("tools[{t}].sinks[{i}]"), *s, p.sinks.len(), "sinks")?;
+            index(
+                format!("tools[{t}].sinks[{i}].sink"),
+                s.sink,
+                p.sinks.len(),
+                "sinks",
+            )?;
+            for (j, &param) in s.params.iter().flatten().enumerate() {
+                index(
+                    format!("tools[{t}].sinks[{i}].params[{j}]"),
+                    param,
+                    tool.params.len(),
+                    "parameters",
+                )?;
+            }
         }
         label_ok(format!("tools[{t}].output"), &tool.output)?;
         if let Some(s) = tool.sanitizer {
@@ -164,11 +212,13 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                 "the tool has no resource parameter",
             ));
         }
-        args_ok(
-            format!("grants[{g}].args"),
-            &grant.args,
-            p.tools[grant.tool].params.len(),
-        )?;
+        for (i, c) in grant.args.iter().enumerate() {
+            cond_ok(
+                format!("grants[{g}].args[{i}]"),
+                c,
+                p.tools[grant.tool].params.len(),
+            )?;
+        }
         if let Some(s) = grant.discovers {
             index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
         }
@@ -184,22 +234,26 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             crate::policy::FlowEffect::Allow(l) => {
                 label_ok(format!("flow_rules[{r}].ceiling"), &l)?
             }
-            crate::policy::FlowEffect::Deny(pat) => {
+            crate::policy::FlowEffect::Deny(pat) | crate::policy::FlowEffect::Pause(pat) => {
                 if let Some(l) = pat.min_sensitivity {
                     level_ok(format!("flow_rules[{r}].pattern"), l)?;
                 }
             }
         }
-        for (i, t) in rule.when.iter().enumerate() {
-            if let ArgOp::InSet(s) = t.op {
-                index(
-                    format!("flow_rules[{r}].when[{i}]"),
-                    s,
-                    p.sets.len(),
-                    "sets",
-                )?;
-            }
-        }
+        named_cond_ok(format!("flow_rules[{r}].when"), &rule.when)?;
+    }
+    for (r, rule) in p.call_rules.iter().enumerate() {
+        index(
+            format!("call_rules[{r}].tool"),
+            rule.tool,
+            p.tools.len(),
+            "tools",
+        )?;
+        cond_ok(
+            format!("call_rules[{r}].when"),
+            &rule.when,
+            p.tools[rule.tool].params.len(),
+        )?;
     }
     for (r, rule) in p.path_rules.iter().enumerate() {
         match &rule.kind {

@@ -1,16 +1,28 @@
-//! Argument values, parameter types and argument predicates.
+//! Argument values, parameter types, argument tests and conditions.
+//!
+//! Values are scalars (strings, integers, booleans, exact decimals), lists
+//! of scalars, or `null` (an optional argument that is absent). Tests on a
+//! list are quantified: by default a test holds only if it holds for every
+//! element (`all`), or for some element with an explicit `any`. Lists are
+//! never joined into strings.
 
 use crate::pattern::Pattern;
+use crate::policy::AgentId;
 use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::fmt;
 
-/// The type of a tool parameter.
+pub use crate::decimal::Decimal;
+
+/// The scalar type of a tool parameter (a parameter may also be a list of
+/// it, or optional: see `policy::Param`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ParamType {
     Str,
     Int,
     Bool,
+    Decimal,
 }
 
 impl ParamType {
@@ -19,7 +31,18 @@ impl ParamType {
             ParamType::Str => "string",
             ParamType::Int => "int",
             ParamType::Bool => "bool",
+            ParamType::Decimal => "decimal",
         }
+    }
+
+    /// Whether a test written for `operand` applies to this type (integers
+    /// and decimals compare with each other).
+    pub fn accepts(self, operand: ParamType) -> bool {
+        self == operand || (self.is_numeric() && operand.is_numeric())
+    }
+
+    pub fn is_numeric(self) -> bool {
+        matches!(self, ParamType::Int | ParamType::Decimal)
     }
 }
 
@@ -29,22 +52,38 @@ impl fmt::Display for ParamType {
     }
 }
 
-/// A scalar argument value.
+/// An argument value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Value {
     Str(String),
     Int(i64),
     Bool(bool),
+    Decimal(Decimal),
+    /// A list of scalars of one type.
+    List(Vec<Value>),
+    /// An absent optional argument (or an explicit JSON `null` for one).
+    Null,
+}
+
+/// Why a JSON value is not a value of the parameter's type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeMismatch {
+    /// What the JSON held, e.g. "string", "a non-integer number".
+    pub got: String,
 }
 
 impl Value {
-    pub fn ty(&self) -> ParamType {
+    /// The scalar type of a scalar value (`None` for lists and null).
+    pub fn ty(&self) -> Option<ParamType> {
         match self {
-            Value::Str(_) => ParamType::Str,
-            Value::Int(_) => ParamType::Int,
-            Value::Bool(_) => ParamType::Bool,
+            Value::Str(_) => Some(ParamType::Str),
+            Value::Int(_) => Some(ParamType::Int),
+            Value::Bool(_) => Some(ParamType::Bool),
+            Value::Decimal(_) => Some(ParamType::Decimal),
+            Value::List(_) | Value::Null => None,
         }
     }
+
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -52,15 +91,108 @@ impl Value {
         }
     }
 
-    /// Converts a JSON scalar; `None` for anything else (arrays, objects,
-    /// null, non-integral numbers).
+    /// The numeric value of an integer or a decimal.
+    pub fn as_decimal(&self) -> Option<Decimal> {
+        match self {
+            Value::Int(i) => Some(Decimal::from(*i)),
+            Value::Decimal(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// The scalars of this value: the elements of a list, or itself.
+    pub fn scalars(&self) -> &[Value] {
+        match self {
+            Value::List(items) => items,
+            other => std::slice::from_ref(other),
+        }
+    }
+
+    /// Converts a JSON scalar without a declared type (output fields, task
+    /// values): strings, booleans, integers, other numbers as exact decimals
+    /// where the JSON text is unambiguous, `null`. `None` for arrays,
+    /// objects and numbers beyond exact precision.
     pub fn from_json(v: &serde_json::Value) -> Option<Value> {
         match v {
             serde_json::Value::String(s) => Some(Value::Str(s.clone())),
             serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
-            serde_json::Value::Number(n) => n.as_i64().map(Value::Int),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Some(Value::Int(i)),
+                None => Decimal::from_json_number(n).map(Value::Decimal),
+            },
+            serde_json::Value::Null => Some(Value::Null),
             _ => None,
         }
+    }
+
+    /// Converts a JSON argument to a value of scalar type `ty` (a list of
+    /// them when `list`). Decimals accept JSON integers, JSON numbers whose
+    /// shortest form has at most 15 significant digits, and strings such as
+    /// `"98.70"` (exact). `null` is never accepted here: the caller decides
+    /// what an absent or null argument means.
+    pub fn from_json_typed(
+        v: &serde_json::Value,
+        ty: ParamType,
+        list: bool,
+    ) -> Result<Value, TypeMismatch> {
+        if list {
+            let serde_json::Value::Array(items) = v else {
+                return Err(TypeMismatch {
+                    got: json_type_name(v).into(),
+                });
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let scalar = Self::scalar_typed(item, ty).map_err(|e| TypeMismatch {
+                    got: format!("element {i} is {}", e.got),
+                })?;
+                out.push(scalar);
+            }
+            return Ok(Value::List(out));
+        }
+        Self::scalar_typed(v, ty)
+    }
+
+    fn scalar_typed(v: &serde_json::Value, ty: ParamType) -> Result<Value, TypeMismatch> {
+        let got = || TypeMismatch {
+            got: json_type_name(v).into(),
+        };
+        match (ty, v) {
+            (ParamType::Str, serde_json::Value::String(s)) => Ok(Value::Str(s.clone())),
+            (ParamType::Bool, serde_json::Value::Bool(b)) => Ok(Value::Bool(*b)),
+            (ParamType::Int, serde_json::Value::Number(n)) => {
+                n.as_i64().map(Value::Int).ok_or_else(got)
+            }
+            (ParamType::Decimal, serde_json::Value::Number(n)) => match n.as_i64() {
+                Some(i) => Ok(Value::Decimal(Decimal::from(i))),
+                None => Decimal::from_json_number(n)
+                    .map(Value::Decimal)
+                    .ok_or_else(|| TypeMismatch {
+                        got: "a number beyond exact decimal precision (pass it as a string)".into(),
+                    }),
+            },
+            (ParamType::Decimal, serde_json::Value::String(s)) => s
+                .parse::<Decimal>()
+                .map(Value::Decimal)
+                .map_err(|e| TypeMismatch {
+                    got: format!("string {s:?} ({e})"),
+                }),
+            _ => Err(got()),
+        }
+    }
+}
+
+/// Names the JSON type of an argument that has the wrong type.
+pub fn json_type_name(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(n) if n.is_i64() => "int",
+        serde_json::Value::Number(n) if n.is_u64() => "an integer beyond the 64-bit signed range",
+        serde_json::Value::Number(_) => "a non-integer number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
     }
 }
 
@@ -70,67 +202,254 @@ impl fmt::Display for Value {
             Value::Str(s) => write!(f, "{s:?}"),
             Value::Int(i) => write!(f, "{i}"),
             Value::Bool(b) => write!(f, "{b}"),
+            Value::Decimal(d) => write!(f, "{d}"),
+            Value::List(items) => {
+                f.write_str("[")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Null => f.write_str("null"),
         }
+    }
+}
+
+/// Equality as tests see it: integers and decimals compare by value.
+pub fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a.as_decimal(), b.as_decimal()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
     }
 }
 
 /// Index of a discovered-resource set in the policy's `sets` list.
 pub type SetId = usize;
 
-/// A test on one argument value.
+/// A test on one scalar value (or, for `Contains` and the null tests, on a
+/// whole value).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ArgOp {
+    /// `== V`; `== null` tests that an optional argument is absent.
     Eq(Value),
+    /// `!= V`: the value has V's type and differs; `!= null`: present.
     Ne(Value),
     In(Vec<Value>),
+    NotIn(Vec<Value>),
     Prefix(String),
     Suffix(String),
     Matches(Pattern),
-    Lt(i64),
-    Le(i64),
-    Gt(i64),
-    Ge(i64),
+    /// A string contains the substring; a list contains the element.
+    Contains(Value),
+    Lt(Decimal),
+    Le(Decimal),
+    Gt(Decimal),
+    Ge(Decimal),
     /// Membership in a discovered-resource set (grown by results at run time).
     InSet(SetId),
+    NotInSet(SetId),
 }
 
 impl ArgOp {
-    /// Evaluates the test. `sets[i]` is the current content of discovered set
-    /// `i`. A test applied to a value of the wrong type is false (the
-    /// compiler rejects such policies; this keeps the monitor total).
-    pub fn eval(&self, value: &Value, sets: &[BTreeSet<String>]) -> bool {
+    /// Whether the test looks at the whole value rather than at each scalar
+    /// of a list: `contains` and the `null` tests.
+    pub fn is_whole_value(&self) -> bool {
+        matches!(
+            self,
+            ArgOp::Contains(_) | ArgOp::Eq(Value::Null) | ArgOp::Ne(Value::Null)
+        )
+    }
+
+    /// Evaluates the test on a scalar. `sets[i]` is the current content of
+    /// discovered set `i`. A test applied to a value of the wrong type is
+    /// false (the compiler rejects such policies; this keeps the monitor
+    /// total).
+    pub fn eval_scalar(&self, value: &Value, sets: &[BTreeSet<String>]) -> bool {
+        let cmp = |bound: &Decimal, want: fn(Ordering) -> bool| {
+            value.as_decimal().is_some_and(|d| want(d.cmp(bound)))
+        };
         match (self, value) {
-            (ArgOp::Eq(v), _) => v == value,
-            (ArgOp::Ne(v), _) => v.ty() == value.ty() && v != value,
-            (ArgOp::In(vs), _) => vs.contains(value),
+            (_, Value::Null) => matches!(self, ArgOp::Eq(Value::Null)),
+            (ArgOp::Eq(v), _) => values_equal(v, value),
+            (ArgOp::Ne(Value::Null), _) => true,
+            (ArgOp::Ne(v), _) => {
+                let same_type = match (v.ty(), value.ty()) {
+                    (Some(a), Some(b)) => a.accepts(b),
+                    _ => false,
+                };
+                same_type && !values_equal(v, value)
+            }
+            (ArgOp::In(vs), _) => vs.iter().any(|v| values_equal(v, value)),
+            (ArgOp::NotIn(vs), _) => {
+                value.ty().is_some() && !vs.iter().any(|v| values_equal(v, value))
+            }
             (ArgOp::Prefix(p), Value::Str(s)) => s.starts_with(p.as_str()),
             (ArgOp::Suffix(p), Value::Str(s)) => s.ends_with(p.as_str()),
             (ArgOp::Matches(p), Value::Str(s)) => p.matches(s),
-            (ArgOp::Lt(n), Value::Int(i)) => i < n,
-            (ArgOp::Le(n), Value::Int(i)) => i <= n,
-            (ArgOp::Gt(n), Value::Int(i)) => i > n,
-            (ArgOp::Ge(n), Value::Int(i)) => i >= n,
+            (ArgOp::Contains(Value::Str(sub)), Value::Str(s)) => s.contains(sub.as_str()),
+            (ArgOp::Contains(v), Value::List(items)) => items.iter().any(|i| values_equal(v, i)),
+            (ArgOp::Lt(n), _) => cmp(n, Ordering::is_lt),
+            (ArgOp::Le(n), _) => cmp(n, Ordering::is_le),
+            (ArgOp::Gt(n), _) => cmp(n, Ordering::is_gt),
+            (ArgOp::Ge(n), _) => cmp(n, Ordering::is_ge),
             (ArgOp::InSet(set), Value::Str(s)) => sets.get(*set).is_some_and(|m| m.contains(s)),
+            (ArgOp::NotInSet(set), Value::Str(s)) => sets.get(*set).is_none_or(|m| !m.contains(s)),
             _ => false,
         }
     }
 
-    /// The parameter type this test applies to (`None`: any type).
+    /// Evaluates the test on an argument: on each element of a list (all of
+    /// them, or some with `Quant::Any`), on a scalar directly.
+    pub fn eval(&self, quant: Quant, value: &Value, sets: &[BTreeSet<String>]) -> bool {
+        match value {
+            Value::List(items) if !self.is_whole_value() => match quant {
+                Quant::All => items.iter().all(|v| self.eval_scalar(v, sets)),
+                Quant::Any => items.iter().any(|v| self.eval_scalar(v, sets)),
+            },
+            _ => self.eval_scalar(value, sets),
+        }
+    }
+
+    /// The scalar type this test applies to (`None`: any type).
     pub fn operand_type(&self) -> Option<ParamType> {
         match self {
-            ArgOp::Eq(v) | ArgOp::Ne(v) => Some(v.ty()),
-            ArgOp::In(vs) => vs.first().map(Value::ty),
-            ArgOp::Prefix(_) | ArgOp::Suffix(_) | ArgOp::Matches(_) | ArgOp::InSet(_) => {
-                Some(ParamType::Str)
-            }
-            ArgOp::Lt(_) | ArgOp::Le(_) | ArgOp::Gt(_) | ArgOp::Ge(_) => Some(ParamType::Int),
+            ArgOp::Eq(v) | ArgOp::Ne(v) => v.ty(),
+            ArgOp::In(vs) | ArgOp::NotIn(vs) => vs.first().and_then(Value::ty),
+            ArgOp::Contains(v) => v.ty(),
+            ArgOp::Prefix(_)
+            | ArgOp::Suffix(_)
+            | ArgOp::Matches(_)
+            | ArgOp::InSet(_)
+            | ArgOp::NotInSet(_) => Some(ParamType::Str),
+            ArgOp::Lt(_) | ArgOp::Le(_) | ArgOp::Gt(_) | ArgOp::Ge(_) => Some(ParamType::Decimal),
+        }
+    }
+
+    /// The discovered set this test reads, if any.
+    pub fn set(&self) -> Option<SetId> {
+        match self {
+            ArgOp::InSet(s) | ArgOp::NotInSet(s) => Some(*s),
+            _ => None,
         }
     }
 }
 
-/// A test on the argument at position `param` of the tool's parameter list.
+/// How a test applies to a list argument.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Quant {
+    /// Every element (vacuously true on an empty list).
+    #[default]
+    All,
+    /// Some element (false on an empty list).
+    Any,
+}
+
+impl Quant {
+    fn is_all(&self) -> bool {
+        *self == Quant::All
+    }
+}
+
+/// A condition on a call: argument tests combined with `and`, `or` and
+/// `not`, and tests on the calling agent. `P` names the parameter: an index
+/// into the tool's parameters (`usize`, for grants and call rules, which
+/// name one tool) or a parameter name (`String`, for flow rules and path
+/// steps, which apply to every tool; the monitor resolves them once per
+/// policy). A test on a parameter the tool lacks is false.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ArgPredicate {
-    pub param: usize,
-    pub op: ArgOp,
+pub enum Cond<P> {
+    Test {
+        param: P,
+        #[serde(default, skip_serializing_if = "Quant::is_all")]
+        quant: Quant,
+        op: ArgOp,
+    },
+    /// The calling agent is one of these.
+    Agent(Vec<AgentId>),
+    Not(Box<Cond<P>>),
+    /// All hold (true when empty).
+    And(Vec<Cond<P>>),
+    /// Some holds (false when empty).
+    Or(Vec<Cond<P>>),
+}
+
+/// A condition on one tool's parameters, by index.
+pub type ArgCond = Cond<usize>;
+/// A condition on parameters by name, for rules that apply to several tools.
+pub type NamedCond = Cond<String>;
+
+impl<P> Cond<P> {
+    pub const TRUE: Cond<P> = Cond::And(Vec::new());
+    pub const FALSE: Cond<P> = Cond::Or(Vec::new());
+
+    /// Every argument test in the condition, in order.
+    pub fn tests(&self) -> Vec<(&P, &ArgOp)> {
+        let mut out = Vec::new();
+        self.walk(&mut |c| {
+            if let Cond::Test { param, op, .. } = c {
+                out.push((param, op));
+            }
+        });
+        out
+    }
+
+    /// Every agent named by an agent test.
+    pub fn agents(&self) -> Vec<AgentId> {
+        let mut out = Vec::new();
+        self.walk(&mut |c| {
+            if let Cond::Agent(a) = c {
+                out.extend(a.iter().copied());
+            }
+        });
+        out
+    }
+
+    fn walk<'a>(&'a self, f: &mut impl FnMut(&'a Cond<P>)) {
+        f(self);
+        match self {
+            Cond::Not(c) => c.walk(f),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| c.walk(f)),
+            Cond::Test { .. } | Cond::Agent(_) => {}
+        }
+    }
+}
+
+impl ArgCond {
+    /// Evaluates the condition on a call's arguments (in parameter order)
+    /// and calling agent.
+    pub fn eval(&self, args: &[Value], agent: AgentId, sets: &[BTreeSet<String>]) -> bool {
+        match self {
+            Cond::Test { param, quant, op } => {
+                args.get(*param).is_some_and(|v| op.eval(*quant, v, sets))
+            }
+            Cond::Agent(agents) => agents.contains(&agent),
+            Cond::Not(c) => !c.eval(args, agent, sets),
+            Cond::And(cs) => cs.iter().all(|c| c.eval(args, agent, sets)),
+            Cond::Or(cs) => cs.iter().any(|c| c.eval(args, agent, sets)),
+        }
+    }
+}
+
+impl NamedCond {
+    /// The condition for one tool: names become indexes; a test on a
+    /// parameter the tool lacks becomes false.
+    pub fn resolve(&self, index_of: &impl Fn(&str) -> Option<usize>) -> ArgCond {
+        match self {
+            Cond::Test { param, quant, op } => match index_of(param) {
+                Some(i) => Cond::Test {
+                    param: i,
+                    quant: *quant,
+                    op: op.clone(),
+                },
+                None => Cond::FALSE,
+            },
+            Cond::Agent(a) => Cond::Agent(a.clone()),
+            Cond::Not(c) => Cond::Not(Box::new(c.resolve(index_of))),
+            Cond::And(cs) => Cond::And(cs.iter().map(|c| c.resolve(index_of)).collect()),
+            Cond::Or(cs) => Cond::Or(cs.iter().map(|c| c.resolve(index_of)).collect()),
+        }
+    }
 }

@@ -4,10 +4,12 @@
 use agenra_core::event::{Outcome, Report, Resolve};
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
-    Agent, FactRule, FlowEffect, FlowRule, Grant, NamedArgTest, Obligation, Param, PathKind,
-    PathRule, Policy, Quota, ResourceLabel, RuleEffect, StepPattern, Tool,
+    Agent, CallRule, FactRule, FlowEffect, FlowRule, Grant, Obligation, Param, PathKind, PathRule,
+    Policy, Quota, ResourceLabel, RuleEffect, SinkUse, StepPattern, Tool,
 };
-use agenra_core::{ArgOp, ArgPredicate, Call, Event, ParamType, Pattern};
+use agenra_core::{
+    ArgCond, ArgOp, Call, Cond, Decimal, Event, NamedCond, ParamType, Pattern, Quant, Value,
+};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
@@ -33,30 +35,50 @@ fn label_pattern() -> impl Strategy<Value = LabelPattern> {
     })
 }
 
+/// The parameters of every generated tool.
+pub const PARAMS: [&str; 4] = ["target", "n", "to", "amount"];
+
+fn param(name: &str, ty: ParamType, list: bool, optional: bool) -> Param {
+    Param {
+        name: name.into(),
+        ty,
+        list,
+        optional,
+    }
+}
+
+/// Which arguments a sink takes: all, or some.
+fn sink_params() -> impl Strategy<Value = Option<Vec<usize>>> {
+    prop_oneof![
+        2 => Just(None),
+        1 => Just(Some(vec![2])),
+        1 => Just(Some(vec![1, 3])),
+    ]
+}
+
 fn tool(i: usize) -> impl Strategy<Value = Tool> {
     (
         label(),
-        proptest::collection::vec(0usize..2, 0..2),
+        proptest::collection::vec((0usize..2, sink_params()), 0..2),
         any::<bool>(),
     )
         .prop_map(move |(output, sinks, fact)| {
             let mut sinks = sinks;
-            sinks.sort_unstable();
-            sinks.dedup();
+            sinks.sort_by_key(|s| s.0);
+            sinks.dedup_by_key(|s| s.0);
             Tool {
                 name: format!("t{i}"),
                 params: vec![
-                    Param {
-                        name: "target".into(),
-                        ty: ParamType::Str,
-                    },
-                    Param {
-                        name: "n".into(),
-                        ty: ParamType::Int,
-                    },
+                    param("target", ParamType::Str, false, false),
+                    param("n", ParamType::Int, false, false),
+                    param("to", ParamType::Str, true, false),
+                    param("amount", ParamType::Decimal, false, true),
                 ],
                 resource: Some(0),
-                sinks,
+                sinks: sinks
+                    .into_iter()
+                    .map(|(sink, params)| SinkUse { sink, params })
+                    .collect(),
                 output,
                 sanitizer: None,
                 facts: if fact {
@@ -74,6 +96,7 @@ fn tool(i: usize) -> impl Strategy<Value = Tool> {
 fn pattern() -> impl Strategy<Value = Option<Pattern>> {
     prop_oneof![
         Just(None),
+        Just(None),
         Just(Some(Pattern::Prefix("/a".into()))),
         Just(Some(Pattern::Exact("/a/1".into()))),
         Just(Some(Pattern::Glob("/b*".into()))),
@@ -81,29 +104,71 @@ fn pattern() -> impl Strategy<Value = Option<Pattern>> {
     ]
 }
 
-fn arg_tests() -> impl Strategy<Value = Vec<ArgPredicate>> {
+fn test<P>(param: P, quant: Quant, op: ArgOp) -> Cond<P> {
+    Cond::Test { param, quant, op }
+}
+
+fn dec(s: &str) -> Decimal {
+    s.parse().expect("a decimal")
+}
+
+/// A condition on the generated parameters; `name` turns a parameter index
+/// into the rule's parameter reference.
+fn cond<P: Clone + std::fmt::Debug + 'static>(
+    name: fn(usize) -> P,
+) -> impl Strategy<Value = Cond<P>> {
+    let leaf = prop_oneof![
+        (0i64..5).prop_map(move |k| test(name(1), Quant::All, ArgOp::Le(Decimal::from(k)))),
+        Just(test(name(0), Quant::All, ArgOp::InSet(0))),
+        Just(test(name(2), Quant::Any, ArgOp::InSet(0))),
+        Just(test(name(2), Quant::All, ArgOp::Prefix("/a".into()))),
+        Just(test(
+            name(2),
+            Quant::All,
+            ArgOp::Contains(Value::Str("/c".into()))
+        )),
+        Just(test(name(3), Quant::All, ArgOp::Gt(dec("2.5")))),
+        Just(test(name(3), Quant::All, ArgOp::Eq(Value::Null))),
+        Just(test(
+            name(0),
+            Quant::All,
+            ArgOp::NotIn(vec![Value::Str("/c".into())])
+        )),
+        Just(Cond::Agent(vec![0])),
+    ];
+    leaf.prop_recursive(2, 6, 2, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|c| Cond::Not(Box::new(c))),
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Cond::Or),
+            proptest::collection::vec(inner, 0..3).prop_map(Cond::And),
+        ]
+    })
+}
+
+pub fn arg_cond() -> impl Strategy<Value = ArgCond> {
+    cond(|i| i)
+}
+
+pub fn named_cond() -> impl Strategy<Value = NamedCond> {
+    cond(|i| PARAMS[i].to_string())
+}
+
+fn arg_tests() -> impl Strategy<Value = Vec<ArgCond>> {
     prop_oneof![
-        Just(vec![]),
-        (0i64..5).prop_map(|k| vec![ArgPredicate {
-            param: 1,
-            op: ArgOp::Le(k)
-        }]),
-        Just(vec![ArgPredicate {
-            param: 0,
-            op: ArgOp::InSet(0)
-        }]),
+        3 => Just(vec![]),
+        2 => proptest::collection::vec(arg_cond(), 1..3),
     ]
 }
 
 fn grant(i: usize, agents: usize) -> impl Strategy<Value = Grant> {
     (
-        0..agents,
+        prop_oneof![2 => Just(0), 1 => 0..agents],
         0usize..3,
         pattern(),
         arg_tests(),
-        prop_oneof![(0u64..3).prop_map(Quota::Limited), Just(Quota::Unlimited)],
+        prop_oneof![(0u64..4).prop_map(Quota::Limited), Just(Quota::Unlimited)],
         prop::bool::weighted(0.25),
-        proptest::option::of(0u64..30),
+        prop::option::weighted(0.2, 0u64..30),
         any::<bool>(),
     )
         .prop_map(
@@ -128,7 +193,7 @@ pub fn ledger_policy() -> impl Strategy<Value = Policy> {
             (
                 Just(agents),
                 (tool(0), tool(1), tool(2)),
-                proptest::collection::vec(0usize..8, 1..8).prop_flat_map(move |v| {
+                proptest::collection::vec(0usize..8, 2..10).prop_flat_map(move |v| {
                     v.into_iter()
                         .enumerate()
                         .map(|(i, _)| grant(i, agents))
@@ -165,8 +230,14 @@ fn step_pattern() -> impl Strategy<Value = StepPattern> {
         ]),
         proptest::option::of(0usize..2),
         proptest::option::of(label_pattern()),
+        prop::option::weighted(0.3, named_cond()),
     )
-        .prop_map(|(tool, sink, reads)| StepPattern { tool, sink, reads })
+        .prop_map(|(tool, sink, reads, when)| StepPattern {
+            tool,
+            sink,
+            reads,
+            when,
+        })
 }
 
 fn effect() -> impl Strategy<Value = RuleEffect> {
@@ -177,28 +248,27 @@ fn effect() -> impl Strategy<Value = RuleEffect> {
 pub fn full_policy() -> impl Strategy<Value = Policy> {
     let flow = (
         0usize..2,
-        any::<bool>(),
+        0u8..3,
         label_pattern(),
         label(),
-        proptest::option::of(0i64..5),
+        prop::option::weighted(0.5, named_cond()),
     )
-        .prop_map(|(sink, deny, pat, ceiling, when)| FlowRule {
+        .prop_map(|(sink, effect, pat, ceiling, when)| FlowRule {
             name: "f".into(),
             sink,
-            effect: if deny {
-                FlowEffect::Deny(pat)
-            } else {
-                FlowEffect::Allow(ceiling)
+            effect: match effect {
+                0 => FlowEffect::Deny(pat),
+                1 => FlowEffect::Pause(pat),
+                _ => FlowEffect::Allow(ceiling),
             },
-            when: when
-                .map(|k| {
-                    vec![NamedArgTest {
-                        param: "n".into(),
-                        op: ArgOp::Le(k),
-                    }]
-                })
-                .unwrap_or_default(),
+            when: when.unwrap_or(Cond::TRUE),
         });
+    let call_rule = (effect(), 0usize..3, arg_cond()).prop_map(|(effect, tool, when)| CallRule {
+        name: "c".into(),
+        effect,
+        tool,
+        when,
+    });
     let path = (
         effect(),
         prop_oneof![
@@ -229,10 +299,22 @@ pub fn full_policy() -> impl Strategy<Value = Policy> {
         ledger_policy(),
         proptest::collection::vec(flow, 0..4),
         proptest::collection::vec(path, 0..3),
-        proptest::collection::vec(obligation, 0..2),
+        prop_oneof![
+            2 => Just(vec![]),
+            1 => proptest::collection::vec(obligation, 1..2),
+        ],
         label(),
+        proptest::collection::vec(call_rule, 0..2),
     )
-        .prop_map(|(mut p, flows, paths, obligations, secret)| {
+        .prop_map(|(mut p, flows, paths, obligations, secret, calls)| {
+            p.call_rules = calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    c.name = format!("c{i}");
+                    c
+                })
+                .collect();
             p.flow_rules = flows
                 .into_iter()
                 .enumerate()
@@ -273,7 +355,12 @@ pub enum Step {
         agent: usize,
         target: usize,
         n: i64,
-        lineage: Option<Vec<usize>>,
+        /// Recipients (indexes into `TARGETS`).
+        to: Vec<usize>,
+        /// 0: absent, 1: null, 2: "3.50" as a string, 3: 1.5 as a number, 4: 7.
+        amount: u8,
+        /// Per parameter (index into `PARAMS`): the calls it came from.
+        lineage: Vec<(usize, Vec<usize>)>,
         dt: u64,
     },
     Result {
@@ -291,12 +378,14 @@ pub enum Step {
 
 pub fn steps(agents: usize) -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
-        4 => (0usize..3, 0..agents.max(1), 0usize..TARGETS.len(), 0i64..6,
-              proptest::option::of(proptest::collection::vec(0usize..32, 0..3)), 0u64..4)
-            .prop_map(|(tool, agent, target, n, lineage, dt)| Step::Call { tool, agent, target, n, lineage, dt }),
+        4 => (0usize..3, prop_oneof![3 => Just(0), 1 => 0..agents.max(1)], 0usize..TARGETS.len(), 0i64..6,
+              proptest::collection::vec(0usize..TARGETS.len(), 0..3), 0u8..5,
+              proptest::collection::vec((0usize..4, proptest::collection::vec(0usize..32, 0..3)), 0..3),
+              0u64..4)
+            .prop_map(|(tool, agent, target, n, to, amount, lineage, dt)| Step::Call { tool, agent, target, n, to, amount, lineage, dt }),
         3 => (0usize..32, 0u8..3, proptest::collection::vec(0usize..TARGETS.len(), 0..2))
             .prop_map(|(call, status, discovered)| Step::Result { call, status, discovered }),
-        1 => (0usize..32).prop_map(|call| Step::Approve { call }),
+        2 => (0usize..32).prop_map(|call| Step::Approve { call }),
         1 => (0usize..32).prop_map(|call| Step::Reject { call }),
     ];
     proptest::collection::vec(step, 0..40)
@@ -308,6 +397,15 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
     let mut calls: Vec<String> = Vec::new();
     let mut time = 0;
     let pick = |calls: &Vec<String>, i: usize| calls.get(i % calls.len().max(1)).cloned();
+    // Approvals and rejections mostly name one of the last few calls, which
+    // are the ones likely to be paused.
+    let recent = |calls: &Vec<String>, i: usize| {
+        let back = if i.is_multiple_of(4) { i } else { i % 3 };
+        calls
+            .len()
+            .checked_sub(1 + back % calls.len().max(1))
+            .and_then(|j| calls.get(j).cloned())
+    };
     for s in steps {
         match s {
             Step::Call {
@@ -315,6 +413,8 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 agent,
                 target,
                 n,
+                to,
+                amount,
                 lineage,
                 dt,
             } => {
@@ -323,11 +423,24 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 let mut args = serde_json::Map::new();
                 args.insert("target".into(), TARGETS[*target].into());
                 args.insert("n".into(), (*n).into());
+                args.insert(
+                    "to".into(),
+                    to.iter()
+                        .map(|i| serde_json::Value::from(TARGETS[*i]))
+                        .collect(),
+                );
+                match amount {
+                    0 => None,
+                    1 => args.insert("amount".into(), serde_json::Value::Null),
+                    2 => args.insert("amount".into(), "3.50".into()),
+                    3 => args.insert("amount".into(), 1.5.into()),
+                    _ => args.insert("amount".into(), 7.into()),
+                };
                 let mut lin = BTreeMap::new();
-                if let Some(l) = lineage {
-                    let ids: Vec<String> = l.iter().filter_map(|i| pick(&calls, *i)).collect();
-                    lin.insert("target".to_string(), ids.clone());
-                    lin.insert("n".to_string(), ids);
+                for (param, sources) in lineage {
+                    let ids: Vec<String> =
+                        sources.iter().filter_map(|i| pick(&calls, *i)).collect();
+                    lin.insert(PARAMS[*param].to_string(), ids);
                 }
                 let agent = policy
                     .agents
@@ -350,7 +463,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 status,
                 discovered,
             } => {
-                if let Some(id) = pick(&calls, *call) {
+                if let Some(id) = recent(&calls, *call) {
                     out.push(Event::Result(Report {
                         session: None,
                         call: id,
@@ -366,7 +479,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 }
             }
             Step::Approve { call } => {
-                if let Some(id) = pick(&calls, *call) {
+                if let Some(id) = recent(&calls, *call) {
                     out.push(Event::Approve(Resolve {
                         session: None,
                         call: id,
@@ -375,7 +488,7 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 }
             }
             Step::Reject { call } => {
-                if let Some(id) = pick(&calls, *call) {
+                if let Some(id) = recent(&calls, *call) {
                     out.push(Event::Reject(Resolve {
                         session: None,
                         call: id,

@@ -124,6 +124,7 @@ pub enum StmtKind {
     Path(PathDecl),
     Count(CountDecl),
     Obligation(ObligationDecl),
+    CallRule(CallRuleDecl),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +170,12 @@ pub enum LabelAtomKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParamDecl {
     pub name: Ident,
+    /// `name?: ty`.
+    pub optional: bool,
+    /// The scalar type name (`string` in `list<string>`).
     pub ty: Ident,
+    /// `list<ty>`.
+    pub list: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,7 +204,11 @@ pub struct ToolClause {
 pub enum ToolClauseKind {
     Resource(Ident),
     Output(LabelExpr),
-    Sinks(Vec<Ident>),
+    /// `sink a, b [on PARAM, ...]`.
+    Sinks {
+        sinks: Vec<Ident>,
+        on: Vec<Ident>,
+    },
     Sanitizer(Ident),
     Fact {
         fact: Ident,
@@ -211,7 +221,7 @@ impl ToolClauseKind {
         match self {
             ToolClauseKind::Resource(_) => "resource",
             ToolClauseKind::Output(_) => "output",
-            ToolClauseKind::Sinks(_) => "sink",
+            ToolClauseKind::Sinks { .. } => "sink",
             ToolClauseKind::Sanitizer(_) => "sanitizer",
             ToolClauseKind::Fact { .. } => "fact",
         }
@@ -264,7 +274,7 @@ pub struct GrantClause {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GrantClauseKind {
     On(PatternLit),
-    Where(Vec<Pred>),
+    Where(CondExpr),
     /// `None` is `quota unlimited`.
     Quota(Option<IntLit>),
     Approval,
@@ -287,12 +297,48 @@ impl GrantClauseKind {
     }
 }
 
-/// `PARAM OP`.
+/// `[any|all] PARAM OP`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pred {
+    /// `any` or `all` before the parameter (lists).
+    pub quant: Option<Ident>,
     pub param: Ident,
     pub op: PredOp,
     pub span: Span,
+}
+
+/// A condition: tests combined with `!`, `and`, `or` and parentheses.
+/// Parentheses are kept (`Group`) so the formatter prints them as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CondExpr {
+    Test(Pred),
+    /// `agent == A`, `agent != A`, `agent in [A, ...]`, `agent not in [...]`.
+    Agent {
+        negated: bool,
+        /// `in [...]` rather than `==`/`!=`.
+        list: bool,
+        agents: Vec<Ident>,
+        span: Span,
+    },
+    Not(Box<CondExpr>, Span),
+    And(Vec<CondExpr>),
+    Or(Vec<CondExpr>),
+    Group(Box<CondExpr>, Span),
+}
+
+impl CondExpr {
+    pub fn span(&self) -> Span {
+        match self {
+            CondExpr::Test(p) => p.span,
+            CondExpr::Agent { span, .. } | CondExpr::Not(_, span) | CondExpr::Group(_, span) => {
+                *span
+            }
+            CondExpr::And(cs) | CondExpr::Or(cs) => match (cs.first(), cs.last()) {
+                (Some(a), Some(b)) => a.span().to(b.span()),
+                _ => Span::default(),
+            },
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -300,14 +346,18 @@ pub enum PredOp {
     Eq(ValueLit),
     Ne(ValueLit),
     InList(Vec<ValueLit>),
+    NotInList(Vec<ValueLit>),
     InSet(Ident),
+    NotInSet(Ident),
     StartsWith(StrLit),
     EndsWith(StrLit),
     Matches(PatternLit),
-    Lt(IntLit),
-    Le(IntLit),
-    Gt(IntLit),
-    Ge(IntLit),
+    Contains(ValueLit),
+    /// Numeric bounds: an integer or a decimal.
+    Lt(ValueLit),
+    Le(ValueLit),
+    Gt(ValueLit),
+    Ge(ValueLit),
 }
 
 impl PredOp {
@@ -317,6 +367,8 @@ impl PredOp {
             PredOp::Eq(_) => "==",
             PredOp::Ne(_) => "!=",
             PredOp::InList(_) | PredOp::InSet(_) => "in",
+            PredOp::NotInList(_) | PredOp::NotInSet(_) => "not in",
+            PredOp::Contains(_) => "contains",
             PredOp::StartsWith(_) => "starts_with",
             PredOp::EndsWith(_) => "ends_with",
             PredOp::Matches(_) => "matches",
@@ -331,6 +383,7 @@ impl PredOp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FlowEffectExpr {
     Deny(LabelPatExpr),
+    Pause(LabelPatExpr),
     /// `up to LABEL`.
     Allow(LabelExpr),
 }
@@ -340,7 +393,16 @@ pub struct FlowDecl {
     pub name: Ident,
     pub effect: FlowEffectExpr,
     pub sink: Ident,
-    pub when: Vec<Pred>,
+    pub when: Option<CondExpr>,
+}
+
+/// `deny call NAME: TOOL when COND;` (or `pause call`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallRuleDecl {
+    pub effect: RuleEffectKw,
+    pub name: Ident,
+    pub tool: Ident,
+    pub when: CondExpr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -394,6 +456,8 @@ pub enum StepAtomKind {
     Call(ToolPat),
     To(Ident),
     Reads(LabelPatExpr),
+    /// `where COND` on the call's arguments (last in a step).
+    Where(CondExpr),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -152,16 +152,15 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
     for (ri, rule) in policy.flow_rules.iter().enumerate() {
         let span = map.flow_sinks.get(ri).copied().unwrap_or_default();
         let sink = policy.sinks.get(rule.sink).map_or("?", String::as_str);
-        if !policy.tools.iter().any(|t| t.sinks.contains(&rule.sink)) {
+        if !policy.tools.iter().any(|t| t.reaches(rule.sink)) {
             d.warn(
                 span,
                 format!("flow rule `{}`: no tool reaches sink `{sink}`", rule.name),
             );
         }
-        let has_deny = policy
-            .flow_rules
-            .iter()
-            .any(|r| r.sink == rule.sink && matches!(r.effect, FlowEffect::Deny(_)));
+        let has_deny = policy.flow_rules.iter().any(|r| {
+            r.sink == rule.sink && matches!(r.effect, FlowEffect::Deny(_) | FlowEffect::Pause(_))
+        });
         if matches!(rule.effect, FlowEffect::Allow(_)) && !has_deny {
             d.warn(
                 span,

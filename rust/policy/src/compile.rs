@@ -11,11 +11,12 @@ use crate::span::Span;
 use agenra_core::label::{Level, MAX_CATEGORIES};
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::{
-    Agent, FactRule, FlowEffect, FlowRule, Grant, NamedArgTest, Obligation, OutputTest, Param,
-    PathKind, PathRule, Quota, ResourceLabel, RuleEffect, Scope, StepPattern, Tool,
+    Agent, CallRule, FactRule, FlowEffect, FlowRule, Grant, Obligation, OutputTest, Param,
+    PathKind, PathRule, Quota, ResourceLabel, RuleEffect, Scope, SinkUse, StepPattern, Tool,
 };
 use agenra_core::{
-    ArgOp, ArgPredicate, CategorySet, Label, LabelPattern, ParamType, Policy, Sanitizer, Value,
+    ArgCond, ArgOp, CategorySet, Cond, Label, LabelPattern, NamedCond, ParamType, Policy, Quant,
+    Sanitizer, Value,
 };
 
 /// The most sensitivity levels a policy may declare (a `Level` is a `u8`).
@@ -240,7 +241,8 @@ impl<'a> Compiler<'a> {
                 StmtKind::Flow(FlowDecl { name, .. })
                 | StmtKind::Path(PathDecl { name, .. })
                 | StmtKind::Count(CountDecl { name, .. })
-                | StmtKind::Obligation(ObligationDecl { name, .. }) => {
+                | StmtKind::Obligation(ObligationDecl { name, .. })
+                | StmtKind::CallRule(CallRuleDecl { name, .. }) => {
                     self.rules.declare(name, &mut self.d);
                 }
                 StmtKind::Resource { .. } => {}
@@ -345,6 +347,20 @@ impl<'a> Compiler<'a> {
                 StmtKind::Obligation(o) => {
                     let obligation = self.lower_obligation(o, &policy.tools);
                     policy.obligations.push(obligation);
+                }
+                StmtKind::CallRule(c) => {
+                    let owner = format!("call rule `{}`", c.name.name);
+                    let tool = self.tools.resolve(&c.tool, &mut self.d);
+                    let when = match tool.and_then(|t| policy.tools.get(t)) {
+                        Some(t) => self.lower_cond_indexed(&c.when, t, &owner, true),
+                        None => ArgCond::FALSE,
+                    };
+                    policy.call_rules.push(CallRule {
+                        name: c.name.name.clone(),
+                        effect: rule_effect(c.effect),
+                        tool: tool.unwrap_or(0),
+                        when,
+                    });
                 }
                 _ => {}
             }
@@ -528,12 +544,13 @@ impl<'a> Compiler<'a> {
                 "string" => ParamType::Str,
                 "int" => ParamType::Int,
                 "bool" => ParamType::Bool,
+                "decimal" => ParamType::Decimal,
                 other => {
                     self.d.error(
                         p.ty.span,
                         format!(
                             "unknown type `{other}`{}",
-                            did_you_mean(other, ["string", "int", "bool"])
+                            did_you_mean(other, ["string", "int", "bool", "decimal", "list"])
                         ),
                     );
                     ParamType::Str
@@ -543,6 +560,8 @@ impl<'a> Compiler<'a> {
                 tool.params.push(Param {
                     name: p.name.name.clone(),
                     ty,
+                    list: p.list,
+                    optional: p.optional,
                 });
             }
         }
@@ -552,7 +571,7 @@ impl<'a> Compiler<'a> {
             let keyword = clause.kind.keyword();
             if !matches!(
                 clause.kind,
-                ToolClauseKind::Sinks(_) | ToolClauseKind::Fact { .. }
+                ToolClauseKind::Sinks { .. } | ToolClauseKind::Fact { .. }
             ) {
                 once(&mut seen, keyword, clause.span, &owner, &mut self.d);
             }
@@ -560,24 +579,29 @@ impl<'a> Compiler<'a> {
                 ToolClauseKind::Resource(param) => {
                     tool.resource = self.param(&tool, param);
                     if let Some(p) = tool.resource.and_then(|i| tool.params.get(i)) {
-                        if p.ty != ParamType::Str {
+                        if p.ty != ParamType::Str || p.list {
                             self.d.error(
                                 param.span,
                                 format!(
                                     "the resource parameter `{}` of tool `{tool_name}` must be a string, not {}",
-                                    p.name, p.ty
+                                    p.name, p.type_name()
                                 ),
                             );
                         }
                     }
                 }
                 ToolClauseKind::Output(label) => tool.output = self.lower_label(label),
-                ToolClauseKind::Sinks(sinks) => {
+                ToolClauseKind::Sinks { sinks, on } => {
+                    let bound: Option<Vec<usize>> = if on.is_empty() {
+                        None
+                    } else {
+                        Some(on.iter().filter_map(|p| self.param(&tool, p)).collect())
+                    };
                     for sink in sinks {
                         let Some(id) = self.sinks.resolve(sink, &mut self.d) else {
                             continue;
                         };
-                        if tool.sinks.contains(&id) {
+                        if tool.reaches(id) {
                             self.d.error(
                                 sink.span,
                                 format!(
@@ -586,7 +610,10 @@ impl<'a> Compiler<'a> {
                                 ),
                             );
                         } else {
-                            tool.sinks.push(id);
+                            tool.sinks.push(SinkUse {
+                                sink: id,
+                                params: bound.clone(),
+                            });
                         }
                     }
                 }
@@ -607,7 +634,7 @@ impl<'a> Compiler<'a> {
                         }
                         OutputTest {
                             field: test.field.name.clone(),
-                            op: self.lower_op(&test.op),
+                            op: self.lower_op(&test.op).unwrap_or(ArgOp::In(Vec::new())),
                         }
                     });
                     tool.facts.push(FactRule { fact, when });
@@ -637,55 +664,256 @@ impl<'a> Compiler<'a> {
     // ---- tests ------------------------------------------------------------
 
     /// Lowers a test; an `in [..]` list must hold values of one type.
-    fn lower_op(&mut self, op: &PredOp) -> ArgOp {
-        match op {
-            PredOp::Eq(v) => ArgOp::Eq(v.value.clone()),
-            PredOp::Ne(v) => ArgOp::Ne(v.value.clone()),
-            PredOp::InList(values) => {
-                if let Some(first) = values.first() {
-                    for v in values.iter().skip(1) {
-                        if v.value.ty() != first.value.ty() {
-                            self.d.error(
-                                v.span,
-                                format!(
-                                    "the values of an `in` list must have one type: {} is {}, but the first value is {}",
-                                    v.value,
-                                    v.value.ty(),
-                                    first.value.ty()
-                                ),
-                            );
-                        }
+    /// `None` when the test itself is malformed (reported).
+    fn lower_op(&mut self, op: &PredOp) -> Option<ArgOp> {
+        let list = |c: &mut Self, values: &[ValueLit]| -> Vec<Value> {
+            if let Some(first) = values.first() {
+                for v in values.iter().skip(1) {
+                    let same = match (v.value.ty(), first.value.ty()) {
+                        (Some(a), Some(b)) => a.accepts(b),
+                        _ => false,
+                    };
+                    if !same {
+                        let ty = |v: &Value| v.ty().map_or("null", ParamType::name);
+                        c.d.error(
+                            v.span,
+                            format!(
+                                "the values of an `in` list must have one type: {} is {}, but the first value is {}",
+                                v.value,
+                                ty(&v.value),
+                                ty(&first.value)
+                            ),
+                        );
                     }
                 }
-                ArgOp::In(values.iter().map(|v| v.value.clone()).collect())
             }
-            PredOp::InSet(set) => ArgOp::InSet(self.sets.resolve(set, &mut self.d).unwrap_or(0)),
+            values.iter().map(|v| v.value.clone()).collect()
+        };
+        let number = |v: &ValueLit| v.value.as_decimal().unwrap_or_default();
+        Some(match op {
+            PredOp::Eq(v) => ArgOp::Eq(v.value.clone()),
+            PredOp::Ne(v) => ArgOp::Ne(v.value.clone()),
+            PredOp::InList(values) => ArgOp::In(list(self, values)),
+            PredOp::NotInList(values) => ArgOp::NotIn(list(self, values)),
+            PredOp::InSet(set) => ArgOp::InSet(self.sets.resolve(set, &mut self.d)?),
+            PredOp::NotInSet(set) => ArgOp::NotInSet(self.sets.resolve(set, &mut self.d)?),
             PredOp::StartsWith(s) => ArgOp::Prefix(s.value.clone()),
             PredOp::EndsWith(s) => ArgOp::Suffix(s.value.clone()),
             PredOp::Matches(p) => ArgOp::Matches(p.pattern.clone()),
-            PredOp::Lt(i) => ArgOp::Lt(i.value),
-            PredOp::Le(i) => ArgOp::Le(i.value),
-            PredOp::Gt(i) => ArgOp::Gt(i.value),
-            PredOp::Ge(i) => ArgOp::Ge(i.value),
-        }
+            PredOp::Contains(v) => {
+                if v.value == Value::Null {
+                    self.d
+                        .error(v.span, "`contains null` never holds (test `== null`)");
+                }
+                ArgOp::Contains(v.value.clone())
+            }
+            PredOp::Lt(v) => ArgOp::Lt(number(v)),
+            PredOp::Le(v) => ArgOp::Le(number(v)),
+            PredOp::Gt(v) => ArgOp::Gt(number(v)),
+            PredOp::Ge(v) => ArgOp::Ge(number(v)),
+        })
     }
 
-    /// Reports a test whose operand type differs from the parameter's.
-    fn type_check(&mut self, pred: &Pred, op: &ArgOp, param: &Param, owner: &str) {
+    /// Reports a test that does not fit the parameter: an operand of
+    /// another type, a quantifier on a scalar, `null` for a required
+    /// parameter. With `restrictive` (the condition of a deny or pause
+    /// rule), warns about a list test without a quantifier: it holds only
+    /// when every element passes, which is rarely what a forbidding rule
+    /// means.
+    fn type_check(
+        &mut self,
+        pred: &Pred,
+        op: &ArgOp,
+        param: &Param,
+        owner: &str,
+        restrictive: bool,
+    ) {
+        let quant = pred.quant.as_ref();
+        if let Some(q) = quant {
+            if !param.list {
+                self.d.error(
+                    q.span,
+                    format!(
+                        "`{}` in {owner} applies to list parameters, but `{}` is {}",
+                        q.name,
+                        param.name,
+                        param.type_name()
+                    ),
+                );
+            }
+        }
+        match op {
+            ArgOp::Eq(Value::Null) | ArgOp::Ne(Value::Null) => {
+                if !param.optional {
+                    self.d.error(
+                        pred.span,
+                        format!(
+                            "in {owner}: parameter `{}` is not optional (`{}?: {}`), so it is never null",
+                            param.name,
+                            param.name,
+                            param.type_name()
+                        ),
+                    );
+                }
+                return;
+            }
+            ArgOp::Contains(v) => {
+                if let Some(q) = quant.filter(|_| param.list) {
+                    self.d.error(
+                        q.span,
+                        format!(
+                            "`contains` tests the whole list `{}`: drop `{}`",
+                            param.name, q.name
+                        ),
+                    );
+                }
+                let ok = match v.ty() {
+                    Some(t) if param.list => param.ty.accepts(t),
+                    Some(ParamType::Str) => param.ty == ParamType::Str,
+                    _ => false,
+                };
+                if !ok {
+                    self.d.error(
+                        pred.span,
+                        format!(
+                            "type mismatch in {owner}: parameter `{}` is {}, so `contains {}` never holds",
+                            param.name,
+                            param.type_name(),
+                            v
+                        ),
+                    );
+                }
+                return;
+            }
+            _ => {}
+        }
         if let Some(needed) = op.operand_type() {
-            if needed != param.ty {
+            if !param.ty.accepts(needed) {
                 self.d.error(
                     pred.span,
                     format!(
                         "type mismatch in {owner}: parameter `{}` is {}, but `{}` here needs {}",
                         param.name,
-                        param.ty,
+                        param.type_name(),
                         pred.op.operator(),
-                        needed
+                        if needed == ParamType::Decimal {
+                            "a number".to_string()
+                        } else {
+                            needed.to_string()
+                        }
                     ),
                 );
             }
         }
+        if restrictive && param.list && quant.is_none() {
+            self.d.warn(
+                pred.param.span,
+                format!(
+                    "{owner}: `{}` is a list, so this test holds only when every element passes; write `any {}` or `all {}` to say which",
+                    param.name, param.name, param.name
+                ),
+            );
+        }
+    }
+
+    /// Lowers a condition; `param` resolves (and type-checks) each test's
+    /// parameter, or returns `None` when the test cannot hold.
+    fn lower_cond<P>(
+        &mut self,
+        cond: &CondExpr,
+        param: &mut dyn FnMut(&mut Self, &Pred, &ArgOp) -> Option<P>,
+    ) -> Cond<P> {
+        match cond {
+            CondExpr::Test(pred) => {
+                let Some(op) = self.lower_op(&pred.op) else {
+                    return Cond::FALSE;
+                };
+                let quant = match pred.quant.as_ref().map(|q| q.name.as_str()) {
+                    Some("any") => Quant::Any,
+                    _ => Quant::All,
+                };
+                match param(self, pred, &op) {
+                    Some(p) => Cond::Test {
+                        param: p,
+                        quant,
+                        op,
+                    },
+                    None => Cond::FALSE,
+                }
+            }
+            CondExpr::Agent {
+                negated, agents, ..
+            } => {
+                let ids = agents
+                    .iter()
+                    .filter_map(|a| self.agents.resolve(a, &mut self.d))
+                    .collect();
+                let c = Cond::Agent(ids);
+                if *negated {
+                    Cond::Not(Box::new(c))
+                } else {
+                    c
+                }
+            }
+            CondExpr::Not(inner, _) => Cond::Not(Box::new(self.lower_cond(inner, param))),
+            CondExpr::And(cs) => Cond::And(cs.iter().map(|c| self.lower_cond(c, param)).collect()),
+            CondExpr::Or(cs) => Cond::Or(cs.iter().map(|c| self.lower_cond(c, param)).collect()),
+            CondExpr::Group(inner, _) => self.lower_cond(inner, param),
+        }
+    }
+
+    /// A condition on one tool's parameters (grants, call rules).
+    fn lower_cond_indexed(
+        &mut self,
+        cond: &CondExpr,
+        tool: &Tool,
+        owner: &str,
+        restrictive: bool,
+    ) -> ArgCond {
+        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &ArgOp| {
+            let index = c.param(tool, &pred.param)?;
+            if let Some(p) = tool.params.get(index) {
+                c.type_check(pred, op, p, owner, restrictive);
+            }
+            Some(index)
+        })
+    }
+
+    /// A condition by parameter name, for rules that apply to several tools
+    /// (`tools`): type-checked against every one that has the parameter; a
+    /// warning when none has it.
+    fn lower_cond_named(
+        &mut self,
+        cond: &CondExpr,
+        tools: &[&Tool],
+        (owner, which_tools): (&str, &str),
+        restrictive: bool,
+    ) -> NamedCond {
+        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &ArgOp| {
+            let mut has_param = false;
+            for t in tools {
+                if let Some(param) = t.params.iter().find(|p| p.name == pred.param.name) {
+                    has_param = true;
+                    c.type_check(
+                        pred,
+                        op,
+                        param,
+                        &format!("{owner} (tool `{}`)", t.name),
+                        restrictive,
+                    );
+                }
+            }
+            if !has_param && !tools.is_empty() {
+                c.d.warn(
+                    pred.param.span,
+                    format!(
+                        "{owner}: no {which_tools} has a parameter `{}`, so this test never holds",
+                        pred.param.name
+                    ),
+                );
+            }
+            Some(pred.param.name.clone())
+        })
     }
 
     // ---- grants -----------------------------------------------------------
@@ -727,17 +955,17 @@ impl<'a> Compiler<'a> {
                     }
                     grant.resource = Some(p.pattern.clone());
                 }
-                GrantClauseKind::Where(preds) => {
-                    for pred in preds {
-                        let op = self.lower_op(&pred.op);
-                        let Some(t) = tool else { continue };
-                        let Some(index) = self.param(t, &pred.param) else {
-                            continue;
-                        };
-                        if let Some(param) = t.params.get(index) {
-                            self.type_check(pred, &op, param, &owner);
-                        }
-                        grant.args.push(ArgPredicate { param: index, op });
+                GrantClauseKind::Where(cond) => {
+                    let Some(t) = tool else { continue };
+                    // A top-level `and` is the grant's list of conditions
+                    // (attenuation and shadowing compare them one by one).
+                    let parts: Vec<&CondExpr> = match cond {
+                        CondExpr::And(cs) => cs.iter().collect(),
+                        other => vec![other],
+                    };
+                    for part in parts {
+                        let c = self.lower_cond_indexed(part, t, &owner, false);
+                        grant.args.push(c);
                     }
                 }
                 GrantClauseKind::Quota(q) => {
@@ -781,39 +1009,24 @@ impl<'a> Compiler<'a> {
         let owner = format!("flow rule `{}`", f.name.name);
         let effect = match &f.effect {
             FlowEffectExpr::Deny(pat) => FlowEffect::Deny(self.lower_label_pat(pat)),
+            FlowEffectExpr::Pause(pat) => FlowEffect::Pause(self.lower_label_pat(pat)),
             FlowEffectExpr::Allow(label) => FlowEffect::Allow(self.lower_label(label)),
         };
+        let restrictive = !matches!(effect, FlowEffect::Allow(_));
         let sink = self.sinks.resolve(&f.sink, &mut self.d);
-        let mut when = Vec::new();
-        for pred in &f.when {
-            let op = self.lower_op(&pred.op);
-            // Type-check against every tool reaching the sink that has the
-            // parameter; a tool without it simply fails the test.
-            let reaching: Vec<&Tool> = tools
-                .iter()
-                .filter(|t| sink.is_some_and(|s| t.sinks.contains(&s)))
-                .collect();
-            let mut has_param = false;
-            for t in &reaching {
-                if let Some(param) = t.params.iter().find(|p| p.name == pred.param.name) {
-                    has_param = true;
-                    self.type_check(pred, &op, param, &format!("{owner} (tool `{}`)", t.name));
-                }
+        // Type-check against every tool reaching the sink that has the
+        // parameter; a tool without it simply fails the test.
+        let reaching: Vec<&Tool> = tools
+            .iter()
+            .filter(|t| sink.is_some_and(|s| t.reaches(s)))
+            .collect();
+        let when = match &f.when {
+            Some(c) => {
+                let which = format!("tool reaching sink `{}`", f.sink.name);
+                self.lower_cond_named(c, &reaching, (&owner, &which), restrictive)
             }
-            if !has_param && !reaching.is_empty() {
-                self.d.warn(
-                    pred.param.span,
-                    format!(
-                        "{owner}: no tool reaching sink `{}` has a parameter `{}`, so this test never holds",
-                        f.sink.name, pred.param.name
-                    ),
-                );
-            }
-            when.push(NamedArgTest {
-                param: pred.param.name.clone(),
-                op,
-            });
-        }
+            None => Cond::TRUE,
+        };
         FlowRule {
             name: f.name.name.clone(),
             sink: sink.unwrap_or(0),
@@ -848,6 +1061,7 @@ impl<'a> Compiler<'a> {
                     out.reads = Some(self.lower_label_pat(pat));
                     "reads"
                 }
+                StepAtomKind::Where(_) => "where",
             };
             if seen.contains(&keyword) {
                 self.d
@@ -855,10 +1069,19 @@ impl<'a> Compiler<'a> {
             }
             seen.push(keyword);
         }
-        let matches_a_tool = tools.iter().any(|t| {
-            out.tool.as_deref().is_none_or(|g| glob_matches(g, &t.name))
-                && out.sink.is_none_or(|s| t.sinks.contains(&s))
-        });
+        let matching: Vec<&Tool> = tools.iter().filter(|t| out.matches_tool(t)).collect();
+        for atom in &step.atoms {
+            if let StepAtomKind::Where(c) = &atom.kind {
+                let owner = format!("rule `{rule}`");
+                out.when = Some(self.lower_cond_named(
+                    c,
+                    &matching,
+                    (&owner, "tool this step matches"),
+                    false,
+                ));
+            }
+        }
+        let matches_a_tool = !matching.is_empty();
         if !matches_a_tool {
             self.d.warn(
                 step.span,

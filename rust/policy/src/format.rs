@@ -60,7 +60,14 @@ impl Writer {
         let params: Vec<String> = tool
             .params
             .iter()
-            .map(|p| format!("{}: {}", p.name.name, p.ty.name))
+            .map(|p| {
+                let ty = if p.list {
+                    format!("list<{}>", p.ty.name)
+                } else {
+                    p.ty.name.clone()
+                };
+                format!("{}{}: {ty}", p.name.name, if p.optional { "?" } else { "" })
+            })
             .collect();
         let head = format!("tool {}({})", tool.name.name, params.join(", "));
         let body = tool
@@ -149,12 +156,26 @@ fn statement(kind: &StmtKind) -> String {
         StmtKind::Flow(f) => {
             let head = match &f.effect {
                 FlowEffectExpr::Deny(p) => format!("deny flow {}: {}", f.name.name, label_pat(p)),
+                FlowEffectExpr::Pause(p) => {
+                    format!("pause flow {}: {}", f.name.name, label_pat(p))
+                }
                 FlowEffectExpr::Allow(l) => {
                     format!("allow flow {}: up to {}", f.name.name, label(l))
                 }
             };
-            format!("{head} -> {}{};", f.sink.name, when(&f.when))
+            let when = f
+                .when
+                .as_ref()
+                .map_or(String::new(), |c| format!(" when {}", cond(c)));
+            format!("{head} -> {}{when};", f.sink.name)
         }
+        StmtKind::CallRule(c) => format!(
+            "{} call {}: {} when {};",
+            c.effect.keyword(),
+            c.name.name,
+            c.tool.name,
+            cond(&c.when)
+        ),
         StmtKind::Path(p) => {
             let steps: Vec<String> = p.steps.iter().map(step).collect();
             format!(
@@ -193,7 +214,12 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
     match kind {
         ToolClauseKind::Resource(p) => format!("resource {};", p.name),
         ToolClauseKind::Output(l) => format!("output {};", label(l)),
-        ToolClauseKind::Sinks(sinks) => format!("sink {};", names(sinks, ", ")),
+        ToolClauseKind::Sinks { sinks, on } if on.is_empty() => {
+            format!("sink {};", names(sinks, ", "))
+        }
+        ToolClauseKind::Sinks { sinks, on } => {
+            format!("sink {} on {};", names(sinks, ", "), names(on, ", "))
+        }
         ToolClauseKind::Sanitizer(s) => format!("sanitizer {};", s.name),
         ToolClauseKind::Fact { fact, when: None } => format!("fact {};", fact.name),
         ToolClauseKind::Fact {
@@ -211,7 +237,7 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
 fn grant_clause(kind: &GrantClauseKind) -> String {
     match kind {
         GrantClauseKind::On(p) => format!("on {}", pattern(&p.pattern)),
-        GrantClauseKind::Where(preds) => format!("where {}", preds_text(preds)),
+        GrantClauseKind::Where(c) => format!("where {}", cond(c)),
         GrantClauseKind::Quota(None) => "quota unlimited".into(),
         GrantClauseKind::Quota(Some(n)) => format!("quota {}", n.value),
         GrantClauseKind::Approval => "approval".into(),
@@ -275,7 +301,7 @@ fn value(v: &ValueLit) -> String {
     match &v.value {
         Value::Str(s) => quote(s),
         Value::Int(i) => i.to_string(),
-        Value::Bool(b) => b.to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -287,30 +313,47 @@ fn pred_op(op: &PredOp) -> String {
             "in [{}]",
             vs.iter().map(value).collect::<Vec<_>>().join(", ")
         ),
+        PredOp::NotInList(vs) => format!(
+            "not in [{}]",
+            vs.iter().map(value).collect::<Vec<_>>().join(", ")
+        ),
         PredOp::InSet(s) => format!("in {}", s.name),
+        PredOp::NotInSet(s) => format!("not in {}", s.name),
+        PredOp::Contains(v) => format!("contains {}", value(v)),
         PredOp::StartsWith(s) => format!("starts_with {}", quote(&s.value)),
         PredOp::EndsWith(s) => format!("ends_with {}", quote(&s.value)),
         PredOp::Matches(p) => format!("matches {}", pattern(&p.pattern)),
-        PredOp::Lt(i) => format!("< {}", i.value),
-        PredOp::Le(i) => format!("<= {}", i.value),
-        PredOp::Gt(i) => format!("> {}", i.value),
-        PredOp::Ge(i) => format!(">= {}", i.value),
+        PredOp::Lt(v) => format!("< {}", value(v)),
+        PredOp::Le(v) => format!("<= {}", value(v)),
+        PredOp::Gt(v) => format!("> {}", value(v)),
+        PredOp::Ge(v) => format!(">= {}", value(v)),
     }
 }
 
-fn preds_text(preds: &[Pred]) -> String {
-    preds
-        .iter()
-        .map(|p| format!("{} {}", p.param.name, pred_op(&p.op)))
-        .collect::<Vec<_>>()
-        .join(" and ")
-}
-
-fn when(preds: &[Pred]) -> String {
-    if preds.is_empty() {
-        String::new()
-    } else {
-        format!(" when {}", preds_text(preds))
+fn cond(c: &CondExpr) -> String {
+    match c {
+        CondExpr::Test(p) => {
+            let quant = p
+                .quant
+                .as_ref()
+                .map_or(String::new(), |q| format!("{} ", q.name));
+            format!("{quant}{} {}", p.param.name, pred_op(&p.op))
+        }
+        CondExpr::Agent {
+            negated,
+            list,
+            agents,
+            ..
+        } => match (negated, list) {
+            (false, false) => format!("agent == {}", names(agents, "")),
+            (true, false) => format!("agent != {}", names(agents, "")),
+            (false, true) => format!("agent in [{}]", names(agents, ", ")),
+            (true, true) => format!("agent not in [{}]", names(agents, ", ")),
+        },
+        CondExpr::Not(inner, _) => format!("!{}", cond(inner)),
+        CondExpr::And(cs) => cs.iter().map(cond).collect::<Vec<_>>().join(" and "),
+        CondExpr::Or(cs) => cs.iter().map(cond).collect::<Vec<_>>().join(" or "),
+        CondExpr::Group(inner, _) => format!("({})", cond(inner)),
     }
 }
 
@@ -322,6 +365,7 @@ fn step(s: &StepExpr) -> String {
             StepAtomKind::Call(t) => format!("call {}", tool_pat(t)),
             StepAtomKind::To(sink) => format!("to {}", sink.name),
             StepAtomKind::Reads(p) => format!("reads({})", label_pat(p)),
+            StepAtomKind::Where(c) => format!("where {}", cond(c)),
         })
         .collect::<Vec<_>>()
         .join(" and ")

@@ -24,6 +24,8 @@ pub enum Punct {
     Ne,
     Arrow,
     Assign,
+    Bang,
+    Question,
 }
 
 impl Punct {
@@ -46,6 +48,8 @@ impl Punct {
             Punct::Ne => "!=",
             Punct::Arrow => "->",
             Punct::Assign => "=",
+            Punct::Bang => "!",
+            Punct::Question => "?",
         }
     }
 }
@@ -57,6 +61,8 @@ pub enum TokenKind {
     /// A string literal, unescaped.
     Str(String),
     Int(i64),
+    /// A decimal literal with a point (`98.70`), exact.
+    Decimal(agenra_core::Decimal),
     Punct(Punct),
     /// A malformed token and what is wrong with it.
     Error(String),
@@ -70,6 +76,7 @@ impl fmt::Display for TokenKind {
             TokenKind::Ident(s) => write!(f, "`{s}`"),
             TokenKind::Str(s) => write!(f, "string {}", quote(s)),
             TokenKind::Int(i) => write!(f, "integer `{i}`"),
+            TokenKind::Decimal(d) => write!(f, "decimal `{d}`"),
             TokenKind::Punct(p) => write!(f, "`{}`", p.as_str()),
             TokenKind::Error(m) => f.write_str(m),
             TokenKind::Eof => f.write_str("end of file"),
@@ -262,6 +269,21 @@ impl Lexer<'_> {
             digits.push(c);
             self.bump();
         }
+        // A point directly followed by a digit makes a decimal: `98.70`.
+        if self.peek_at(0) == Some('.') && self.peek_at(1).is_some_and(|d| d.is_ascii_digit()) {
+            digits.push('.');
+            self.bump();
+            while let Some(c) = self.peek_at(0).filter(char::is_ascii_digit) {
+                digits.push(c);
+                self.bump();
+            }
+            let kind = match digits.parse::<agenra_core::Decimal>() {
+                Ok(d) => TokenKind::Decimal(d),
+                Err(e) => TokenKind::Error(format!("decimal `{digits}`: {e}")),
+            };
+            self.push(kind, start);
+            return;
+        }
         let kind = match digits.parse::<i64>() {
             Ok(v) => TokenKind::Int(v),
             Err(_) => TokenKind::Error(format!("integer `{digits}` does not fit in 64 bits")),
@@ -330,6 +352,8 @@ impl Lexer<'_> {
             ('<', _) => (Some(Punct::Lt), 1),
             ('>', _) => (Some(Punct::Gt), 1),
             ('=', _) => (Some(Punct::Assign), 1),
+            ('!', _) => (Some(Punct::Bang), 1),
+            ('?', _) => (Some(Punct::Question), 1),
             _ => (None, 1),
         };
         for _ in 0..len {
@@ -374,7 +398,7 @@ mod tests {
                 TokenKind::Punct(Punct::Arrow),
                 TokenKind::Str("a\"b\n".into()),
                 TokenKind::Punct(Punct::Le),
-                TokenKind::Error("unexpected character `!`".into()),
+                TokenKind::Punct(Punct::Bang),
                 TokenKind::Eof
             ]
         );

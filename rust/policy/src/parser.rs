@@ -1,6 +1,7 @@
 //! Hand-written recursive-descent parser. The grammar nests only a few
-//! levels deep (statement → clause → predicate → value), so there is no
-//! unbounded recursion, and no input makes it panic. On a syntax error it
+//! levels deep (statement → clause → condition → value); conditions nest
+//! through `!` and parentheses at most `MAX_NESTING` deep, so recursion is
+//! bounded and no input makes it panic. On a syntax error it
 //! reports the statement's first error and resumes after the next `;` or `}`.
 
 use crate::ast::*;
@@ -10,6 +11,19 @@ use crate::span::Span;
 use agenra_core::{Pattern, Value};
 
 type PResult<T> = Result<T, Diagnostic>;
+
+/// How deep `!` and parentheses may nest in a condition.
+pub const MAX_NESTING: usize = 64;
+
+/// Test operators that may follow a parameter called `any` or `all`.
+const TEST_WORDS: &[&str] = &[
+    "in",
+    "not",
+    "contains",
+    "starts_with",
+    "ends_with",
+    "matches",
+];
 
 const STATEMENTS: &[&str] = &[
     "policy",
@@ -53,6 +67,7 @@ pub fn parse_file(src: &str) -> (File, Vec<Diagnostic>) {
         hoisted: Vec::new(),
         prev: Span::default(),
         errors: Vec::new(),
+        depth: 0,
     };
     let file = p.file();
     (file, p.errors)
@@ -70,6 +85,8 @@ struct Parser {
     /// The span of the last consumed token.
     prev: Span,
     errors: Vec<Diagnostic>,
+    /// Current nesting of `!` and parentheses in a condition.
+    depth: usize,
 }
 
 enum ClauseRecovery {
@@ -82,6 +99,11 @@ impl Parser {
 
     fn peek(&self) -> &Token {
         self.toks.get(self.pos).unwrap_or(&self.eof)
+    }
+
+    /// The kind of the token `n` places ahead.
+    fn peek_n(&self, n: usize) -> Option<&TokenKind> {
+        self.toks.get(self.pos + n).map(|t| &t.kind)
     }
 
     fn at_eof(&self) -> bool {
@@ -404,9 +426,24 @@ impl Parser {
         if self.eat_punct(Punct::RParen).is_none() {
             loop {
                 let pname = self.ident("a parameter name")?;
+                let optional = self.eat_punct(Punct::Question).is_some();
                 self.expect_punct(Punct::Colon)?;
-                let ty = self.ident("a parameter type (string, int or bool)")?;
-                params.push(ParamDecl { name: pname, ty });
+                let first =
+                    self.ident("a parameter type (string, int, bool, decimal or list<TYPE>)")?;
+                let (ty, list) = if first.name == "list" && self.is_punct(Punct::Lt) {
+                    self.bump();
+                    let inner = self.ident("an element type (string, int, bool or decimal)")?;
+                    self.expect_punct(Punct::Gt)?;
+                    (inner, true)
+                } else {
+                    (first, false)
+                };
+                params.push(ParamDecl {
+                    name: pname,
+                    optional,
+                    ty,
+                    list,
+                });
                 if self.eat_punct(Punct::Comma).is_none() {
                     self.expect_punct(Punct::RParen)?;
                     break;
@@ -502,7 +539,14 @@ impl Parser {
                 while self.eat_punct(Punct::Comma).is_some() {
                     sinks.push(self.ident("a sink name")?);
                 }
-                ToolClauseKind::Sinks(sinks)
+                let mut on = Vec::new();
+                if self.eat_kw("on").is_some() {
+                    on.push(self.ident("a parameter name")?);
+                    while self.eat_punct(Punct::Comma).is_some() {
+                        on.push(self.ident("a parameter name")?);
+                    }
+                }
+                ToolClauseKind::Sinks { sinks, on }
             }
             "sanitizer" => {
                 self.bump();
@@ -589,7 +633,7 @@ impl Parser {
             let kind = if self.eat_kw("on").is_some() {
                 GrantClauseKind::On(self.pattern()?)
             } else if self.eat_kw("where").is_some() {
-                GrantClauseKind::Where(self.preds()?)
+                GrantClauseKind::Where(self.cond()?)
             } else if self.eat_kw("quota").is_some() {
                 if self.eat_kw("unlimited").is_some() {
                     GrantClauseKind::Quota(None)
@@ -621,7 +665,7 @@ impl Parser {
         }))
     }
 
-    /// `deny flow|path|count`, `pause path|count`, `allow flow`.
+    /// `deny|pause flow|path|count|call`, `allow flow`.
     fn rule(&mut self) -> PResult<StmtKind> {
         let effect_tok = self.bump();
         let effect = match &effect_tok.kind {
@@ -631,14 +675,12 @@ impl Parser {
         };
         let kind_tok = self.peek().clone();
         let kind = match (&kind_tok.kind, effect) {
-            (TokenKind::Ident(w), Some(RuleEffectKw::Deny) | None) if w == "flow" => "flow",
+            (TokenKind::Ident(w), _) if w == "flow" => "flow",
             (TokenKind::Ident(w), Some(_)) if w == "path" => "path",
             (TokenKind::Ident(w), Some(_)) if w == "count" => "count",
+            (TokenKind::Ident(w), Some(_)) if w == "call" => "call",
             (_, None) => return Err(self.unexpected("`flow`")),
-            (_, Some(RuleEffectKw::Deny)) => {
-                return Err(self.unexpected("`flow`, `path` or `count`"))
-            }
-            (_, Some(RuleEffectKw::Pause)) => return Err(self.unexpected("`path` or `count`")),
+            (_, Some(_)) => return Err(self.unexpected("`flow`, `path`, `count` or `call`")),
         };
         self.bump();
         let name = self.ident("a rule name")?;
@@ -651,19 +693,36 @@ impl Parser {
                         self.expect_kw("to")?;
                         FlowEffectExpr::Allow(self.label()?)
                     }
-                    Some(_) => FlowEffectExpr::Deny(self.label_pat()?),
+                    Some(RuleEffectKw::Deny) => FlowEffectExpr::Deny(self.label_pat()?),
+                    Some(RuleEffectKw::Pause) => FlowEffectExpr::Pause(self.label_pat()?),
                 };
                 self.expect_punct(Punct::Arrow)?;
                 let sink = self.ident("a sink name")?;
                 let when = match self.eat_kw("when") {
-                    Some(_) => self.preds()?,
-                    None => Vec::new(),
+                    Some(_) => Some(self.cond()?),
+                    None => None,
                 };
-                self.expect_semi_or(if when.is_empty() { "`when`" } else { "`and`" })?;
+                self.expect_semi_or(if when.is_none() {
+                    "`when`"
+                } else {
+                    "`and`, `or`"
+                })?;
                 Ok(StmtKind::Flow(FlowDecl {
                     name,
                     effect: flow_effect,
                     sink,
+                    when,
+                }))
+            }
+            ("call", Some(effect)) => {
+                let tool = self.ident("a tool name")?;
+                self.expect_kw("when")?;
+                let when = self.cond()?;
+                self.expect_semi_or("`and`, `or`")?;
+                Ok(StmtKind::CallRule(CallRuleDecl {
+                    effect,
+                    name,
+                    tool,
                     when,
                 }))
             }
@@ -847,19 +906,111 @@ impl Parser {
         }
     }
 
-    fn preds(&mut self) -> PResult<Vec<Pred>> {
-        let mut preds = vec![self.pred()?];
-        while self.eat_kw("and").is_some() {
-            preds.push(self.pred()?);
+    /// `COND := AND {"or" AND}`; `AND := UNARY {"and" UNARY}`;
+    /// `UNARY := "!" UNARY | "(" COND ")" | TEST`.
+    fn cond(&mut self) -> PResult<CondExpr> {
+        let mut parts = vec![self.cond_and()?];
+        while self.eat_kw("or").is_some() {
+            parts.push(self.cond_and()?);
         }
-        Ok(preds)
+        Ok(if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            CondExpr::Or(parts)
+        })
+    }
+
+    fn cond_and(&mut self) -> PResult<CondExpr> {
+        let mut parts = vec![self.cond_unary()?];
+        while self.eat_kw("and").is_some() {
+            parts.push(self.cond_unary()?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            CondExpr::And(parts)
+        })
+    }
+
+    fn cond_unary(&mut self) -> PResult<CondExpr> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            self.depth -= 1;
+            return Err(Diagnostic::error(
+                self.peek().span,
+                format!("conditions nest more than {MAX_NESTING} deep"),
+            ));
+        }
+        let out = self.cond_unary_inner();
+        self.depth -= 1;
+        out
+    }
+
+    fn cond_unary_inner(&mut self) -> PResult<CondExpr> {
+        if let Some(start) = self.eat_punct(Punct::Bang) {
+            let inner = self.cond_unary()?;
+            return Ok(CondExpr::Not(Box::new(inner), start.to(self.prev)));
+        }
+        if let Some(start) = self.eat_punct(Punct::LParen) {
+            let inner = self.cond()?;
+            let end = self.expect_punct(Punct::RParen)?;
+            return Ok(CondExpr::Group(Box::new(inner), start.to(end)));
+        }
+        if self.is_kw("agent") {
+            let start = self.bump().span;
+            let (negated, list) = if self.eat_punct(Punct::EqEq).is_some() {
+                (false, false)
+            } else if self.eat_punct(Punct::Ne).is_some() {
+                (true, false)
+            } else if self.eat_kw("in").is_some() {
+                (false, true)
+            } else if self.eat_kw("not").is_some() {
+                self.expect_kw("in")?;
+                (true, true)
+            } else {
+                return Err(self.unexpected("`==`, `!=`, `in` or `not in` after `agent`"));
+            };
+            let agents = if list {
+                self.expect_punct(Punct::LBracket)?;
+                let mut agents = vec![self.ident("an agent name")?];
+                while self.eat_punct(Punct::Comma).is_some() {
+                    agents.push(self.ident("an agent name")?);
+                }
+                self.expect_punct(Punct::RBracket)?;
+                agents
+            } else {
+                vec![self.ident("an agent name")?]
+            };
+            return Ok(CondExpr::Agent {
+                negated,
+                list,
+                agents,
+                span: start.to(self.prev),
+            });
+        }
+        Ok(CondExpr::Test(self.pred()?))
     }
 
     fn pred(&mut self) -> PResult<Pred> {
-        let param = self.ident("a parameter name")?;
+        let start = self.peek().span;
+        // `any`/`all` is a quantifier when a parameter name follows it.
+        let quant = match (&self.peek().kind, self.peek_n(1)) {
+            (TokenKind::Ident(w), Some(TokenKind::Ident(next)))
+                if (w == "any" || w == "all") && !TEST_WORDS.contains(&next.as_str()) =>
+            {
+                Some(self.ident("`any` or `all`")?)
+            }
+            _ => None,
+        };
+        let param = self.ident("a parameter name, `agent`, `!` or `(`")?;
         let op = self.pred_op()?;
-        let span = param.span.to(self.prev);
-        Ok(Pred { param, op, span })
+        let span = start.to(self.prev);
+        Ok(Pred {
+            quant,
+            param,
+            op,
+            span,
+        })
     }
 
     fn pred_op(&mut self) -> PResult<PredOp> {
@@ -867,16 +1018,16 @@ impl Parser {
         let op = match &tok.kind {
             TokenKind::Punct(p) => {
                 let p = *p;
-                let int_op: Option<fn(IntLit) -> PredOp> = match p {
+                let num_op: Option<fn(ValueLit) -> PredOp> = match p {
                     Punct::Lt => Some(PredOp::Lt),
                     Punct::Le => Some(PredOp::Le),
                     Punct::Gt => Some(PredOp::Gt),
                     Punct::Ge => Some(PredOp::Ge),
                     _ => None,
                 };
-                if let Some(make) = int_op {
+                if let Some(make) = num_op {
                     self.bump();
-                    make(self.int("an integer")?)
+                    make(self.number()?)
                 } else if p == Punct::EqEq {
                     self.bump();
                     PredOp::Eq(self.value()?)
@@ -888,18 +1039,35 @@ impl Parser {
                 }
             }
             TokenKind::Ident(w) => match w.as_str() {
-                "in" => {
+                "in" | "not" => {
                     self.bump();
+                    let negated = w == "not";
+                    if negated {
+                        self.expect_kw("in")?;
+                    }
                     if self.eat_punct(Punct::LBracket).is_some() {
                         let mut values = vec![self.value()?];
                         while self.eat_punct(Punct::Comma).is_some() {
                             values.push(self.value()?);
                         }
                         self.expect_punct(Punct::RBracket)?;
-                        PredOp::InList(values)
+                        if negated {
+                            PredOp::NotInList(values)
+                        } else {
+                            PredOp::InList(values)
+                        }
                     } else {
-                        PredOp::InSet(self.ident("`[` or a set name")?)
+                        let set = self.ident("`[` or a set name")?;
+                        if negated {
+                            PredOp::NotInSet(set)
+                        } else {
+                            PredOp::InSet(set)
+                        }
                     }
+                }
+                "contains" => {
+                    self.bump();
+                    PredOp::Contains(self.value()?)
                 }
                 "starts_with" => {
                     self.bump();
@@ -921,7 +1089,9 @@ impl Parser {
     }
 
     fn unexpected_test(&self) -> Diagnostic {
-        self.unexpected("a test (==, !=, in, starts_with, ends_with, matches, <, <=, >, >=)")
+        self.unexpected(
+            "a test (==, !=, in, not in, contains, starts_with, ends_with, matches, <, <=, >, >=)",
+        )
     }
 
     fn value(&mut self) -> PResult<ValueLit> {
@@ -929,9 +1099,26 @@ impl Parser {
         let value = match &tok.kind {
             TokenKind::Str(s) => Value::Str(s.clone()),
             TokenKind::Int(i) => Value::Int(*i),
+            TokenKind::Decimal(d) => Value::Decimal(*d),
             TokenKind::Ident(w) if w == "true" => Value::Bool(true),
             TokenKind::Ident(w) if w == "false" => Value::Bool(false),
-            _ => return Err(self.unexpected("a value (a string, an integer, true or false)")),
+            TokenKind::Ident(w) if w == "null" => Value::Null,
+            _ => return Err(self.unexpected("a value (a string, a number, true, false or null)")),
+        };
+        self.bump();
+        Ok(ValueLit {
+            value,
+            span: tok.span,
+        })
+    }
+
+    /// An integer or decimal literal.
+    fn number(&mut self) -> PResult<ValueLit> {
+        let tok = self.peek().clone();
+        let value = match &tok.kind {
+            TokenKind::Int(i) => Value::Int(*i),
+            TokenKind::Decimal(d) => Value::Decimal(*d),
+            _ => return Err(self.unexpected("a number")),
         };
         self.bump();
         Ok(ValueLit {
@@ -954,7 +1141,9 @@ impl Parser {
 
     fn step_atom(&mut self) -> PResult<StepAtom> {
         let start = self.peek().span;
-        let kind = if self.eat_kw("any").is_some() {
+        let kind = if self.eat_kw("where").is_some() {
+            StepAtomKind::Where(self.cond()?)
+        } else if self.eat_kw("any").is_some() {
             StepAtomKind::Any
         } else if self.eat_kw("call").is_some() {
             StepAtomKind::Call(self.tool_pat()?)
@@ -966,7 +1155,9 @@ impl Parser {
             self.expect_punct(Punct::RParen)?;
             StepAtomKind::Reads(pat)
         } else {
-            return Err(self.unexpected("a step (any, call TOOL, to SINK, reads(LABELPAT))"));
+            return Err(
+                self.unexpected("a step (any, call TOOL, to SINK, reads(LABELPAT), where COND)")
+            );
         };
         Ok(StepAtom {
             kind,

@@ -186,7 +186,7 @@ fn tests_are_type_checked_against_parameters() {
     let src = format!("{TOOLS}grant g: fs.read where path < 3 quota 1;");
     assert_eq!(
         error(&src),
-        "4:24: error: type mismatch in grant `g`: parameter `path` is string, but `<` here needs int"
+        "4:24: error: type mismatch in grant `g`: parameter `path` is string, but `<` here needs a number"
     );
     let src = format!("{TOOLS}grant g: fs.read where n in [1, \"2\", true] quota 1;");
     assert_eq!(

@@ -1,11 +1,11 @@
 //! A realistic policy using every construct compiles to the expected model.
 
 use agenra_core::policy::{
-    Agent, FactRule, FlowEffect, Grant, NamedArgTest, OutputTest, PathKind, Quota, RuleEffect,
+    Agent, FactRule, FlowEffect, Grant, OutputTest, PathKind, Quota, RuleEffect, SinkUse,
     StepPattern,
 };
 use agenra_core::{
-    ArgOp, ArgPredicate, CategorySet, Label, LabelPattern, ParamType, Pattern, Value,
+    ArgOp, CategorySet, Cond, Decimal, Label, LabelPattern, ParamType, Pattern, Quant, Value,
 };
 
 const SOURCE: &str = include_str!("data/coding_agent.agr");
@@ -74,11 +74,29 @@ fn tools() {
     // `web_page` is an alias of an alias.
     let fetch = &p.tools[2];
     assert_eq!(fetch.output, Label::new(0, CategorySet::single(3), false));
-    assert_eq!(fetch.sinks, [0]);
+    assert_eq!(
+        fetch.sinks,
+        [SinkUse {
+            sink: 0,
+            params: None
+        }]
+    );
     let mail = &p.tools[3];
     assert_eq!(mail.params[2].ty, ParamType::Bool);
     assert_eq!(mail.resource, Some(0));
-    assert_eq!(mail.sinks, [2, 0]);
+    assert_eq!(
+        mail.sinks,
+        [
+            SinkUse {
+                sink: 2,
+                params: None
+            },
+            SinkUse {
+                sink: 0,
+                params: None
+            }
+        ]
+    );
     assert_eq!(mail.sanitizer, Some(0));
     let list = &p.tools[4];
     assert!(list.params.is_empty() && list.resource.is_none());
@@ -127,8 +145,9 @@ fn agents_scopes_and_grants() {
             agent: 0,
             tool: 1,
             resource: Some(Pattern::Glob("src/*.rs".into())),
-            args: vec![ArgPredicate {
+            args: vec![Cond::Test {
                 param: 1,
+                quant: Quant::All,
                 op: ArgOp::Ne(Value::Str(String::new()))
             }],
             quota: Quota::Limited(20),
@@ -142,12 +161,14 @@ fn agents_scopes_and_grants() {
     assert_eq!(
         p.grants[4].args,
         [
-            ArgPredicate {
+            Cond::Test {
                 param: 0,
+                quant: Quant::All,
                 op: ArgOp::InSet(0)
             },
-            ArgPredicate {
+            Cond::Test {
                 param: 2,
+                quant: Quant::All,
                 op: ArgOp::Eq(Value::Bool(false))
             },
         ]
@@ -155,13 +176,15 @@ fn agents_scopes_and_grants() {
     assert_eq!(
         p.grants[5].args,
         [
-            ArgPredicate {
+            Cond::Test {
                 param: 0,
-                op: ArgOp::Le(600)
+                quant: Quant::All,
+                op: ArgOp::Le(Decimal::from(600))
             },
-            ArgPredicate {
+            Cond::Test {
                 param: 0,
-                op: ArgOp::Gt(0)
+                quant: Quant::All,
+                op: ArgOp::Gt(Decimal::from(0))
             }
         ]
     );
@@ -194,10 +217,11 @@ fn rules() {
     assert_eq!(p.flow_rules[1].sink, 2);
     assert_eq!(
         p.flow_rules[1].when,
-        [NamedArgTest {
-            param: "to".into(),
+        Cond::Test {
+            param: "to".to_string(),
+            quant: Quant::All,
             op: ArgOp::Suffix("@example.com".into())
-        }]
+        }
     );
     assert_eq!(
         p.flow_rules[2].effect,
@@ -220,7 +244,8 @@ fn rules() {
             StepPattern {
                 tool: Some("web.fetch".into()),
                 sink: Some(0),
-                reads: None
+                reads: None,
+                when: None,
             },
         ])
     );
@@ -243,7 +268,8 @@ fn rules() {
             step: StepPattern {
                 tool: Some("fs.*".into()),
                 sink: Some(1),
-                reads: None
+                reads: None,
+                when: None,
             },
         }
     );

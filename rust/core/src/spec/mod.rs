@@ -7,6 +7,8 @@
 //! Everything here is a pure function: states are values, never mutated in
 //! place by a caller-visible operation.
 
+pub mod reference;
+
 use crate::ledger::Ledger;
 use crate::policy::{AgentId, Grant, GrantId, Policy, ToolId};
 use crate::value::Value;
@@ -28,29 +30,29 @@ pub fn resource_of<'a>(policy: &Policy, tool: ToolId, args: &'a [Value]) -> Opti
     args.get(index)?.as_str()
 }
 
-/// A grant matches a call when it is for the call's agent and tool, has not
-/// expired, its resource pattern matches the call's resource, and every
-/// argument test holds (discovered-set tests read `sets`).
+/// A grant of `owner` (the caller or one of its delegators) matches a call
+/// when it is `owner`'s grant for the call's tool, has not expired, its
+/// resource pattern matches the call's resource, and every condition holds
+/// on the call's arguments and calling agent (discovered-set tests read
+/// `sets`).
 pub fn grant_matches(
     policy: &Policy,
     grant: &Grant,
-    agent: AgentId,
-    tool: ToolId,
-    args: &[Value],
-    time: u64,
+    owner: AgentId,
+    req: &Request,
     sets: &[BTreeSet<String>],
 ) -> bool {
-    grant.agent == agent
-        && grant.tool == tool
-        && grant.expires_at.is_none_or(|end| time < end)
+    grant.agent == owner
+        && grant.tool == req.tool
+        && grant.expires_at.is_none_or(|end| req.time < end)
         && grant
             .resource
             .as_ref()
-            .is_none_or(|p| resource_of(policy, tool, args).is_some_and(|r| p.matches(r)))
+            .is_none_or(|p| resource_of(policy, req.tool, &req.args).is_some_and(|r| p.matches(r)))
         && grant
             .args
             .iter()
-            .all(|t| args.get(t.param).is_some_and(|v| t.op.eval(v, sets)))
+            .all(|c| c.eval(&req.args, req.agent, sets))
 }
 
 /// The grant of `agent` that serves the request: the first, in policy
@@ -63,15 +65,7 @@ pub fn select(
     sets: &[BTreeSet<String>],
 ) -> Option<GrantId> {
     (0..policy.grants.len()).find(|&g| {
-        grant_matches(
-            policy,
-            &policy.grants[g],
-            agent,
-            req.tool,
-            &req.args,
-            req.time,
-            sets,
-        ) && ledger.has_quota(g)
+        grant_matches(policy, &policy.grants[g], agent, req, sets) && ledger.has_quota(g)
     })
 }
 
@@ -147,17 +141,33 @@ impl State {
     }
 }
 
-/// One step of the ledger semantics. `needs_pause` says whether a path rule
-/// or obligation asks for a human on this call (the ledger still reserves).
-pub fn step(policy: &Policy, state: &State, event: &Event, needs_pause: bool) -> (Outcome, State) {
+/// What the checks before the ledger (well-formedness, flows, call rules,
+/// path rules, counts, obligations: steps 1–4) decided about a call, or
+/// about a paused call at approval time. The ledger semantics takes it as
+/// an input; `spec::history` computes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checks {
+    Pass,
+    /// A rule asks a human (the ledger still reserves the units).
+    Pause,
+    Deny,
+}
+
+/// One step of the ledger semantics. `checks` is what steps 1–4 decided
+/// about the event's call (for calls and approvals; other events ignore it).
+///
+/// Approval is a just-in-time re-authorization: when the re-check at
+/// approval time denies, the reserved units return and the answer is DENY.
+pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (Outcome, State) {
     let mut next = state.clone();
     let outcome = match event {
+        Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
         Event::Call { id, req } => match admit(policy, &state.ledger, req, &state.sets) {
             Err(_) => Outcome::Deny,
             Ok((used, ledger)) => {
                 next.ledger = ledger;
                 let approval = used.iter().any(|&g| policy.grants[g].approval);
-                if approval || needs_pause {
+                if approval || checks == Checks::Pause {
                     next.paused.insert(id.clone(), used.clone());
                     Outcome::Pause(used)
                 } else {
@@ -167,9 +177,13 @@ pub fn step(policy: &Policy, state: &State, event: &Event, needs_pause: bool) ->
             }
         },
         Event::Approve { id } => match next.paused.remove(id) {
+            Some(used) if checks == Checks::Deny => {
+                next.ledger = refund(policy, &next.ledger, &used);
+                Outcome::Deny
+            }
             Some(used) => {
-                next.running.insert(id.clone(), used);
-                Outcome::Applied
+                next.running.insert(id.clone(), used.clone());
+                Outcome::Allow(used)
             }
             None => Outcome::Invalid,
         },

@@ -1,0 +1,207 @@
+//! Exact fixed-point decimals for amounts (`98.70`): never binary floats.
+//!
+//! A decimal is `mantissa / 10^scale`, kept normalized (no trailing zero
+//! digits after the point), so `98.70` and `98.7` are the same value and
+//! derived equality is numeric equality. At most 20 significant digits and
+//! 18 after the point: comparisons then fit in `i128` without overflow.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+const MAX_SCALE: u8 = 18;
+const MAX_DIGITS: usize = 20;
+
+/// Zero by default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Decimal {
+    mantissa: i128,
+    scale: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecimalError {
+    #[error("not a decimal number (expected digits with an optional `-` and `.`)")]
+    Syntax,
+    #[error("more than {MAX_DIGITS} significant digits")]
+    TooManyDigits,
+    #[error("more than {MAX_SCALE} digits after the point")]
+    TooManyDecimals,
+}
+
+impl Decimal {
+    fn normalized(mut mantissa: i128, mut scale: u8) -> Decimal {
+        while scale > 0 && mantissa % 10 == 0 {
+            mantissa /= 10;
+            scale -= 1;
+        }
+        if mantissa == 0 {
+            scale = 0;
+        }
+        Decimal { mantissa, scale }
+    }
+
+    /// The mantissa scaled to `scale` digits after the point.
+    fn scaled(self, scale: u8) -> i128 {
+        self.mantissa * 10i128.pow(u32::from(scale - self.scale))
+    }
+
+    /// A JSON number that is not an `i64`: exact when its shortest decimal
+    /// form (which is what a sender wrote, for up to 15 significant digits)
+    /// has at most 15 significant digits; `None` otherwise, since the
+    /// binary float may not be what the sender meant.
+    pub fn from_json_number(n: &serde_json::Number) -> Option<Decimal> {
+        if let Some(u) = n.as_u64() {
+            return Some(Decimal::normalized(i128::from(u), 0));
+        }
+        let f = n.as_f64().filter(|f| f.is_finite())?;
+        let text = format!("{f}");
+        let digits = text
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>();
+        let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+        if significant > 15 {
+            return None;
+        }
+        text.parse().ok()
+    }
+}
+
+impl From<i64> for Decimal {
+    fn from(i: i64) -> Decimal {
+        Decimal::normalized(i128::from(i), 0)
+    }
+}
+
+impl FromStr for Decimal {
+    type Err = DecimalError;
+
+    fn from_str(s: &str) -> Result<Decimal, DecimalError> {
+        let (negative, body) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let (int, frac) = match body.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (body, ""),
+        };
+        let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty()
+            || !all_digits(int)
+            || !all_digits(frac)
+            || (body.contains('.') && frac.is_empty())
+        {
+            return Err(DecimalError::Syntax);
+        }
+        let frac = frac.trim_end_matches('0');
+        if frac.len() > MAX_SCALE as usize {
+            return Err(DecimalError::TooManyDecimals);
+        }
+        let digits = format!("{}{frac}", int.trim_start_matches('0'));
+        if digits.len() > MAX_DIGITS {
+            return Err(DecimalError::TooManyDigits);
+        }
+        let mut mantissa: i128 = 0;
+        for b in digits.bytes() {
+            mantissa = mantissa * 10 + i128::from(b - b'0');
+        }
+        if negative {
+            mantissa = -mantissa;
+        }
+        // `frac.len() <= MAX_SCALE`, checked above.
+        Ok(Decimal::normalized(mantissa, frac.len() as u8))
+    }
+}
+
+impl Ord for Decimal {
+    fn cmp(&self, other: &Decimal) -> Ordering {
+        let scale = self.scale.max(other.scale);
+        self.scaled(scale).cmp(&other.scaled(scale))
+    }
+}
+
+impl PartialOrd for Decimal {
+    fn partial_cmp(&self, other: &Decimal) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Decimal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.mantissa < 0 { "-" } else { "" };
+        let abs = self.mantissa.unsigned_abs();
+        if self.scale == 0 {
+            return write!(f, "{sign}{abs}");
+        }
+        let unit = 10u128.pow(u32::from(self.scale));
+        write!(
+            f,
+            "{sign}{}.{:0width$}",
+            abs / unit,
+            abs % unit,
+            width = self.scale as usize
+        )
+    }
+}
+
+impl Serialize for Decimal {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Decimal {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_normalizes_and_prints() {
+        assert_eq!(d("98.70"), d("98.7"));
+        assert_eq!(d("98.70").to_string(), "98.7");
+        assert_eq!(d("-0.050").to_string(), "-0.05");
+        assert_eq!(d("-0.0").to_string(), "0");
+        assert_eq!(d("007").to_string(), "7");
+        for bad in ["", ".5", "5.", "1e3", "+1", "1.2.3", "--1", "0x10", " 1"] {
+            assert_eq!(bad.parse::<Decimal>(), Err(DecimalError::Syntax), "{bad}");
+        }
+        assert_eq!(
+            "0.0000000000000000001".parse::<Decimal>(),
+            Err(DecimalError::TooManyDecimals)
+        );
+        assert_eq!(
+            "123456789012345678901".parse::<Decimal>(),
+            Err(DecimalError::TooManyDigits)
+        );
+    }
+
+    #[test]
+    fn compares_exactly() {
+        assert!(d("98.70") < d("98.71"));
+        assert!(d("100") > d("99.999999999999999999"));
+        assert!(d("-1.5") < d("-1.25"));
+        assert_eq!(d("0.1").cmp(&d("0.10")), Ordering::Equal);
+        assert!(Decimal::from(i64::MAX) > d("9223372036854775806.5"));
+    }
+
+    #[test]
+    fn json_numbers_are_exact_or_refused() {
+        let n = |t: &str| serde_json::from_str::<serde_json::Number>(t).unwrap();
+        assert_eq!(Decimal::from_json_number(&n("98.70")), Some(d("98.7")));
+        assert_eq!(Decimal::from_json_number(&n("0.1")), Some(d("0.1")));
+        assert_eq!(Decimal::from_json_number(&n("1e2")), Some(d("100")));
+        assert_eq!(Decimal::from_json_number(&n("0.12345678901234567")), None);
+    }
+}

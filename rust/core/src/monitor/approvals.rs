@@ -1,0 +1,98 @@
+//! Approvals and rejections of paused calls.
+//!
+//! Approval is a just-in-time re-authorization, not a rubber stamp: flows
+//! (step 3) and call rules, path rules, counts and obligations (step 4)
+//! are checked again against the session *at approval time* (other calls
+//! may have run since the pause). A `deny` that now fires answers DENY and
+//! returns the reserved units; `pause` effects are what the human just
+//! answered. The ledger is not re-checked: the units were reserved while
+//! the grant was valid.
+
+use super::Monitor;
+use crate::decision::{Decision, Reason, Rule, StepError, Verdict};
+use crate::event::Resolve;
+use crate::graph::Status;
+use crate::policy::RuleEffect;
+
+impl Monitor {
+    pub(crate) fn approve_at(&mut self, a: &Resolve) -> Result<Decision, StepError> {
+        let time = self.advance_time(a.time)?;
+        let node = self.node_in(&a.call, Status::Paused, "an approval")?;
+        self.session.time = time;
+        self.session.seq += 1;
+        let seq = self.session.seq;
+        let Some(held) = self.session.held.get(&node).cloned() else {
+            return Err(StepError::UnknownCall(a.call.clone()));
+        };
+        let Some(pending) = held.pending.as_deref() else {
+            return Err(StepError::UnknownCall(a.call.clone()));
+        };
+        let tool = Some(pending.req.tool);
+        let labels = self.call_labels(pending);
+        let flows = self.check_flows(pending, &labels);
+        let denial = match flows.deny {
+            Some(hit) => Some((
+                Rule::Flow(hit.rule),
+                Reason::Flow {
+                    sink: hit.sink,
+                    label: hit.label,
+                    resource: hit.resource.clone(),
+                },
+                self.flow_path(node, &hit, pending),
+            )),
+            None => self
+                .history_violations(node, pending)
+                .into_iter()
+                .find(|v| v.effect == RuleEffect::Deny)
+                .map(|v| (v.rule, v.reason, v.path)),
+        };
+        if let Some((rule, reason, path)) = denial {
+            self.session.held.remove(&node);
+            self.set_status(node, Status::Denied);
+            self.refund(&held.grants);
+            let mut d = self.decide(
+                Verdict::Deny,
+                rule,
+                Reason::RecheckFailed(Box::new(reason)),
+                node,
+                tool,
+                path,
+                vec![],
+            );
+            d.refunded = held.grants;
+            return Ok(d);
+        }
+        if let Some(h) = self.session.held.get_mut(&node) {
+            h.admitted_at = seq;
+            h.pending = None;
+        }
+        self.admit(node, pending, seq);
+        let own = held.grants.first().copied().unwrap_or_default();
+        Ok(self.decide(
+            Verdict::Allow,
+            Rule::Grant(own),
+            Reason::Approved,
+            node,
+            tool,
+            vec![],
+            held.grants.clone(),
+        ))
+    }
+
+    pub(crate) fn reject_at(&mut self, r: &Resolve) -> Result<crate::decision::Applied, StepError> {
+        let time = self.advance_time(r.time)?;
+        let node = self.node_in(&r.call, Status::Paused, "a rejection")?;
+        self.session.time = time;
+        self.session.seq += 1;
+        let held = self
+            .session
+            .held
+            .remove(&node)
+            .map(|h| h.grants)
+            .unwrap_or_default();
+        self.set_status(node, Status::Rejected);
+        self.refund(&held);
+        let rule = held.first().map(|&g| Rule::Grant(g));
+        Ok(self.applied(node, rule, "rejected: reserved units returned".into(), held))
+    }
+}

@@ -1,0 +1,164 @@
+//! Step 4: call rules, path rules, counts and obligations, over the
+//! session's admitted calls (ALLOWed, or PAUSEd and then approved).
+//!
+//! A call rule (`deny call TOOL when ...`) judges the call's own arguments.
+//! Path rules run as automata: greedy leftmost matching is exact for "the
+//! steps occur in this order, anything in between", so one counter per rule
+//! suffices. A step's argument condition and `reads(P)` are judged when a
+//! call is admitted (discovered sets as they were then).
+
+use super::index::StepByTool;
+use super::wellformed::Resolved;
+use super::Monitor;
+use crate::decision::{Reason, Rule};
+use crate::graph::{Node, NodeId};
+use crate::policy::{PathKind, RuleEffect, StepPattern};
+
+/// A rule the call would break.
+#[derive(Clone, Debug)]
+pub(crate) struct Violation {
+    pub rule: Rule,
+    pub reason: Reason,
+    pub effect: RuleEffect,
+    /// Earlier admitted calls that make up the violation, then the call
+    /// (just the call for counts and call rules: the reason says why).
+    pub path: Vec<NodeId>,
+}
+
+impl Monitor {
+    /// Whether the call at `node` (resolved as `r`) matches a step.
+    pub(crate) fn step_matches(
+        &self,
+        by_tool: &StepByTool,
+        step: &StepPattern,
+        node: &Node,
+        r: &Resolved,
+    ) -> bool {
+        by_tool
+            .get(node.tool as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|cond| {
+                step.reads.is_none_or(|p| p.matches(&node.label))
+                    && cond.eval(&r.req.args, r.req.agent, &self.session.sets)
+            })
+    }
+
+    /// Every call rule, path rule, count and obligation the call would break.
+    pub(crate) fn history_violations(&self, node: NodeId, r: &Resolved) -> Vec<Violation> {
+        let policy = &*self.policy;
+        let mut out = Vec::new();
+        let Some(n) = self.session.graph.node(node).copied() else {
+            return out;
+        };
+        for &c in &self.index.call_rules_for_tool[r.req.tool] {
+            let rule = &policy.call_rules[c];
+            if rule.when.eval(&r.req.args, r.req.agent, &self.session.sets) {
+                out.push(Violation {
+                    rule: Rule::Call(c),
+                    reason: Reason::CallForbidden,
+                    effect: rule.effect,
+                    path: vec![node],
+                });
+            }
+        }
+        for (i, rule) in policy.path_rules.iter().enumerate() {
+            let progress = self.session.path_progress[i];
+            let steps = &self.index.path_steps[i];
+            match &rule.kind {
+                PathKind::Sequence(pattern) => {
+                    let last = pattern.len().saturating_sub(1);
+                    if progress as usize >= last
+                        && pattern
+                            .get(last)
+                            .is_some_and(|s| self.step_matches(&steps[last], s, &n, r))
+                    {
+                        let mut path = self.session.path_witness[i].clone();
+                        path.push(node);
+                        out.push(Violation {
+                            rule: Rule::Path(i),
+                            reason: Reason::PathCompleted,
+                            effect: rule.effect,
+                            path,
+                        });
+                    }
+                }
+                PathKind::AtMost { max, step } => {
+                    if progress >= *max && self.step_matches(&steps[0], step, &n, r) {
+                        out.push(Violation {
+                            rule: Rule::Path(i),
+                            reason: Reason::CountExceeded { max: *max },
+                            effect: rule.effect,
+                            path: vec![],
+                        });
+                    }
+                }
+            }
+        }
+        for (o, ob) in policy.obligations.iter().enumerate() {
+            if !self.index.obligation_before[o][n.tool as usize] {
+                continue;
+            }
+            let since = self.session.since_seen[o];
+            let met = match (self.session.fact_seen[ob.fact], since) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(f), Some((s, _))) => f > s,
+            };
+            if !met {
+                // The path: the call the fact should have followed, then this one.
+                let path = since.map(|(_, n)| n).into_iter().chain([node]).collect();
+                out.push(Violation {
+                    rule: Rule::Obligation(o),
+                    reason: Reason::ObligationUnmet {
+                        fact: ob.fact,
+                        since: ob.since.is_some(),
+                    },
+                    effect: ob.effect,
+                    path,
+                });
+            }
+        }
+        out
+    }
+
+    /// Effects of admission on the history: path automata, counts and
+    /// `since` marks move on; the node becomes running.
+    pub(crate) fn admit(&mut self, node: NodeId, r: &Resolved, seq: u64) {
+        self.set_status(node, crate::graph::Status::Running);
+        let Some(n) = self.session.graph.node(node).copied() else {
+            return;
+        };
+        let policy = std::sync::Arc::clone(&self.policy);
+        for (i, rule) in policy.path_rules.iter().enumerate() {
+            if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.index.path_reset[i]) {
+                if self.step_matches(by_tool, reset, &n, r) {
+                    self.session.path_progress[i] = 0;
+                    self.session.path_witness[i].clear();
+                }
+            }
+            let progress = self.session.path_progress[i];
+            let steps = &self.index.path_steps[i];
+            match &rule.kind {
+                PathKind::Sequence(pattern) => {
+                    let k = progress as usize;
+                    if k + 1 < pattern.len() && self.step_matches(&steps[k], &pattern[k], &n, r) {
+                        self.session.path_progress[i] += 1;
+                        self.session.path_witness[i].push(node);
+                    }
+                }
+                PathKind::AtMost { step, .. } => {
+                    if self.step_matches(&steps[0], step, &n, r) {
+                        self.session.path_progress[i] += 1;
+                    }
+                }
+            }
+        }
+        for o in 0..policy.obligations.len() {
+            if let Some(ok) = &self.index.obligation_since[o] {
+                if ok.get(n.tool as usize).copied().unwrap_or(false) {
+                    self.session.since_seen[o] = Some((seq, node));
+                }
+            }
+        }
+    }
+}

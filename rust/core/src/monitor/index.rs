@@ -1,0 +1,170 @@
+//! Lookup tables computed once per policy, so that a step touches only what
+//! applies to the call's tool and never looks a name up linearly.
+
+use super::fast_map::FastMap;
+use crate::pattern::glob_matches;
+use crate::policy::{AgentId, GrantId, PathKind, Policy, StepPattern, ToolId};
+use crate::value::ArgCond;
+
+/// One path-rule step, specialised to each tool: `None` when the tool can
+/// never match it (name or sink), else the argument condition to check.
+pub(crate) type StepByTool = Vec<Option<ArgCond>>;
+
+#[derive(Debug)]
+pub(crate) struct Index {
+    /// Tool and agent names.
+    pub tools: FastMap<String, ToolId>,
+    pub agents: FastMap<String, AgentId>,
+    /// Per tool: parameter name -> index.
+    pub params: Vec<FastMap<String, usize>>,
+    /// Per agent: the agent and its delegators, nearest first.
+    pub chains: Vec<Vec<AgentId>>,
+    /// Grants per tool, in policy order.
+    pub grants_for_tool: Vec<Vec<GrantId>>,
+    /// Per sink: its flow rules, in policy order.
+    pub flows_for_sink: Vec<Vec<usize>>,
+    /// Per flow rule, per tool: the rule's `when`, resolved for the tool.
+    pub flow_when: Vec<Vec<ArgCond>>,
+    /// `scope_ok[agent][tool]`: the first scope on the chain that excludes it.
+    pub scope_ok: Vec<Vec<Option<usize>>>,
+    /// Call rules per tool.
+    pub call_rules_for_tool: Vec<Vec<usize>>,
+    /// Per path rule: each step (the count's one step) by tool.
+    pub path_steps: Vec<Vec<StepByTool>>,
+    pub path_reset: Vec<Option<StepByTool>>,
+    /// Per obligation: tools matching `before` and `since`.
+    pub obligation_before: Vec<Vec<bool>>,
+    pub obligation_since: Vec<Option<Vec<bool>>>,
+    /// Whether the policy labels any resources.
+    pub has_resource_labels: bool,
+}
+
+fn step_by_tool(policy: &Policy, step: &StepPattern) -> StepByTool {
+    policy
+        .tools
+        .iter()
+        .map(|t| {
+            step.matches_tool(t).then(|| match &step.when {
+                Some(c) => c.resolve(&|name| t.param_index(name)),
+                None => ArgCond::TRUE,
+            })
+        })
+        .collect()
+}
+
+fn tools_globbed(policy: &Policy, glob: &str) -> Vec<bool> {
+    policy
+        .tools
+        .iter()
+        .map(|t| glob_matches(glob, &t.name))
+        .collect()
+}
+
+impl Index {
+    pub fn new(policy: &Policy) -> Index {
+        let params = policy
+            .tools
+            .iter()
+            .map(|t| {
+                t.params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.name.clone(), i))
+                    .collect()
+            })
+            .collect();
+        let mut grants_for_tool = vec![Vec::new(); policy.tools.len()];
+        for (g, grant) in policy.grants.iter().enumerate() {
+            grants_for_tool[grant.tool].push(g);
+        }
+        let mut flows_for_sink = vec![Vec::new(); policy.sinks.len()];
+        for (r, rule) in policy.flow_rules.iter().enumerate() {
+            flows_for_sink[rule.sink].push(r);
+        }
+        let flow_when = policy
+            .flow_rules
+            .iter()
+            .map(|r| {
+                policy
+                    .tools
+                    .iter()
+                    .map(|t| r.when.resolve(&|name| t.param_index(name)))
+                    .collect()
+            })
+            .collect();
+        let mut call_rules_for_tool = vec![Vec::new(); policy.tools.len()];
+        for (r, rule) in policy.call_rules.iter().enumerate() {
+            call_rules_for_tool[rule.tool].push(r);
+        }
+        let scope_ok = (0..policy.agents.len())
+            .map(|a| {
+                policy
+                    .tools
+                    .iter()
+                    .map(|t| {
+                        policy.agent_chain(a).into_iter().find_map(|x| {
+                            let s = policy.agents[x].scope?;
+                            (!policy.scopes[s].allows(&t.name)).then_some(s)
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let path_steps = policy
+            .path_rules
+            .iter()
+            .map(|r| match &r.kind {
+                PathKind::Sequence(steps) => {
+                    steps.iter().map(|s| step_by_tool(policy, s)).collect()
+                }
+                PathKind::AtMost { step, .. } => vec![step_by_tool(policy, step)],
+            })
+            .collect();
+        let path_reset = policy
+            .path_rules
+            .iter()
+            .map(|r| r.reset.as_ref().map(|s| step_by_tool(policy, s)))
+            .collect();
+        Index {
+            tools: policy
+                .tools
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.clone(), i))
+                .collect(),
+            agents: policy
+                .agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.name.clone(), i))
+                .collect(),
+            params,
+            chains: (0..policy.agents.len())
+                .map(|a| policy.agent_chain(a))
+                .collect(),
+            grants_for_tool,
+            flows_for_sink,
+            flow_when,
+            scope_ok,
+            call_rules_for_tool,
+            path_steps,
+            path_reset,
+            obligation_before: policy
+                .obligations
+                .iter()
+                .map(|o| tools_globbed(policy, &o.before))
+                .collect(),
+            obligation_since: policy
+                .obligations
+                .iter()
+                .map(|o| o.since.as_deref().map(|g| tools_globbed(policy, g)))
+                .collect(),
+            has_resource_labels: !policy.resources.is_empty(),
+        }
+    }
+
+    /// The parameter index of `name` in `tool`.
+    pub fn param(&self, tool: ToolId, name: &str) -> Option<usize> {
+        self.params.get(tool)?.get(name).copied()
+    }
+}

@@ -1,0 +1,172 @@
+//! Step 2: the call is appended to the graph, and each argument is
+//! connected to where its data came from. Lineage is per argument: an
+//! argument with observed lineage takes the join of the output labels of
+//! the calls it names; one without takes the context's label (everything
+//! the session has read), through one conservative edge from the context.
+
+use super::wellformed::Resolved;
+use super::{Monitor, CONTEXT};
+use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
+use crate::label::Label;
+use crate::policy::ToolId;
+use crate::spec;
+use std::sync::Arc;
+
+/// The labels of what flows into a call.
+#[derive(Clone, Debug)]
+pub(crate) struct CallLabels {
+    /// Per parameter.
+    pub args: Vec<Label>,
+    /// The join over the arguments (the context's label for a tool without
+    /// parameters): what a sink that takes every argument receives.
+    pub input: Label,
+    /// The join of the labels of the resources the call's resource argument
+    /// matches, and the first such resource rule (`None`: no labeled resource).
+    pub resource: Option<(Label, usize)>,
+}
+
+impl Monitor {
+    /// Labels of the call's arguments as of now: the context's label is
+    /// read at this moment (for an approval, at approval time).
+    pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
+        let graph = &self.session.graph;
+        let context = self.session.context_label();
+        let args: Vec<Label> = r
+            .lineage
+            .iter()
+            .map(|sources| match sources {
+                None => context,
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| graph.node(*id))
+                    .fold(Label::BOTTOM, |acc, n| acc.join(&n.label)),
+            })
+            .collect();
+        let input = if args.is_empty() {
+            context
+        } else {
+            args.iter().fold(Label::BOTTOM, |acc, l| acc.join(l))
+        };
+        CallLabels {
+            args,
+            input,
+            resource: self.resource_label(r.req.tool, &r.req.args),
+        }
+    }
+
+    /// The join of the labels of every resource rule matching the call's
+    /// resource argument, and the first rule that matched.
+    pub(crate) fn resource_label(
+        &self,
+        tool: ToolId,
+        args: &[crate::value::Value],
+    ) -> Option<(Label, usize)> {
+        if !self.index.has_resource_labels {
+            return None;
+        }
+        let resource = spec::resource_of(&self.policy, tool, args)?;
+        let mut out: Option<(Label, usize)> = None;
+        for (i, rl) in self.policy.resources.iter().enumerate() {
+            if rl.pattern.matches(resource) {
+                out = Some(match out {
+                    None => (rl.label, i),
+                    Some((l, first)) => (l.join(&rl.label), first),
+                });
+            }
+        }
+        out
+    }
+
+    /// Records a call that failed well-formedness (for the audit trail).
+    pub(crate) fn append_denied(
+        &mut self,
+        id: &str,
+        tool: Option<ToolId>,
+        agent: usize,
+        time: u64,
+    ) -> NodeId {
+        let node = self.session.graph.push_node(Node {
+            kind: NodeKind::Tool,
+            status: Status::Denied,
+            evidence: Evidence::Policy,
+            agent: agent as u16,
+            tool: tool.map_or(NO_TOOL, |t| t as u32),
+            label: Label::BOTTOM,
+            time,
+            first_edge: 0,
+        });
+        self.link_control(node);
+        self.session.calls.insert(id.to_string(), node);
+        node
+    }
+
+    fn link_control(&mut self, node: NodeId) {
+        if let Some(prev) = self.session.last_call {
+            self.session
+                .graph
+                .push_edge(prev, node, EdgeKind::Control, Trust::Observed, NO_PARAM);
+        }
+        self.session.last_call = Some(node);
+    }
+
+    /// Appends the call node with its edges. Its label is what the call
+    /// returns: `sanitize(input) ⊔ source label ⊔ resource labels`.
+    pub(crate) fn append_call(&mut self, id: &str, r: &Resolved, labels: &CallLabels) -> NodeId {
+        let policy = Arc::clone(&self.policy);
+        let spec = &policy.tools[r.req.tool];
+        let (through, evidence) = match spec.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
+            Some(s) => (s.apply(&labels.input), Evidence::Sanitized),
+            None => (labels.input, Evidence::Policy),
+        };
+        let mut output = through.join(&spec.output);
+        if let Some((l, _)) = labels.resource {
+            output = output.join(&l);
+        }
+        let kind = if !spec.sinks.is_empty() {
+            NodeKind::Sink
+        } else if spec.output != Label::BOTTOM
+            || (self.index.has_resource_labels && spec.resource.is_some())
+        {
+            NodeKind::Source
+        } else {
+            NodeKind::Tool
+        };
+        let needs_context = r.lineage.iter().any(Option::is_none) || r.lineage.is_empty();
+        let node = self.session.graph.push_node(Node {
+            kind,
+            status: Status::Running,
+            evidence,
+            agent: r.req.agent as u16,
+            tool: r.req.tool as u32,
+            label: output,
+            time: r.req.time,
+            first_edge: 0,
+        });
+        self.link_control(node);
+        self.session.calls.insert(id.to_string(), node);
+        let graph = &mut self.session.graph;
+        if needs_context {
+            graph.push_edge(CONTEXT, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
+        }
+        for (param, sources) in r.lineage.iter().enumerate() {
+            for s in sources.iter().flatten() {
+                graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);
+            }
+        }
+        for &(param, s) in &r.inferred {
+            graph.push_edge(s, node, EdgeKind::Data, Trust::Inferred, param);
+        }
+        // A delegate acts for its delegator: link the delegator's latest call.
+        if let Some(parent) = policy.agents.get(r.req.agent).and_then(|a| a.parent) {
+            if let Some(p) = self.session.last_by_agent.get(parent).copied().flatten() {
+                self.session
+                    .graph
+                    .push_edge(p, node, EdgeKind::Parent, Trust::Policy, NO_PARAM);
+            }
+        }
+        if let Some(slot) = self.session.last_by_agent.get_mut(r.req.agent) {
+            *slot = Some(node);
+        }
+        node
+    }
+}

@@ -1,0 +1,95 @@
+//! Results of admitted calls: `succeeded` merges the output label into the
+//! context, adds discovered resources and establishes facts; `failed`
+//! returns the units; `unknown` keeps them spent and merges the output.
+
+use super::{Held, Monitor, CONTEXT};
+use crate::decision::{Applied, Rule, StepError};
+use crate::event::{Outcome, Report};
+use crate::graph::{EdgeKind, NodeId, Status, Trust, NO_PARAM};
+use crate::label::Label;
+use crate::value::{Quant, Value};
+use std::sync::Arc;
+
+impl Monitor {
+    /// Applies the result of an admitted call.
+    pub fn report(&mut self, report: &Report) -> Result<Applied, StepError> {
+        let time = self.advance_time(report.time)?;
+        let node = self.node_in(&report.call, Status::Running, "a result")?;
+        self.session.time = time;
+        self.session.seq += 1;
+        let held = self.session.held.remove(&node).unwrap_or(Held {
+            grants: vec![],
+            admitted_at: self.session.seq,
+            pending: None,
+        });
+        let rule = held.grants.first().map(|&g| Rule::Grant(g));
+        let policy = Arc::clone(&self.policy);
+        let n = self.session.graph.nodes[node.0 as usize];
+        match report.status {
+            Outcome::Failed => {
+                self.set_status(node, Status::Failed);
+                self.refund(&held.grants);
+                Ok(self.applied(
+                    node,
+                    rule,
+                    "failed with no effect: units returned".into(),
+                    held.grants,
+                ))
+            }
+            Outcome::Unknown => {
+                self.set_status(node, Status::Unknown);
+                self.merge_into_context(node, n.label, Trust::Policy);
+                Ok(self.applied(
+                    node,
+                    rule,
+                    "outcome unknown: units stay spent, output assumed read".into(),
+                    vec![],
+                ))
+            }
+            Outcome::Succeeded => {
+                self.set_status(node, Status::Succeeded);
+                self.merge_into_context(node, n.label, Trust::Observed);
+                let mut notes = vec!["succeeded".to_string()];
+                let target = held
+                    .grants
+                    .first()
+                    .and_then(|&g| policy.grants[g].discovers);
+                if let Some(set) = target {
+                    let before = self.session.sets[set].len();
+                    self.session.sets[set].extend(report.discovered.iter().cloned());
+                    notes.push(format!(
+                        "{} new in `{}`",
+                        self.session.sets[set].len() - before,
+                        policy.sets[set]
+                    ));
+                }
+                if let Some(tool) = policy.tools.get(n.tool as usize) {
+                    for rule in &tool.facts {
+                        let holds = rule.when.as_ref().is_none_or(|t| {
+                            report
+                                .output
+                                .get(&t.field)
+                                .and_then(Value::from_json)
+                                .is_some_and(|v| t.op.eval(Quant::All, &v, &self.session.sets))
+                        });
+                        if holds {
+                            let seen = &mut self.session.fact_seen[rule.fact];
+                            *seen =
+                                Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
+                            notes.push(format!("fact `{}` seen", policy.facts[rule.fact]));
+                        }
+                    }
+                }
+                Ok(self.applied(node, rule, notes.join("; "), vec![]))
+            }
+        }
+    }
+
+    fn merge_into_context(&mut self, node: NodeId, label: Label, trust: Trust) {
+        let ctx = &mut self.session.graph.nodes[CONTEXT.0 as usize];
+        ctx.label = ctx.label.join(&label);
+        self.session
+            .graph
+            .push_edge(node, CONTEXT, EdgeKind::Data, trust, NO_PARAM);
+    }
+}

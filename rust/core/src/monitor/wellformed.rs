@@ -1,0 +1,127 @@
+//! Step 1: well-formedness. The call is resolved against the policy: tool,
+//! agent, task scope, every argument present (or optional) and of its
+//! declared type, lineage naming known calls. Anything else is a DENY that
+//! names the field (fail closed).
+
+use super::Monitor;
+use crate::decision::{Reason, Rule};
+use crate::event::Call;
+use crate::graph::NodeId;
+use crate::policy::{AgentId, ToolId};
+use crate::spec::Request;
+use crate::value::Value;
+
+/// Why a call is not well-formed.
+pub(crate) type Malformed = (Rule, Reason);
+
+/// A well-formed call, resolved against the policy.
+#[derive(Clone, Debug)]
+pub(crate) struct Resolved {
+    /// Agent, tool, typed arguments in parameter order (`Null` for absent
+    /// optional ones) and time.
+    pub req: Request,
+    /// Observed data sources per parameter (`None`: the context).
+    pub lineage: Vec<Option<Vec<NodeId>>>,
+    /// Inferred sources: recorded, never used to narrow a flow.
+    pub inferred: Vec<(u16, NodeId)>,
+}
+
+fn malformed(reason: Reason) -> Malformed {
+    (Rule::WellFormed, reason)
+}
+
+impl Monitor {
+    pub(crate) fn tool_of(&self, name: &str) -> Option<ToolId> {
+        self.index.tools.get(name).copied()
+    }
+
+    pub(crate) fn agent_of(&self, name: Option<&str>) -> Option<AgentId> {
+        match name {
+            None => Some(0),
+            Some(n) => self.index.agents.get(n).copied(),
+        }
+    }
+
+    /// Resolves a call, or says why it is not well-formed. Argument names
+    /// are looked up once each, in the tool's name table.
+    pub(crate) fn resolve(&self, call: &Call) -> Result<Resolved, Malformed> {
+        let policy = &*self.policy;
+        let tool = self
+            .tool_of(&call.tool)
+            .ok_or_else(|| malformed(Reason::UnknownTool(call.tool.clone())))?;
+        let agent = self.agent_of(call.agent.as_deref()).ok_or_else(|| {
+            malformed(Reason::UnknownAgent(call.agent.clone().unwrap_or_default()))
+        })?;
+        if let Some(scope) = self.index.scope_ok[agent][tool] {
+            return Err((Rule::Scope(scope), Reason::OutOfScope { agent }));
+        }
+        let spec = &policy.tools[tool];
+        let mut raw: Vec<Option<&serde_json::Value>> = vec![None; spec.params.len()];
+        for (name, value) in &call.args {
+            let i = self.index.param(tool, name).ok_or_else(|| {
+                malformed(Reason::UnknownArg {
+                    param: name.clone(),
+                })
+            })?;
+            raw[i] = Some(value);
+        }
+        let mut args = Vec::with_capacity(spec.params.len());
+        for (p, value) in spec.params.iter().zip(raw) {
+            let value = match value {
+                None | Some(serde_json::Value::Null) if p.optional => Value::Null,
+                None => {
+                    return Err(malformed(Reason::MissingArg {
+                        param: p.name.clone(),
+                    }))
+                }
+                Some(v) => Value::from_json_typed(v, p.ty, p.list).map_err(|e| {
+                    malformed(Reason::IllTyped {
+                        param: p.name.clone(),
+                        expected: p.type_name(),
+                        got: e.got,
+                    })
+                })?,
+            };
+            args.push(value);
+        }
+        let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
+            let index = self.index.param(tool, param).ok_or_else(|| {
+                malformed(Reason::UnknownArg {
+                    param: param.to_string(),
+                })
+            })?;
+            let nodes = ids
+                .iter()
+                .map(|id| {
+                    self.session.calls.get(id).copied().ok_or_else(|| {
+                        malformed(Reason::UnknownLineage {
+                            param: param.to_string(),
+                            call: id.clone(),
+                        })
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((index, nodes))
+        };
+        let mut lineage = vec![None; spec.params.len()];
+        for (param, ids) in &call.lineage {
+            let (index, nodes) = lookup(param, ids)?;
+            lineage[index] = Some(nodes);
+        }
+        let mut inferred = Vec::new();
+        for (param, ids) in &call.inferred {
+            let (index, nodes) = lookup(param, ids)?;
+            inferred.extend(nodes.into_iter().map(|n| (index as u16, n)));
+        }
+        Ok(Resolved {
+            req: Request {
+                agent,
+                tool,
+                args,
+                time: call.time,
+            },
+            lineage,
+            inferred,
+        })
+    }
+}

@@ -1,0 +1,567 @@
+//! The reference semantics of the whole step (DESIGN §2, `docs/semantics.md`):
+//! well-formedness, per-argument labels, flows, call rules, path rules,
+//! counts, obligations, and the ledger (`spec::step`), with approval as a
+//! just-in-time re-authorization.
+//!
+//! Written for reading, not speed: nothing is incremental. Every check
+//! recomputes from the list of admitted calls, each recorded with what it
+//! was when it was admitted. The monitor is tested against it
+//! (`rust/core/tests/properties.rs`). Names follow the monitor's modules.
+
+use super::{step as ledger_step, Checks, Event as LedgerEvent, Outcome, Request, State};
+use crate::decision::{Rule, Verdict};
+use crate::event::{self, Call, Event};
+use crate::label::{Label, LabelPattern};
+use crate::pattern::glob_matches;
+use crate::policy::{FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, Tool};
+use crate::value::{NamedCond, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Per parameter: the calls its data came from (`None`: the context).
+pub type Lineage = Vec<Option<Vec<String>>>;
+
+/// A call the session has seen.
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    /// `None`: the call was not well-formed.
+    pub req: Option<Request>,
+    pub lineage: Lineage,
+    /// What the call returns.
+    pub output: Label,
+    /// Sequence number of its admission, once admitted.
+    pub admitted_at: Option<u64>,
+}
+
+/// An admitted call as it was when it was admitted.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    pub id: String,
+    pub seq: u64,
+    pub req: Request,
+    pub output: Label,
+    /// The discovered sets at admission (step conditions read them).
+    pub sets: Vec<BTreeSet<String>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub ledger: State,
+    /// The join of every output the agents have read.
+    pub context: Label,
+    pub calls: BTreeMap<String, CallRecord>,
+    pub admitted: Vec<Admission>,
+    /// Per fact: admission numbers of the calls whose result established it.
+    pub facts: Vec<Vec<u64>>,
+    pub seq: u64,
+    pub time: u64,
+}
+
+/// What the reference answers for an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// ALLOW/DENY/PAUSE for calls and approvals; `None` for other events.
+    pub verdict: Option<Verdict>,
+    pub rule: Option<Rule>,
+    /// Units taken (or held, for an approval that ALLOWs).
+    pub grants: Vec<GrantId>,
+    /// Units returned.
+    pub refunded: Vec<GrantId>,
+}
+
+/// An event that cannot be applied (the monitor's `StepError`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid;
+
+impl Session {
+    pub fn new(policy: &Policy) -> Session {
+        Session {
+            ledger: State::initial(policy),
+            context: Label::BOTTOM,
+            calls: BTreeMap::new(),
+            admitted: Vec::new(),
+            facts: vec![Vec::new(); policy.facts.len()],
+            seq: 0,
+            time: 0,
+        }
+    }
+
+    fn advance(&mut self, time: Option<u64>) -> Result<(), Invalid> {
+        let time = time.unwrap_or(self.time);
+        if time < self.time {
+            return Err(Invalid);
+        }
+        self.time = time;
+        self.seq += 1;
+        Ok(())
+    }
+
+    pub fn step(&mut self, policy: &Policy, e: &Event) -> Result<Answer, Invalid> {
+        match e {
+            Event::Call(c) => self.call(policy, c),
+            Event::Approve(a) => self.approve(policy, &a.call, a.time),
+            Event::Reject(r) => {
+                self.paused(&r.call)?;
+                self.advance(r.time)?;
+                let used = self.ledger.paused.get(&r.call).cloned().unwrap_or_default();
+                self.ledger_event(
+                    policy,
+                    LedgerEvent::Reject { id: r.call.clone() },
+                    Checks::Pass,
+                );
+                Ok(applied(&used, used.clone()))
+            }
+            Event::Result(r) => self.result(policy, r),
+        }
+    }
+
+    fn paused(&self, id: &str) -> Result<(), Invalid> {
+        match self.ledger.paused.contains_key(id) {
+            true => Ok(()),
+            false => Err(Invalid),
+        }
+    }
+
+    fn ledger_event(&mut self, policy: &Policy, e: LedgerEvent, checks: Checks) -> Outcome {
+        let (outcome, next) = ledger_step(policy, &self.ledger, &e, checks);
+        self.ledger = next;
+        outcome
+    }
+
+    // ---- 1. well-formedness -------------------------------------------
+
+    /// The resolved call, or the rule that denies it: `well-formed`, or
+    /// the first scope on the delegation chain that excludes the tool.
+    fn well_formed(&self, policy: &Policy, c: &Call) -> Result<(Request, Lineage), Rule> {
+        let malformed = Rule::WellFormed;
+        let tool = policy
+            .tools
+            .iter()
+            .position(|t| t.name == c.tool)
+            .ok_or(malformed)?;
+        let agent = match &c.agent {
+            None => 0,
+            Some(a) => policy
+                .agents
+                .iter()
+                .position(|x| &x.name == a)
+                .ok_or(malformed)?,
+        };
+        for a in policy.agent_chain(agent) {
+            if let Some(s) = policy.agents[a].scope {
+                if !policy.scopes[s].allows(&c.tool) {
+                    return Err(Rule::Scope(s));
+                }
+            }
+        }
+        let spec = &policy.tools[tool];
+        if c.args.keys().any(|k| spec.param_index(k).is_none()) {
+            return Err(malformed);
+        }
+        let mut args = Vec::new();
+        for p in &spec.params {
+            let v = match c.args.get(&p.name) {
+                None | Some(serde_json::Value::Null) if p.optional => Value::Null,
+                None => return Err(malformed),
+                Some(raw) => Value::from_json_typed(raw, p.ty, p.list).map_err(|_| malformed)?,
+            };
+            args.push(v);
+        }
+        // Lineage and inferred lineage must name parameters and known calls;
+        // only observed lineage narrows anything.
+        for (param, ids) in c.lineage.iter().chain(&c.inferred) {
+            if spec.param_index(param).is_none()
+                || ids.iter().any(|id| !self.calls.contains_key(id))
+            {
+                return Err(malformed);
+            }
+        }
+        let lineage = spec
+            .params
+            .iter()
+            .map(|p| c.lineage.get(&p.name).cloned())
+            .collect();
+        let req = Request {
+            agent,
+            tool,
+            args,
+            time: c.time,
+        };
+        Ok((req, lineage))
+    }
+
+    // ---- 2. labels ----------------------------------------------------
+
+    /// Per argument: the join of its sources' outputs, or the context now.
+    fn arg_labels(&self, lineage: &[Option<Vec<String>>]) -> Vec<Label> {
+        lineage
+            .iter()
+            .map(|l| match l {
+                None => self.context,
+                Some(ids) => ids
+                    .iter()
+                    .filter_map(|id| self.calls.get(id))
+                    .fold(Label::BOTTOM, |acc, c| acc.join(&c.output)),
+            })
+            .collect()
+    }
+
+    fn input(&self, args: &[Label]) -> Label {
+        match args {
+            [] => self.context,
+            _ => args.iter().fold(Label::BOTTOM, |a, l| a.join(l)),
+        }
+    }
+
+    // ---- 3. flows -----------------------------------------------------
+
+    /// The first deny rule and the first pause rule that the call's flows hit.
+    fn flows(
+        &self,
+        policy: &Policy,
+        req: &Request,
+        args: &[Label],
+    ) -> (Option<usize>, Option<usize>) {
+        let tool = &policy.tools[req.tool];
+        let own = resource_label(policy, req);
+        let mut pause = None;
+        for use_ in &tool.sinks {
+            let bound = match &use_.params {
+                None => self.input(args),
+                Some(ps) => ps.iter().fold(Label::BOTTOM, |a, &p| a.join(&args[p])),
+            };
+            let label = bound.join(&own);
+            let holds =
+                |r: usize| cond_holds(&policy.flow_rules[r].when, tool, req, &self.ledger.sets);
+            let rules: Vec<usize> = (0..policy.flow_rules.len())
+                .filter(|&r| policy.flow_rules[r].sink == use_.sink)
+                .collect();
+            let exempt = rules.iter().any(|&r| match policy.flow_rules[r].effect {
+                FlowEffect::Allow(c) => label.flows_to(&c) && holds(r),
+                _ => false,
+            });
+            if exempt {
+                continue;
+            }
+            let hit = |want: fn(&FlowEffect) -> Option<LabelPattern>| {
+                rules.iter().copied().find(|&r| {
+                    want(&policy.flow_rules[r].effect).is_some_and(|p| p.matches(&label))
+                        && holds(r)
+                })
+            };
+            if let Some(r) = hit(|e| match e {
+                FlowEffect::Deny(p) => Some(*p),
+                _ => None,
+            }) {
+                return (Some(r), None);
+            }
+            if pause.is_none() {
+                pause = hit(|e| match e {
+                    FlowEffect::Pause(p) => Some(*p),
+                    _ => None,
+                });
+            }
+        }
+        (None, pause)
+    }
+
+    // ---- 4. history ---------------------------------------------------
+
+    /// Every call rule, path rule, count and obligation the call breaks,
+    /// with its effect, in that order.
+    fn history(&self, policy: &Policy, req: &Request, output: &Label) -> Vec<(Rule, RuleEffect)> {
+        let mut out = Vec::new();
+        let tool = &policy.tools[req.tool];
+        for (i, r) in policy.call_rules.iter().enumerate() {
+            if r.tool == req.tool && r.when.eval(&req.args, req.agent, &self.ledger.sets) {
+                out.push((Rule::Call(i), r.effect));
+            }
+        }
+        let now = |s: &StepPattern| step_holds(s, tool, req, output, &self.ledger.sets);
+        let then = |s: &StepPattern, a: &Admission| {
+            step_holds(s, &policy.tools[a.req.tool], &a.req, &a.output, &a.sets)
+        };
+        for (i, r) in policy.path_rules.iter().enumerate() {
+            // The history since the last admitted call matching `reset`.
+            let start = r
+                .reset
+                .as_ref()
+                .and_then(|reset| self.admitted.iter().rposition(|a| then(reset, a)))
+                .unwrap_or(0);
+            let history = &self.admitted[start..];
+            let broken = match &r.kind {
+                PathKind::Sequence(steps) => {
+                    let last = steps.len() - 1;
+                    let mut k = 0;
+                    for a in history {
+                        if k < last && then(&steps[k], a) {
+                            k += 1;
+                        }
+                    }
+                    k == last && now(&steps[last])
+                }
+                PathKind::AtMost { max, step } => {
+                    history.iter().filter(|a| then(step, a)).count() as u64 >= *max && now(step)
+                }
+            };
+            if broken {
+                out.push((Rule::Path(i), r.effect));
+            }
+        }
+        for (i, o) in policy.obligations.iter().enumerate() {
+            if !glob_matches(&o.before, &tool.name) {
+                continue;
+            }
+            let since = o.since.as_deref().and_then(|g| {
+                self.admitted
+                    .iter()
+                    .rev()
+                    .find(|a| glob_matches(g, &policy.tools[a.req.tool].name))
+                    .map(|a| a.seq)
+            });
+            let seen = self.facts[o.fact].iter().max();
+            let met = match (seen, since) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(f), Some(s)) => *f > s,
+            };
+            if !met {
+                out.push((Rule::Obligation(i), o.effect));
+            }
+        }
+        out
+    }
+
+    // ---- the step -----------------------------------------------------
+
+    fn call(&mut self, policy: &Policy, c: &Call) -> Result<Answer, Invalid> {
+        if self.calls.contains_key(&c.id) || c.time < self.time {
+            return Err(Invalid);
+        }
+        self.advance(Some(c.time))?;
+        let deny = |rule| Answer {
+            verdict: Some(Verdict::Deny),
+            rule: Some(rule),
+            grants: vec![],
+            refunded: vec![],
+        };
+        let (req, lineage) = match self.well_formed(policy, c) {
+            Ok(resolved) => resolved,
+            Err(rule) => {
+                self.calls.insert(
+                    c.id.clone(),
+                    CallRecord {
+                        req: None,
+                        lineage: vec![],
+                        output: Label::BOTTOM,
+                        admitted_at: None,
+                    },
+                );
+                return Ok(deny(rule));
+            }
+        };
+        let args = self.arg_labels(&lineage);
+        let tool = &policy.tools[req.tool];
+        let input = self.input(&args);
+        let through = match tool.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
+            Some(s) => s.apply(&input),
+            None => input,
+        };
+        let output = through
+            .join(&tool.output)
+            .join(&resource_label(policy, &req));
+        self.calls.insert(
+            c.id.clone(),
+            CallRecord {
+                req: Some(req.clone()),
+                lineage,
+                output,
+                admitted_at: None,
+            },
+        );
+        let (flow_deny, flow_pause) = self.flows(policy, &req, &args);
+        if let Some(r) = flow_deny {
+            return Ok(deny(Rule::Flow(r)));
+        }
+        let broken = self.history(policy, &req, &output);
+        if let Some((rule, _)) = broken.iter().find(|(_, e)| *e == RuleEffect::Deny) {
+            return Ok(deny(*rule));
+        }
+        let pause_rule = flow_pause
+            .map(Rule::Flow)
+            .or_else(|| broken.first().map(|(r, _)| *r));
+        let checks = match pause_rule {
+            Some(_) => Checks::Pause,
+            None => Checks::Pass,
+        };
+        let outcome = self.ledger_event(
+            policy,
+            LedgerEvent::Call {
+                id: c.id.clone(),
+                req: req.clone(),
+            },
+            checks,
+        );
+        Ok(match outcome {
+            Outcome::Allow(used) => {
+                self.admit(&c.id, &req, output);
+                Answer {
+                    verdict: Some(Verdict::Allow),
+                    rule: used.first().map(|&g| Rule::Grant(g)),
+                    grants: used,
+                    refunded: vec![],
+                }
+            }
+            Outcome::Pause(used) => {
+                let approval = used.iter().copied().find(|&g| policy.grants[g].approval);
+                Answer {
+                    verdict: Some(Verdict::Pause),
+                    rule: pause_rule.or(approval.map(Rule::Grant)),
+                    grants: used,
+                    refunded: vec![],
+                }
+            }
+            _ => deny(Rule::NoGrant),
+        })
+    }
+
+    fn admit(&mut self, id: &str, req: &Request, output: Label) {
+        if let Some(c) = self.calls.get_mut(id) {
+            c.admitted_at = Some(self.seq);
+        }
+        self.admitted.push(Admission {
+            id: id.to_string(),
+            seq: self.seq,
+            req: req.clone(),
+            output,
+            sets: self.ledger.sets.clone(),
+        });
+    }
+
+    /// Approval re-checks flows and history now; a deny returns the units.
+    fn approve(&mut self, policy: &Policy, id: &str, time: Option<u64>) -> Result<Answer, Invalid> {
+        self.paused(id)?;
+        self.advance(time)?;
+        let record = self.calls.get(id).cloned().ok_or(Invalid)?;
+        let req = record.req.clone().ok_or(Invalid)?;
+        let args = self.arg_labels(&record.lineage);
+        let (flow_deny, _) = self.flows(policy, &req, &args);
+        let history_deny = self
+            .history(policy, &req, &record.output)
+            .into_iter()
+            .find(|(_, e)| *e == RuleEffect::Deny)
+            .map(|(r, _)| r);
+        let denial = flow_deny.map(Rule::Flow).or(history_deny);
+        let used = self.ledger.paused.get(id).cloned().unwrap_or_default();
+        let checks = match denial {
+            Some(_) => Checks::Deny,
+            None => Checks::Pass,
+        };
+        let outcome = self.ledger_event(policy, LedgerEvent::Approve { id: id.into() }, checks);
+        Ok(match outcome {
+            Outcome::Allow(used) => {
+                self.admit(id, &req, record.output);
+                Answer {
+                    verdict: Some(Verdict::Allow),
+                    rule: used.first().map(|&g| Rule::Grant(g)),
+                    grants: used,
+                    refunded: vec![],
+                }
+            }
+            _ => Answer {
+                verdict: Some(Verdict::Deny),
+                rule: denial,
+                grants: vec![],
+                refunded: used,
+            },
+        })
+    }
+
+    fn result(&mut self, policy: &Policy, r: &event::Report) -> Result<Answer, Invalid> {
+        if !self.ledger.running.contains_key(&r.call) {
+            return Err(Invalid);
+        }
+        self.advance(r.time)?;
+        let used = self
+            .ledger
+            .running
+            .get(&r.call)
+            .cloned()
+            .unwrap_or_default();
+        let record = self.calls.get(&r.call).cloned().ok_or(Invalid)?;
+        let e = match r.status {
+            event::Outcome::Succeeded => LedgerEvent::Succeeded {
+                id: r.call.clone(),
+                discovered: r.discovered.clone(),
+            },
+            event::Outcome::Failed => LedgerEvent::Failed { id: r.call.clone() },
+            event::Outcome::Unknown => LedgerEvent::Unknown { id: r.call.clone() },
+        };
+        self.ledger_event(policy, e, Checks::Pass);
+        if r.status != event::Outcome::Failed {
+            self.context = self.context.join(&record.output);
+        }
+        if r.status == event::Outcome::Succeeded {
+            if let (Some(req), Some(at)) = (&record.req, record.admitted_at) {
+                for f in &policy.tools[req.tool].facts {
+                    let holds = f.when.as_ref().is_none_or(|t| {
+                        r.output
+                            .get(&t.field)
+                            .and_then(Value::from_json)
+                            .is_some_and(|v| t.op.eval(Default::default(), &v, &self.ledger.sets))
+                    });
+                    if holds {
+                        self.facts[f.fact].push(at);
+                    }
+                }
+            }
+        }
+        let refunded = match r.status {
+            event::Outcome::Failed => used.clone(),
+            _ => vec![],
+        };
+        Ok(applied(&used, refunded))
+    }
+}
+
+/// A result, rejection: the rule is the caller's own grant.
+fn applied(used: &[GrantId], refunded: Vec<GrantId>) -> Answer {
+    Answer {
+        verdict: None,
+        rule: used.first().map(|&g| Rule::Grant(g)),
+        grants: vec![],
+        refunded,
+    }
+}
+
+/// The join of the labels of the resources the call's resource argument
+/// matches (bottom if none).
+fn resource_label(policy: &Policy, req: &Request) -> Label {
+    match super::resource_of(policy, req.tool, &req.args) {
+        None => Label::BOTTOM,
+        Some(r) => policy
+            .resources
+            .iter()
+            .filter(|rl| rl.pattern.matches(r))
+            .fold(Label::BOTTOM, |a, rl| a.join(&rl.label)),
+    }
+}
+
+/// A named condition on a call of `tool`.
+fn cond_holds(c: &NamedCond, tool: &Tool, req: &Request, sets: &[BTreeSet<String>]) -> bool {
+    c.resolve(&|name| tool.param_index(name))
+        .eval(&req.args, req.agent, sets)
+}
+
+fn step_holds(
+    s: &StepPattern,
+    tool: &Tool,
+    req: &Request,
+    output: &Label,
+    sets: &[BTreeSet<String>],
+) -> bool {
+    s.matches_tool(tool)
+        && s.reads.is_none_or(|p| p.matches(output))
+        && s.when
+            .as_ref()
+            .is_none_or(|c| cond_holds(c, tool, req, sets))
+}
