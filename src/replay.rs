@@ -85,6 +85,7 @@ fn call_of(event: &Event) -> &str {
         Event::Call(c) => &c.id,
         Event::Result(r) => &r.call,
         Event::Approve(a) | Event::Reject(a) => &a.call,
+        Event::Task(t) => &t.id,
     }
 }
 

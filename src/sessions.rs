@@ -1,14 +1,14 @@
 //! Several sessions under one policy: each has its own graph and ledger.
 //! Events name their session (`"session": "s1"`); events without one belong
 //! to the default session, which always exists. A named session starts
-//! with its first call.
+//! with its first call or task.
 
 use agenra_core::{Event, Monitor, MonitorError, Policy, StepError, StepOutput};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
-    #[error("unknown session `{0}` (a session starts with its first call)")]
+    #[error("unknown session `{0}` (a session starts with its first call or task)")]
     UnknownSession(String),
     #[error(transparent)]
     Step(#[from] StepError),
@@ -42,7 +42,7 @@ impl Sessions {
             None => &mut self.default,
             Some(name) => {
                 if !self.named.contains_key(name) {
-                    if !matches!(event, Event::Call(_)) {
+                    if !matches!(event, Event::Call(_) | Event::Task(_)) {
                         return Err(SessionError::UnknownSession(name.to_string()));
                     }
                     self.named

@@ -2,67 +2,14 @@
 //! facade and the policy language (DESIGN §1–2, docs/semantics.md).
 
 use agenra::core::policy::Quota;
-use agenra::{compile_policy, Event, Monitor, StepError, StepOutput, Verdict};
+use agenra::{compile_policy, Monitor, StepError, StepOutput, Verdict};
 
-/// A session under `policy` that takes events as JSON lines.
-struct Session {
-    m: Monitor,
-    time: u64,
-}
+mod support;
 
-impl Session {
-    fn new(policy: &str) -> Session {
-        let p = compile_policy(policy, "test").unwrap_or_else(|e| panic!("{e}"));
-        Session {
-            m: Monitor::new(p).expect("valid"),
-            time: 0,
-        }
-    }
+use support::Session;
 
-    fn event(&mut self, json: &str) -> Result<StepOutput, StepError> {
-        let e: Event = serde_json::from_str(json).unwrap_or_else(|e| panic!("{json}: {e}"));
-        self.m.step(&e)
-    }
-
-    /// Calls `tool` with `args` (a JSON object) and optional extra fields.
-    fn call_with(&mut self, id: &str, tool: &str, args: &str, extra: &str) -> (Verdict, String) {
-        self.time += 1;
-        let json = format!(
-            r#"{{"kind":"call","id":"{id}","time":{},"tool":"{tool}","args":{args}{extra}}}"#,
-            self.time
-        );
-        match self.event(&json) {
-            Ok(StepOutput::Decision(d)) => (d.verdict, d.rule.name(self.m.policy())),
-            other => panic!("{json}: {other:?}"),
-        }
-    }
-
-    fn call(&mut self, id: &str, tool: &str, args: &str) -> (Verdict, String) {
-        self.call_with(id, tool, args, "")
-    }
-
-    fn result(&mut self, id: &str, status: &str, extra: &str) {
-        let json = format!(r#"{{"kind":"result","call":"{id}","status":"{status}"{extra}}}"#);
-        self.event(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
-    }
-
-    fn remaining(&self, grant: &str) -> Quota {
-        let g = self
-            .m
-            .policy()
-            .grants
-            .iter()
-            .position(|g| g.name == grant)
-            .expect("grant exists");
-        self.m.session().ledger.remaining[g]
-    }
-}
-
+use support::v;
 use Verdict::{Allow, Deny, Pause};
-
-fn v(verdict: Verdict, rule: &str) -> (Verdict, String) {
-    (verdict, rule.to_string())
-}
 
 #[test]
 fn first_matching_grant_with_quota_is_consumed_so_early_calls_can_starve_later_ones() {

@@ -32,6 +32,8 @@ impl Verdict {
 pub enum Rule {
     WellFormed,
     Scope(usize),
+    /// The scope the session's task opened.
+    TaskScope,
     Flow(usize),
     Path(usize),
     Obligation(usize),
@@ -47,6 +49,7 @@ impl Rule {
         match *self {
             Rule::WellFormed => "well-formed".into(),
             Rule::Scope(s) => get(policy.scopes.get(s).map(|s| &s.name)),
+            Rule::TaskScope => "task-scope".into(),
             Rule::Flow(r) => get(policy.flow_rules.get(r).map(|r| &r.name)),
             Rule::Path(r) => get(policy.path_rules.get(r).map(|r| &r.name)),
             Rule::Obligation(r) => get(policy.obligations.get(r).map(|r| &r.name)),
@@ -79,6 +82,10 @@ pub enum Reason {
     },
     OutOfScope {
         agent: AgentId,
+    },
+    /// The task's scope forbids the call, or does not include it.
+    OutOfTaskScope {
+        forbidden: bool,
     },
     Flow {
         sink: SinkId,
@@ -168,6 +175,12 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
             "agent `{}` is confined to scope `{rule_name}`, which does not include `{tool_name}`",
             agent_name(policy, *agent)
         ),
+        Reason::OutOfTaskScope { forbidden: true } => {
+            format!("the task's scope forbids this `{tool_name}` call")
+        }
+        Reason::OutOfTaskScope { forbidden: false } => {
+            format!("the task's scope does not include this `{tool_name}` call")
+        }
         Reason::Flow {
             sink,
             label,
@@ -277,4 +290,8 @@ pub enum StepError {
     TimeWentBackwards { time: u64, last: u64 },
     #[error("the session graph is full (2^32 nodes)")]
     GraphFull,
+    #[error("task `{task}` seeds unknown set `{set}`")]
+    UnknownSet { task: String, set: String },
+    #[error("task `{task}` seeds set `{set}`, which the policy does not let tasks seed (add `task seeds {set};`)")]
+    NotSeedable { task: String, set: String },
 }

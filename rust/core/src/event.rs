@@ -78,6 +78,73 @@ pub struct Resolve {
     pub time: Option<u64>,
 }
 
+/// The user's request: trusted text the agent works from. It may seed
+/// discovered sets the policy lets tasks seed, and open a task scope.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// The session the event belongs to (default: one implicit session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Unique within the session, in the same namespace as call ids: lineage
+    /// may name the task.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<u64>,
+    /// What the user asked, verbatim.
+    pub text: String,
+    /// Values for discovered sets (`task seeds SET;` in the policy), e.g.
+    /// the recipients the user named.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sets: BTreeMap<String, Vec<String>>,
+    /// What this task may use; narrows the policy's static scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<TaskScope>,
+}
+
+/// A task scope. Every part is optional; globs use `*` and `?`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskScope {
+    /// Tool-name globs the task may call (absent: any tool the policy allows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Tool-name globs the task must not call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid: Vec<String>,
+    /// Globs over the resource argument of calls that have one (absent: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<String>>,
+    /// Resource globs the task must not touch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid_resources: Vec<String>,
+}
+
+impl TaskScope {
+    /// Why a call is outside the scope: `Some(true)` when a `forbid` list
+    /// excludes it, `Some(false)` when an allow list does not include it.
+    pub fn excludes(&self, tool: &str, resource: Option<&str>) -> Option<bool> {
+        use crate::pattern::glob_matches;
+        if self.forbid.iter().any(|g| glob_matches(g, tool)) {
+            return Some(true);
+        }
+        if let Some(r) = resource {
+            if self.forbid_resources.iter().any(|g| glob_matches(g, r)) {
+                return Some(true);
+            }
+            if let Some(allowed) = &self.resources {
+                if !allowed.iter().any(|g| glob_matches(g, r)) {
+                    return Some(false);
+                }
+            }
+        }
+        match &self.tools {
+            Some(allowed) if !allowed.iter().any(|g| glob_matches(g, tool)) => Some(false),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Event {
@@ -85,6 +152,7 @@ pub enum Event {
     Result(Report),
     Approve(Resolve),
     Reject(Resolve),
+    Task(Task),
 }
 
 impl Event {
@@ -93,6 +161,7 @@ impl Event {
             Event::Call(c) => c.session.as_deref(),
             Event::Result(r) => r.session.as_deref(),
             Event::Approve(a) | Event::Reject(a) => a.session.as_deref(),
+            Event::Task(t) => t.session.as_deref(),
         }
     }
 
@@ -102,6 +171,7 @@ impl Event {
             Event::Result(_) => "result",
             Event::Approve(_) => "approve",
             Event::Reject(_) => "reject",
+            Event::Task(_) => "task",
         }
     }
 }

@@ -32,6 +32,8 @@ pub enum NodeKind {
     Tool,
     /// A call whose arguments flow into a sink.
     Sink,
+    /// The user's request (a `task` event): trusted text.
+    Task,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -51,6 +53,9 @@ pub enum Trust {
     Observed,
     Policy,
     Inferred,
+    /// Provenance by value: the argument's value occurs in the source's
+    /// text (the task, or a trusted output).
+    Value,
 }
 
 /// What a node's label rests on.
@@ -77,6 +82,8 @@ pub enum Status {
     Unknown,
     /// The context node.
     Context,
+    /// A task node.
+    Task,
 }
 
 /// `tool` is an index into `Policy::tools`, or `NO_TOOL` for the context

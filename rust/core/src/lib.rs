@@ -7,6 +7,7 @@ pub mod hash;
 pub mod label;
 pub mod pattern;
 pub mod policy;
+pub mod provenance;
 pub mod value;
 
 pub use hash::Hash;
@@ -23,5 +24,5 @@ pub mod spec;
 pub mod validate;
 
 pub use decision::{Decision, StepError, StepOutput, Verdict};
-pub use event::{Call, Event, Report, Resolve};
+pub use event::{Call, Event, Report, Resolve, Task, TaskScope};
 pub use monitor::{Monitor, MonitorError};

@@ -49,6 +49,14 @@ pub struct Policy {
     /// `deny call` / `pause call` rules.
     #[serde(default)]
     pub call_rules: Vec<CallRule>,
+    /// Provenance by value (`provenance by value;`): an argument whose value
+    /// occurs in the user's task text, or only in trusted outputs, takes
+    /// that source's label instead of the whole context's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub provenance_by_value: bool,
+    /// Discovered sets a `task` event may seed (`task seeds SET;`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_seeds: Vec<SetId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,11 +134,41 @@ pub struct FactRule {
     pub when: Option<OutputTest>,
 }
 
-/// A test on a top-level field of a result's JSON output.
+/// A test on a result's JSON output: the value at a JSON pointer (RFC
+/// 6901; `""` is the whole output, which may be a text string). An array
+/// there is tested like a list argument (every element, or some with
+/// `Quant::Any`); a missing value fails the test.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputTest {
-    pub field: String,
+    pub pointer: String,
+    #[serde(default)]
+    pub quant: crate::value::Quant,
     pub op: ArgOp,
+}
+
+impl OutputTest {
+    pub fn holds(
+        &self,
+        output: &serde_json::Value,
+        sets: &[std::collections::BTreeSet<String>],
+    ) -> bool {
+        let Some(found) = output.pointer(&self.pointer) else {
+            return false;
+        };
+        let value = match found {
+            serde_json::Value::Array(items) => {
+                match items.iter().map(crate::value::Value::from_json).collect() {
+                    Some(list) => crate::value::Value::List(list),
+                    None => return false,
+                }
+            }
+            other => match crate::value::Value::from_json(other) {
+                Some(v) => v,
+                None => return false,
+            },
+        };
+        self.op.eval(self.quant, &value, sets)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -315,6 +353,8 @@ impl Policy {
             path_rules: vec![],
             obligations: vec![],
             call_rules: vec![],
+            provenance_by_value: false,
+            task_seeds: vec![],
         }
     }
 

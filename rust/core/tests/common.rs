@@ -1,7 +1,7 @@
 //! Random policies and traces for the property tests.
 #![allow(dead_code)]
 
-use agenra_core::event::{Outcome, Report, Resolve};
+use agenra_core::event::{Outcome, Report, Resolve, Task, TaskScope};
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
     Agent, CallRule, FactRule, FlowEffect, FlowRule, Grant, Obligation, Param, PathKind, PathRule,
@@ -305,46 +305,51 @@ pub fn full_policy() -> impl Strategy<Value = Policy> {
         ],
         label(),
         proptest::collection::vec(call_rule, 0..2),
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(mut p, flows, paths, obligations, secret, calls)| {
-            p.call_rules = calls
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut c)| {
-                    c.name = format!("c{i}");
-                    c
-                })
-                .collect();
-            p.flow_rules = flows
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut f)| {
-                    f.name = format!("f{i}");
-                    f
-                })
-                .collect();
-            p.path_rules = paths
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut r)| {
-                    r.name = format!("p{i}");
-                    r
-                })
-                .collect();
-            p.obligations = obligations
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut o)| {
-                    o.name = format!("o{i}");
-                    o
-                })
-                .collect();
-            p.resources = vec![ResourceLabel {
-                pattern: Pattern::Prefix("/secret".into()),
-                label: secret,
-            }];
-            p
-        })
+        .prop_map(
+            |(mut p, flows, paths, obligations, secret, calls, (by_value, seeds))| {
+                p.provenance_by_value = by_value;
+                p.task_seeds = if seeds { vec![0] } else { vec![] };
+                p.call_rules = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut c)| {
+                        c.name = format!("c{i}");
+                        c
+                    })
+                    .collect();
+                p.flow_rules = flows
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut f)| {
+                        f.name = format!("f{i}");
+                        f
+                    })
+                    .collect();
+                p.path_rules = paths
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut r)| {
+                        r.name = format!("p{i}");
+                        r
+                    })
+                    .collect();
+                p.obligations = obligations
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut o)| {
+                        o.name = format!("o{i}");
+                        o
+                    })
+                    .collect();
+                p.resources = vec![ResourceLabel {
+                    pattern: Pattern::Prefix("/secret".into()),
+                    label: secret,
+                }];
+                p
+            },
+        )
 }
 
 /// An abstract event: indexes are resolved against the calls made so far.
@@ -374,6 +379,13 @@ pub enum Step {
     Reject {
         call: usize,
     },
+    /// A task whose text names some targets and an amount; it may seed the
+    /// set and open a scope.
+    Task {
+        words: Vec<usize>,
+        seed: Vec<usize>,
+        scope: u8,
+    },
 }
 
 pub fn steps(agents: usize) -> impl Strategy<Value = Vec<Step>> {
@@ -387,6 +399,9 @@ pub fn steps(agents: usize) -> impl Strategy<Value = Vec<Step>> {
             .prop_map(|(call, status, discovered)| Step::Result { call, status, discovered }),
         2 => (0usize..32).prop_map(|call| Step::Approve { call }),
         1 => (0usize..32).prop_map(|call| Step::Reject { call }),
+        1 => (proptest::collection::vec(0usize..TARGETS.len(), 0..3),
+              proptest::collection::vec(0usize..TARGETS.len(), 0..2), 0u8..6)
+            .prop_map(|(words, seed, scope)| Step::Task { words, seed, scope }),
     ];
     proptest::collection::vec(step, 0..40)
 }
@@ -473,7 +488,10 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                             1 => Outcome::Failed,
                             _ => Outcome::Unknown,
                         },
-                        output: serde_json::Value::Null,
+                        output: serde_json::json!({
+                            "found": discovered.iter().map(|i| TARGETS[*i]).collect::<Vec<_>>(),
+                            "amount": 7,
+                        }),
                         discovered: discovered.iter().map(|i| TARGETS[*i].to_string()).collect(),
                     }));
                 }
@@ -486,6 +504,47 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                         time: None,
                     }));
                 }
+            }
+            Step::Task { words, seed, scope } => {
+                let id = format!("k{}", calls.len());
+                let mut text = String::from("please handle");
+                for w in words {
+                    text.push(' ');
+                    text.push_str(TARGETS[*w]);
+                }
+                text.push_str(" for 3.5 now.");
+                let mut sets = BTreeMap::new();
+                if !seed.is_empty() {
+                    sets.insert(
+                        "found".to_string(),
+                        seed.iter().map(|i| TARGETS[*i].to_string()).collect(),
+                    );
+                }
+                let scope = match scope {
+                    0 => Some(TaskScope {
+                        forbid: vec!["t2".into()],
+                        ..TaskScope::default()
+                    }),
+                    1 => Some(TaskScope {
+                        tools: Some(vec!["t0".into(), "t1".into()]),
+                        ..TaskScope::default()
+                    }),
+                    2 => Some(TaskScope {
+                        resources: Some(vec!["/a*".into()]),
+                        forbid_resources: vec!["/a/2".into()],
+                        ..TaskScope::default()
+                    }),
+                    _ => None,
+                };
+                out.push(Event::Task(Task {
+                    session: None,
+                    id: id.clone(),
+                    time: None,
+                    text,
+                    sets,
+                    scope,
+                }));
+                calls.push(id);
             }
             Step::Reject { call } => {
                 if let Some(id) = recent(&calls, *call) {

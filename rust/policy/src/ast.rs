@@ -125,6 +125,10 @@ pub enum StmtKind {
     Count(CountDecl),
     Obligation(ObligationDecl),
     CallRule(CallRuleDecl),
+    /// `provenance by value;`
+    ProvenanceByValue,
+    /// `task seeds SET {, SET};`
+    TaskSeeds(Vec<Ident>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,12 +232,24 @@ impl ToolClauseKind {
     }
 }
 
-/// `output.FIELD OP`; `field.name` is the part after `output.`.
+/// `[any|all] output[.a.b | "/json/pointer"] OP`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputTestExpr {
-    pub field: Ident,
+    pub quant: Option<Ident>,
+    pub path: OutputPath,
     pub op: PredOp,
     pub span: Span,
+}
+
+/// Where in the output a test looks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutputPath {
+    /// `output`: the whole output (a text output is a JSON string).
+    Whole(Span),
+    /// `output.a.b`: `name` is the part after `output.`.
+    Dotted(Ident),
+    /// `output "/a/0/b"`: a JSON pointer.
+    Pointer(StrLit),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

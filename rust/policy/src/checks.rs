@@ -137,6 +137,24 @@ fn shadows(earlier: &Grant, later: &Grant) -> bool {
 }
 
 pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
+    for (gi, grant) in policy.grants.iter().enumerate() {
+        let (Some(set), Some(tool)) = (grant.discovers, policy.tools.get(grant.tool)) else {
+            continue;
+        };
+        if !tool.output.trusted {
+            let span = map.grants.get(gi).copied().unwrap_or_default();
+            d.warn(
+                span,
+                format!(
+                    "grant `{}` adds what `{}` discovers to set `{}`, but that tool's output is untrusted: whoever controls it can widen every grant that tests `in {}`",
+                    grant.name,
+                    tool.name,
+                    policy.sets.get(set).map_or("?", String::as_str),
+                    policy.sets.get(set).map_or("?", String::as_str)
+                ),
+            );
+        }
+    }
     for (li, later) in policy.grants.iter().enumerate() {
         if let Some(earlier) = policy.grants.iter().take(li).find(|e| shadows(e, later)) {
             let span = map.grants.get(li).copied().unwrap_or_default();

@@ -245,7 +245,9 @@ impl<'a> Compiler<'a> {
                 | StmtKind::CallRule(CallRuleDecl { name, .. }) => {
                     self.rules.declare(name, &mut self.d);
                 }
-                StmtKind::Resource { .. } => {}
+                StmtKind::Resource { .. }
+                | StmtKind::ProvenanceByValue
+                | StmtKind::TaskSeeds(_) => {}
             }
         }
         policy_name.map(|(n, _)| n)
@@ -347,6 +349,21 @@ impl<'a> Compiler<'a> {
                 StmtKind::Obligation(o) => {
                     let obligation = self.lower_obligation(o, &policy.tools);
                     policy.obligations.push(obligation);
+                }
+                StmtKind::ProvenanceByValue => policy.provenance_by_value = true,
+                StmtKind::TaskSeeds(sets) => {
+                    for set in sets {
+                        if let Some(id) = self.sets.resolve(set, &mut self.d) {
+                            if policy.task_seeds.contains(&id) {
+                                self.d.error(
+                                    set.span,
+                                    format!("set `{}` is seeded by tasks twice", set.name),
+                                );
+                            } else {
+                                policy.task_seeds.push(id);
+                            }
+                        }
+                    }
                 }
                 StmtKind::CallRule(c) => {
                     let owner = format!("call rule `{}`", c.name.name);
@@ -622,26 +639,47 @@ impl<'a> Compiler<'a> {
                 }
                 ToolClauseKind::Fact { fact, when } => {
                     let fact = self.facts.resolve(fact, &mut self.d).unwrap_or(0);
-                    let when = when.as_ref().map(|test| {
-                        if test.field.name.contains('.') {
-                            self.d.error(
-                                test.field.span,
-                                format!(
-                                    "`output.{}`: only top-level output fields can be tested",
-                                    test.field.name
-                                ),
-                            );
-                        }
-                        OutputTest {
-                            field: test.field.name.clone(),
-                            op: self.lower_op(&test.op).unwrap_or(ArgOp::In(Vec::new())),
-                        }
-                    });
+                    let when = when.as_ref().and_then(|test| self.lower_output_test(test));
                     tool.facts.push(FactRule { fact, when });
                 }
             }
         }
         tool
+    }
+
+    /// `output.a.b` and `output "/a/b"` become JSON pointers. Output values
+    /// are untyped, so the test is not type-checked; a value of another
+    /// type fails it.
+    fn lower_output_test(&mut self, test: &OutputTestExpr) -> Option<OutputTest> {
+        let pointer = match &test.path {
+            OutputPath::Whole(_) => String::new(),
+            OutputPath::Dotted(f) => f
+                .name
+                .split('.')
+                .map(|part| format!("/{}", part.replace('~', "~0").replace('/', "~1")))
+                .collect(),
+            OutputPath::Pointer(p) => {
+                if !(p.value.is_empty() || p.value.starts_with('/')) {
+                    self.d.error(
+                        p.span,
+                        format!(
+                            "{} is not a JSON pointer: it must be empty or start with `/` (RFC 6901)",
+                            Value::Str(p.value.clone())
+                        ),
+                    );
+                }
+                p.value.clone()
+            }
+        };
+        let quant = match test.quant.as_ref().map(|q| q.name.as_str()) {
+            Some("any") => Quant::Any,
+            _ => Quant::All,
+        };
+        Some(OutputTest {
+            pointer,
+            quant,
+            op: self.lower_op(&test.op)?,
+        })
     }
 
     /// The index of a tool's parameter, or an error naming the tool.

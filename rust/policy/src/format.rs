@@ -169,6 +169,8 @@ fn statement(kind: &StmtKind) -> String {
                 .map_or(String::new(), |c| format!(" when {}", cond(c)));
             format!("{head} -> {}{when};", f.sink.name)
         }
+        StmtKind::ProvenanceByValue => "provenance by value;".into(),
+        StmtKind::TaskSeeds(sets) => format!("task seeds {};", names(sets, ", ")),
         StmtKind::CallRule(c) => format!(
             "{} call {}: {} when {};",
             c.effect.keyword(),
@@ -225,12 +227,22 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
         ToolClauseKind::Fact {
             fact,
             when: Some(test),
-        } => format!(
-            "fact {} when output.{} {};",
-            fact.name,
-            test.field.name,
-            pred_op(&test.op)
-        ),
+        } => {
+            let quant = test
+                .quant
+                .as_ref()
+                .map_or(String::new(), |q| format!("{} ", q.name));
+            let path = match &test.path {
+                OutputPath::Whole(_) => "output".to_string(),
+                OutputPath::Dotted(f) => format!("output.{}", f.name),
+                OutputPath::Pointer(p) => format!("output {}", quote(&p.value)),
+            };
+            format!(
+                "fact {} when {quant}{path} {};",
+                fact.name,
+                pred_op(&test.op)
+            )
+        }
     }
 }
 
@@ -358,17 +370,25 @@ fn cond(c: &CondExpr) -> String {
 }
 
 fn step(s: &StepExpr) -> String {
-    s.atoms
-        .iter()
-        .map(|a| match &a.kind {
+    let mut out = String::new();
+    for (i, a) in s.atoms.iter().enumerate() {
+        let text = match &a.kind {
             StepAtomKind::Any => "any".to_string(),
             StepAtomKind::Call(t) => format!("call {}", tool_pat(t)),
             StepAtomKind::To(sink) => format!("to {}", sink.name),
             StepAtomKind::Reads(p) => format!("reads({})", label_pat(p)),
             StepAtomKind::Where(c) => format!("where {}", cond(c)),
-        })
-        .collect::<Vec<_>>()
-        .join(" and ")
+        };
+        // A condition follows the atoms directly: `call pay where x > 1`.
+        let sep = match (&a.kind, i) {
+            (_, 0) => "",
+            (StepAtomKind::Where(_), _) => " ",
+            _ => " and ",
+        };
+        out.push_str(sep);
+        out.push_str(&text);
+    }
+    out
 }
 
 fn reset(s: Option<&StepExpr>) -> String {

@@ -47,6 +47,8 @@ const STATEMENTS: &[&str] = &[
     "allow",
     "pause",
     "obligation",
+    "provenance",
+    "task",
 ];
 
 /// Parses a whole file. The file is complete (every statement parsed) when
@@ -389,6 +391,23 @@ impl Parser {
             "grant" => self.grant(),
             "deny" | "pause" | "allow" => self.rule(),
             "obligation" => self.obligation(),
+            "provenance" => {
+                self.bump();
+                self.expect_kw("by")?;
+                self.expect_kw("value")?;
+                self.expect_punct(Punct::Semi)?;
+                Ok(StmtKind::ProvenanceByValue)
+            }
+            "task" => {
+                self.bump();
+                self.expect_kw("seeds")?;
+                let mut sets = vec![self.ident("a set name")?];
+                while self.eat_punct(Punct::Comma).is_some() {
+                    sets.push(self.ident("a set name")?);
+                }
+                self.expect_semi_or("`,`")?;
+                Ok(StmtKind::TaskSeeds(sets))
+            }
             other => Err(Diagnostic::error(
                 tok.span,
                 format!(
@@ -576,23 +595,46 @@ impl Parser {
     }
 
     fn output_test(&mut self) -> PResult<OutputTestExpr> {
-        let tok = self.peek().clone();
-        let field = match &tok.kind {
-            TokenKind::Ident(name) => name.strip_prefix("output.").map(str::to_string),
+        let start = self.peek().span;
+        let quant = match (&self.peek().kind, self.peek_n(1)) {
+            (TokenKind::Ident(w), Some(TokenKind::Ident(next)))
+                if (w == "any" || w == "all") && next.starts_with("output") =>
+            {
+                Some(self.ident("`any` or `all`")?)
+            }
             _ => None,
         };
-        let Some(field) = field else {
-            return Err(self.unexpected("`output.FIELD`"));
+        let tok = self.peek().clone();
+        let path = match &tok.kind {
+            TokenKind::Ident(name) if name == "output" => {
+                self.bump();
+                if let TokenKind::Str(p) = &self.peek().kind {
+                    let value = p.clone();
+                    let span = self.bump().span;
+                    OutputPath::Pointer(StrLit { value, span })
+                } else {
+                    OutputPath::Whole(tok.span)
+                }
+            }
+            TokenKind::Ident(name) if name.starts_with("output.") => {
+                self.bump();
+                OutputPath::Dotted(Ident {
+                    name: name["output.".len()..].to_string(),
+                    span: tok.span,
+                })
+            }
+            _ => {
+                return Err(
+                    self.unexpected("`output`, `output.FIELD` or `output \"/json/pointer\"`")
+                )
+            }
         };
-        self.bump();
         let op = self.pred_op()?;
         Ok(OutputTestExpr {
-            field: Ident {
-                name: field,
-                span: tok.span,
-            },
+            quant,
+            path,
             op,
-            span: tok.span.to(self.prev),
+            span: start.to(self.prev),
         })
     }
 
@@ -1130,8 +1172,19 @@ impl Parser {
     fn step(&mut self) -> PResult<StepExpr> {
         let start = self.peek().span;
         let mut atoms = vec![self.step_atom()?];
-        while self.eat_kw("and").is_some() {
-            atoms.push(self.step_atom()?);
+        while !matches!(atoms.last().map(|a| &a.kind), Some(StepAtomKind::Where(_))) {
+            if self.eat_kw("and").is_some() {
+                atoms.push(self.step_atom()?);
+            } else if let Some(at) = self.eat_kw("where") {
+                // `call pay where amount > 100`: the condition ends the step.
+                let cond = self.cond()?;
+                atoms.push(StepAtom {
+                    kind: StepAtomKind::Where(cond),
+                    span: at.to(self.prev),
+                });
+            } else {
+                break;
+            }
         }
         Ok(StepExpr {
             atoms,

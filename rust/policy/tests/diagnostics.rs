@@ -245,8 +245,8 @@ fn tool_and_sanitizer_clause_errors() {
         "2:20: error: sink `s` is listed twice for tool `t`"
     );
     assert_eq!(
-        error("facts f;\ntool t() { fact f when output.a.b == 1; }"),
-        "2:24: error: `output.a.b`: only top-level output fields can be tested"
+        error("facts f;\ntool t() { fact f when output \"a/b\" == 1; }"),
+        "2:31: error: \"a/b\" is not a JSON pointer: it must be empty or start with `/` (RFC 6901)"
     );
     assert_eq!(
         error("sanitizer s trusts max public trusts;"),

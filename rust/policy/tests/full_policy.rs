@@ -106,7 +106,8 @@ fn tools() {
         [FactRule {
             fact: 0,
             when: Some(OutputTest {
-                field: "exit_code".into(),
+                pointer: "/exit_code".into(),
+                quant: Quant::All,
                 op: ArgOp::Eq(Value::Int(0)),
             }),
         }]

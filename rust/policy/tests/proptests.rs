@@ -137,6 +137,24 @@ const TOKENS: &[&str] = &[
     ".",
     "!",
     "é",
+    "or",
+    "not",
+    "contains",
+    "null",
+    "decimal",
+    "list",
+    "?",
+    "98.70",
+    "-0.5",
+    "1.",
+    "provenance",
+    "by",
+    "value",
+    "task",
+    "seeds",
+    "all",
+    "\"/a/0\"",
+    "output.a.b",
 ];
 
 #[derive(Clone, Debug)]
@@ -373,8 +391,46 @@ fn grant() -> impl Strategy<Value = Vec<String>> {
     })
 }
 
+/// A condition on `pay`'s arguments: tests combined with `!`, `and`, `or`
+/// and parentheses.
+fn pay_cond() -> impl Strategy<Value = Vec<String>> {
+    let leaf = prop_oneof![
+        text().prop_map(|t| vec!["any".into(), "to".into(), "ends_with".into(), lit(&t)]),
+        Just(toks(&["all", "to", "in", "found"])),
+        Just(toks(&["to", "not", "in", "found"])),
+        Just(toks(&["amount", ">", "98.70"])),
+        Just(toks(&["amount", "<=", "-3"])),
+        Just(toks(&["amount", "not", "in", "[", "1", ",", "2.5", "]"])),
+        Just(toks(&["memo", "==", "null"])),
+        text().prop_map(|t| vec!["memo".into(), "contains".into(), lit(&t)]),
+        text().prop_map(|t| vec!["to".into(), "contains".into(), lit(&t)]),
+        Just(toks(&["agent", "==", "sub"])),
+        Just(toks(&["agent", "not", "in", "[", "main", ",", "sub", "]"])),
+    ];
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            inner
+                .clone()
+                .prop_map(|c| [toks(&["!", "("]), c, toks(&[")"])].concat()),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| [a, toks(&["and"]), b].concat()),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| [a, toks(&["or"]), b].concat()),
+            inner.prop_map(|c| [toks(&["("]), c, toks(&[")"])].concat()),
+        ]
+    })
+}
+
 fn statement() -> impl Strategy<Value = Vec<String>> {
     prop_oneof![
+        1 => (any::<bool>(), pay_cond()).prop_map(|(pause, c)| {
+            [toks(&[if pause { "pause" } else { "deny" }, "call", "NAME", ":", "pay", "when"]), c, toks(&[";"])].concat()
+        }),
+        1 => (pay_cond(), any::<bool>()).prop_map(|(c, pause)| {
+            [toks(&[if pause { "pause" } else { "deny" }, "flow", "NAME", ":", "untrusted", "->", "net", "when"]), c, toks(&[";"])].concat()
+        }),
+        1 => (pay_cond(), 0u64..5).prop_map(|(c, max)| {
+            [toks(&["deny", "count", "NAME", ":", "at", "most"]), vec![max.to_string()], toks(&["call", "pay", "where"]), c, toks(&[";"])].concat()
+        }),
+        1 => pay_cond().prop_map(|c| [toks(&["grant", "NAME", ":", "pay", "where"]), c, toks(&["quota", "3", ";"])].concat()),
         3 => grant(),
         1 => (label_pat(), select(vec!["net", "shell"]), proptest::option::of(text())).prop_map(|(p, sink, when)| {
             let mut t = [toks(&["deny", "flow", "NAME", ":"]), p, toks(&["->", sink])].concat();
@@ -435,6 +491,9 @@ const PRELUDE: &[&str] = &[
     "sanitizer clean removes { pii } max public trusts ;",
     "scope sc : ping , \"web.*\" ;",
     "agent sub from main scope sc ;",
+    "tool pay ( to : list<string> , amount : decimal , memo ? : string ) { sink net on to , amount ; fact ok when any output \"/checks\" == \"pass\" ; }",
+    "provenance by value ;",
+    "task seeds found ;",
 ];
 
 const SEPARATORS: &[&str] = &[

@@ -38,7 +38,7 @@ impl Monitor {
                     label: hit.label,
                     resource: hit.resource.clone(),
                 },
-                self.flow_path(node, &hit, pending),
+                self.flow_path(node, &hit, &labels),
             )),
             None => self
                 .history_violations(node, pending)

@@ -10,7 +10,7 @@
 //! else a matching pause rule asks a human. Across sinks, a DENY beats a
 //! PAUSE.
 
-use super::lineage::CallLabels;
+use super::lineage::{ArgSource, CallLabels};
 use super::wellformed::Resolved;
 use super::Monitor;
 use crate::graph::{NodeId, NO_PARAM};
@@ -112,7 +112,12 @@ impl Monitor {
     /// The path that explains a flow hit: from the labeled source along data
     /// edges into the bound arguments, to the call. When the call's own
     /// resource carries the label, the call is its own source.
-    pub(crate) fn flow_path(&self, node: NodeId, hit: &FlowHit, r: &Resolved) -> Vec<NodeId> {
+    pub(crate) fn flow_path(
+        &self,
+        node: NodeId,
+        hit: &FlowHit,
+        labels: &CallLabels,
+    ) -> Vec<NodeId> {
         if hit.resource.is_some() {
             return vec![node];
         }
@@ -121,7 +126,7 @@ impl Monitor {
             Some(ps) => {
                 if param == NO_PARAM {
                     ps.iter()
-                        .any(|&p| r.lineage.get(p).is_some_and(Option::is_none))
+                        .any(|&p| labels.sources.get(p) == Some(&ArgSource::Context))
                 } else {
                     ps.contains(&(param as usize))
                 }

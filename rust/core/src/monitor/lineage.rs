@@ -12,11 +12,24 @@ use crate::policy::ToolId;
 use crate::spec;
 use std::sync::Arc;
 
+/// Where an argument's label comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ArgSource {
+    /// Observed lineage: the calls the caller named.
+    Observed,
+    /// Everything the session has read.
+    Context,
+    /// Provenance by value: the task or trusted outputs holding the value.
+    Value(Vec<NodeId>),
+}
+
 /// The labels of what flows into a call.
 #[derive(Clone, Debug)]
 pub(crate) struct CallLabels {
     /// Per parameter.
     pub args: Vec<Label>,
+    /// Per parameter.
+    pub sources: Vec<ArgSource>,
     /// The join over the arguments (the context's label for a tool without
     /// parameters): what a sink that takes every argument receives.
     pub input: Label,
@@ -31,17 +44,33 @@ impl Monitor {
     pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
         let graph = &self.session.graph;
         let context = self.session.context_label();
-        let args: Vec<Label> = r
-            .lineage
-            .iter()
-            .map(|sources| match sources {
-                None => context,
-                Some(ids) => ids
-                    .iter()
-                    .filter_map(|id| graph.node(*id))
-                    .fold(Label::BOTTOM, |acc, n| acc.join(&n.label)),
-            })
-            .collect();
+        let by_value = self.policy.provenance_by_value;
+        let mut args = Vec::with_capacity(r.lineage.len());
+        let mut sources = Vec::with_capacity(r.lineage.len());
+        for (i, lineage) in r.lineage.iter().enumerate() {
+            let (label, source) = match lineage {
+                Some(ids) => (
+                    ids.iter()
+                        .filter_map(|id| graph.node(*id))
+                        .fold(Label::BOTTOM, |acc, n| acc.join(&n.label)),
+                    ArgSource::Observed,
+                ),
+                None => match by_value
+                    .then(|| {
+                        r.req
+                            .args
+                            .get(i)
+                            .and_then(|v| self.session.values.lookup(v))
+                    })
+                    .flatten()
+                {
+                    Some((label, nodes)) => (label, ArgSource::Value(nodes)),
+                    None => (context, ArgSource::Context),
+                },
+            };
+            args.push(label);
+            sources.push(source);
+        }
         let input = if args.is_empty() {
             context
         } else {
@@ -49,6 +78,7 @@ impl Monitor {
         };
         CallLabels {
             args,
+            sources,
             input,
             resource: self.resource_label(r.req.tool, &r.req.args),
         }
@@ -131,7 +161,8 @@ impl Monitor {
         } else {
             NodeKind::Tool
         };
-        let needs_context = r.lineage.iter().any(Option::is_none) || r.lineage.is_empty();
+        let needs_context =
+            labels.sources.contains(&ArgSource::Context) || labels.sources.is_empty();
         let node = self.session.graph.push_node(Node {
             kind,
             status: Status::Running,
@@ -151,6 +182,13 @@ impl Monitor {
         for (param, sources) in r.lineage.iter().enumerate() {
             for s in sources.iter().flatten() {
                 graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);
+            }
+        }
+        for (param, source) in labels.sources.iter().enumerate() {
+            if let ArgSource::Value(nodes) = source {
+                for s in nodes {
+                    graph.push_edge(*s, node, EdgeKind::Data, Trust::Value, param as u16);
+                }
             }
         }
         for &(param, s) in &r.inferred {

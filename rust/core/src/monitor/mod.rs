@@ -22,6 +22,8 @@ mod history;
 mod index;
 mod lineage;
 mod results;
+mod tasks;
+mod values;
 mod wellformed;
 
 use crate::decision::{Applied, Decision, Reason, Rule, StepError, StepOutput, Verdict};
@@ -72,6 +74,12 @@ pub struct Session {
     last_call: Option<NodeId>,
     /// Per agent: its latest call (parent edges point from it).
     last_by_agent: Vec<Option<NodeId>>,
+    /// Task texts and output words, for provenance by value.
+    values: values::ValueIndex,
+    /// The scope the latest task opened (narrows the static scopes).
+    task_scope: Option<crate::event::TaskScope>,
+    /// Values tasks seeded into discovered sets: (set, value, task node).
+    pub seeded: Vec<(usize, String, NodeId)>,
     /// Events applied so far; the next event gets `seq + 1`.
     pub seq: u64,
     pub time: u64,
@@ -107,6 +115,9 @@ impl Session {
             since_seen: vec![None; policy.obligations.len()],
             last_call: None,
             last_by_agent: vec![None; policy.agents.len()],
+            values: values::ValueIndex::default(),
+            task_scope: None,
+            seeded: Vec::new(),
             seq: 0,
             time: 0,
         }
@@ -201,6 +212,7 @@ impl Monitor {
             Event::Result(r) => self.report(r).map(StepOutput::Applied),
             Event::Approve(a) => self.approve_at(a).map(StepOutput::Decision),
             Event::Reject(r) => self.reject_at(r).map(StepOutput::Applied),
+            Event::Task(t) => self.task(t).map(StepOutput::Applied),
         }
     }
 
@@ -254,7 +266,7 @@ impl Monitor {
         let flows = self.check_flows(&resolved, &labels);
         if let Some(hit) = flows.deny {
             self.set_status(node, Status::Denied);
-            let path = self.flow_path(node, &hit, &resolved);
+            let path = self.flow_path(node, &hit, &labels);
             return Ok(self.decide(
                 Verdict::Deny,
                 Rule::Flow(hit.rule),
@@ -271,7 +283,7 @@ impl Monitor {
         }
         let mut pause: Option<Violation> = flows.pause.map(|hit| Violation {
             rule: Rule::Flow(hit.rule),
-            path: self.flow_path(node, &hit, &resolved),
+            path: self.flow_path(node, &hit, &labels),
             reason: Reason::Flow {
                 sink: hit.sink,
                 label: hit.label,
@@ -424,6 +436,7 @@ impl Monitor {
             Status::Failed => "failed",
             Status::Unknown => "finished (unknown outcome)",
             Status::Context => "the context",
+            Status::Task => "a task",
         }
     }
 

@@ -7,7 +7,6 @@ use crate::decision::{Applied, Rule, StepError};
 use crate::event::{Outcome, Report};
 use crate::graph::{EdgeKind, NodeId, Status, Trust, NO_PARAM};
 use crate::label::Label;
-use crate::value::{Quant, Value};
 use std::sync::Arc;
 
 impl Monitor {
@@ -39,6 +38,11 @@ impl Monitor {
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
                 self.merge_into_context(node, n.label, Trust::Policy);
+                if policy.provenance_by_value {
+                    self.session
+                        .values
+                        .add_output(node, n.label, &report.output);
+                }
                 Ok(self.applied(
                     node,
                     rule,
@@ -49,6 +53,11 @@ impl Monitor {
             Outcome::Succeeded => {
                 self.set_status(node, Status::Succeeded);
                 self.merge_into_context(node, n.label, Trust::Observed);
+                if policy.provenance_by_value {
+                    self.session
+                        .values
+                        .add_output(node, n.label, &report.output);
+                }
                 let mut notes = vec!["succeeded".to_string()];
                 let target = held
                     .grants
@@ -65,13 +74,10 @@ impl Monitor {
                 }
                 if let Some(tool) = policy.tools.get(n.tool as usize) {
                     for rule in &tool.facts {
-                        let holds = rule.when.as_ref().is_none_or(|t| {
-                            report
-                                .output
-                                .get(&t.field)
-                                .and_then(Value::from_json)
-                                .is_some_and(|v| t.op.eval(Quant::All, &v, &self.session.sets))
-                        });
+                        let holds = rule
+                            .when
+                            .as_ref()
+                            .is_none_or(|t| t.holds(&report.output, &self.session.sets));
                         if holds {
                             let seen = &mut self.session.fact_seen[rule.fact];
                             *seen =

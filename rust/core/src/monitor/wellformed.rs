@@ -84,6 +84,12 @@ impl Monitor {
             };
             args.push(value);
         }
+        if let Some(scope) = &self.session.task_scope {
+            let resource = crate::spec::resource_of(policy, tool, &args);
+            if let Some(forbidden) = scope.excludes(&spec.name, resource) {
+                return Err((Rule::TaskScope, Reason::OutOfTaskScope { forbidden }));
+            }
+        }
         let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
             let index = self.index.param(tool, param).ok_or_else(|| {
                 malformed(Reason::UnknownArg {

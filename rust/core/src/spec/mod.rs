@@ -100,12 +100,31 @@ pub fn refund(policy: &Policy, ledger: &Ledger, used: &[GrantId]) -> Ledger {
 /// What happens to a call, as far as authority is concerned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    Call { id: String, req: Request },
-    Approve { id: String },
-    Reject { id: String },
-    Succeeded { id: String, discovered: Vec<String> },
-    Failed { id: String },
-    Unknown { id: String },
+    Call {
+        id: String,
+        req: Request,
+    },
+    Approve {
+        id: String,
+    },
+    Reject {
+        id: String,
+    },
+    Succeeded {
+        id: String,
+        discovered: Vec<String>,
+    },
+    Failed {
+        id: String,
+    },
+    Unknown {
+        id: String,
+    },
+    /// A task seeds values into a discovered set.
+    Seed {
+        set: usize,
+        values: Vec<String>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,6 +227,13 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
         Event::Failed { id } => match next.running.remove(id) {
             Some(used) => {
                 next.ledger = refund(policy, &next.ledger, &used);
+                Outcome::Applied
+            }
+            None => Outcome::Invalid,
+        },
+        Event::Seed { set, values } => match next.sets.get_mut(*set) {
+            Some(s) => {
+                s.extend(values.iter().cloned());
                 Outcome::Applied
             }
             None => Outcome::Invalid,

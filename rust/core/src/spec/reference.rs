@@ -52,6 +52,12 @@ pub struct Session {
     pub admitted: Vec<Admission>,
     /// Per fact: admission numbers of the calls whose result established it.
     pub facts: Vec<Vec<u64>>,
+    /// Task texts, in order.
+    pub tasks: Vec<String>,
+    /// Outputs of succeeded and unknown results, with their call's label.
+    pub outputs: Vec<(Label, serde_json::Value)>,
+    /// The scope the latest task opened.
+    pub task_scope: Option<crate::event::TaskScope>,
     pub seq: u64,
     pub time: u64,
 }
@@ -80,6 +86,9 @@ impl Session {
             calls: BTreeMap::new(),
             admitted: Vec::new(),
             facts: vec![Vec::new(); policy.facts.len()],
+            tasks: Vec::new(),
+            outputs: Vec::new(),
+            task_scope: None,
             seq: 0,
             time: 0,
         }
@@ -111,7 +120,42 @@ impl Session {
                 Ok(applied(&used, used.clone()))
             }
             Event::Result(r) => self.result(policy, r),
+            Event::Task(t) => self.task(policy, t),
         }
+    }
+
+    /// A task: its text is recorded, the sets it names are seeded (each must
+    /// be one the policy lets tasks seed), its scope replaces the last one.
+    fn task(&mut self, policy: &Policy, t: &event::Task) -> Result<Answer, Invalid> {
+        if self.calls.contains_key(&t.id) {
+            return Err(Invalid);
+        }
+        let mut seeds = Vec::new();
+        for (name, values) in &t.sets {
+            let set = policy.sets.iter().position(|s| s == name).ok_or(Invalid)?;
+            if !policy.task_seeds.contains(&set) {
+                return Err(Invalid);
+            }
+            seeds.push((set, values.clone()));
+        }
+        self.advance(t.time)?;
+        self.calls.insert(
+            t.id.clone(),
+            CallRecord {
+                req: None,
+                lineage: vec![],
+                output: Label::BOTTOM,
+                admitted_at: None,
+            },
+        );
+        self.tasks.push(t.text.clone());
+        for (set, values) in seeds {
+            self.ledger_event(policy, LedgerEvent::Seed { set, values }, Checks::Pass);
+        }
+        if let Some(scope) = &t.scope {
+            self.task_scope = Some(scope.clone());
+        }
+        Ok(applied(&[], vec![]))
     }
 
     fn paused(&self, id: &str) -> Result<(), Invalid> {
@@ -166,6 +210,12 @@ impl Session {
             };
             args.push(v);
         }
+        if let Some(scope) = &self.task_scope {
+            let resource = super::resource_of(policy, tool, &args);
+            if scope.excludes(&spec.name, resource).is_some() {
+                return Err(Rule::TaskScope);
+            }
+        }
         // Lineage and inferred lineage must name parameters and known calls;
         // only observed lineage narrows anything.
         for (param, ids) in c.lineage.iter().chain(&c.inferred) {
@@ -191,18 +241,69 @@ impl Session {
 
     // ---- 2. labels ----------------------------------------------------
 
-    /// Per argument: the join of its sources' outputs, or the context now.
-    fn arg_labels(&self, lineage: &[Option<Vec<String>>]) -> Vec<Label> {
+    /// Per argument: the join of its sources' outputs; without lineage, its
+    /// label by value (if the policy asks for provenance by value and the
+    /// value has one), else the context now.
+    fn arg_labels(
+        &self,
+        policy: &Policy,
+        req: &Request,
+        lineage: &[Option<Vec<String>>],
+    ) -> Vec<Label> {
         lineage
             .iter()
-            .map(|l| match l {
-                None => self.context,
+            .enumerate()
+            .map(|(i, l)| match l {
                 Some(ids) => ids
                     .iter()
                     .filter_map(|id| self.calls.get(id))
                     .fold(Label::BOTTOM, |acc, c| acc.join(&c.output)),
+                None => policy
+                    .provenance_by_value
+                    .then(|| self.by_value(&req.args[i]))
+                    .flatten()
+                    .unwrap_or(self.context),
             })
             .collect()
+    }
+
+    /// Provenance by value, naively: every scalar must occur in a task text
+    /// (the task's label, bottom), or in some trusted output and in no
+    /// untrusted one (the join of those outputs' labels).
+    fn by_value(&self, v: &Value) -> Option<Label> {
+        use crate::provenance::{output_keys, phrase, text_has_phrase, text_keys, value_key};
+        let mut label = Label::BOTTOM;
+        for s in v.scalars() {
+            let found = match value_key(s) {
+                Some(k) => {
+                    if self.tasks.iter().any(|t| text_keys(t).contains(&k)) {
+                        Some(Label::BOTTOM)
+                    } else {
+                        let holding: Vec<&Label> = self
+                            .outputs
+                            .iter()
+                            .filter(|(_, o)| {
+                                let mut keys = Vec::new();
+                                output_keys(o, &mut keys);
+                                keys.contains(&k)
+                            })
+                            .map(|(l, _)| l)
+                            .collect();
+                        (!holding.is_empty() && holding.iter().all(|l| l.trusted))
+                            .then(|| holding.iter().fold(Label::BOTTOM, |a, l| a.join(l)))
+                    }
+                }
+                None => {
+                    let words = phrase(s)?;
+                    self.tasks
+                        .iter()
+                        .any(|t| text_has_phrase(t, &words))
+                        .then_some(Label::BOTTOM)
+                }
+            };
+            label = label.join(&found?);
+        }
+        Some(label)
     }
 
     fn input(&self, args: &[Label]) -> Label {
@@ -359,7 +460,7 @@ impl Session {
                 return Ok(deny(rule));
             }
         };
-        let args = self.arg_labels(&lineage);
+        let args = self.arg_labels(policy, &req, &lineage);
         let tool = &policy.tools[req.tool];
         let input = self.input(&args);
         let through = match tool.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
@@ -443,7 +544,7 @@ impl Session {
         self.advance(time)?;
         let record = self.calls.get(id).cloned().ok_or(Invalid)?;
         let req = record.req.clone().ok_or(Invalid)?;
-        let args = self.arg_labels(&record.lineage);
+        let args = self.arg_labels(policy, &req, &record.lineage);
         let (flow_deny, _) = self.flows(policy, &req, &args);
         let history_deny = self
             .history(policy, &req, &record.output)
@@ -499,16 +600,15 @@ impl Session {
         self.ledger_event(policy, e, Checks::Pass);
         if r.status != event::Outcome::Failed {
             self.context = self.context.join(&record.output);
+            self.outputs.push((record.output, r.output.clone()));
         }
         if r.status == event::Outcome::Succeeded {
             if let (Some(req), Some(at)) = (&record.req, record.admitted_at) {
                 for f in &policy.tools[req.tool].facts {
-                    let holds = f.when.as_ref().is_none_or(|t| {
-                        r.output
-                            .get(&t.field)
-                            .and_then(Value::from_json)
-                            .is_some_and(|v| t.op.eval(Default::default(), &v, &self.ledger.sets))
-                    });
+                    let holds = f
+                        .when
+                        .as_ref()
+                        .is_none_or(|t| t.holds(&r.output, &self.ledger.sets));
                     if holds {
                         self.facts[f.fact].push(at);
                     }

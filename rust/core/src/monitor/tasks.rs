@@ -1,0 +1,83 @@
+//! The user's request (`task` events): a trusted node in the graph, the
+//! text provenance by value compares arguments with, values seeded into
+//! discovered sets the policy lets tasks seed, and a scope that narrows
+//! (never widens) the policy's static scopes.
+
+use super::{Monitor, CONTEXT};
+use crate::decision::{Applied, StepError};
+use crate::event::Task;
+use crate::graph::{EdgeKind, Evidence, Node, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
+use crate::label::Label;
+use crate::value::SetId;
+
+impl Monitor {
+    pub(crate) fn task(&mut self, t: &Task) -> Result<Applied, StepError> {
+        let time = self.advance_time(t.time)?;
+        if self.session.calls.contains_key(&t.id) {
+            return Err(StepError::DuplicateCall(t.id.clone()));
+        }
+        if self.session.graph.nodes.len() >= u32::MAX as usize {
+            return Err(StepError::GraphFull);
+        }
+        // Check every seeded set before changing anything.
+        let mut seeds: Vec<(SetId, &Vec<String>)> = Vec::with_capacity(t.sets.len());
+        for (name, values) in &t.sets {
+            let set = self
+                .policy
+                .sets
+                .iter()
+                .position(|s| s == name)
+                .ok_or_else(|| StepError::UnknownSet {
+                    task: t.id.clone(),
+                    set: name.clone(),
+                })?;
+            if !self.policy.task_seeds.contains(&set) {
+                return Err(StepError::NotSeedable {
+                    task: t.id.clone(),
+                    set: name.clone(),
+                });
+            }
+            seeds.push((set, values));
+        }
+        self.session.time = time;
+        self.session.seq += 1;
+        let node = self.session.graph.push_node(Node {
+            kind: NodeKind::Task,
+            status: Status::Task,
+            evidence: Evidence::Policy,
+            agent: 0,
+            tool: NO_TOOL,
+            label: Label::BOTTOM,
+            time,
+            first_edge: 0,
+        });
+        self.session.calls.insert(t.id.clone(), node);
+        // The agents read the task: an edge into the context (its label,
+        // trusted and lowest, changes nothing).
+        self.session
+            .graph
+            .push_edge(node, CONTEXT, EdgeKind::Data, Trust::Observed, NO_PARAM);
+        if self.policy.provenance_by_value {
+            self.session.values.add_task(node, &t.text);
+        }
+        let mut notes = vec![format!("task `{}` recorded", t.id)];
+        for (set, values) in seeds {
+            let before = self.session.sets[set].len();
+            for v in values {
+                if self.session.sets[set].insert(v.clone()) {
+                    self.session.seeded.push((set, v.clone(), node));
+                }
+            }
+            notes.push(format!(
+                "{} seeded into `{}`",
+                self.session.sets[set].len() - before,
+                self.policy.sets[set]
+            ));
+        }
+        if let Some(scope) = &t.scope {
+            self.session.task_scope = Some(scope.clone());
+            notes.push("scope opened".into());
+        }
+        Ok(self.applied(node, None, notes.join("; "), vec![]))
+    }
+}

@@ -1,0 +1,119 @@
+//! Provenance by value (opt-in per policy): an argument without observed
+//! lineage whose value occurs in the user's task text takes the task's
+//! label (trusted, lowest), whatever else also contains it: the user asked
+//! for it. One that occurs in a trusted output and in no untrusted output
+//! takes that output's label. Anything else takes the context's label.
+//! How values are compared is in `crate::provenance`.
+//!
+//! An attacker gains nothing by echoing a value the user typed: the call
+//! then uses a value the user asked for. A value an attacker introduces
+//! occurs in an untrusted output, so it never loses the context's label.
+
+use crate::graph::NodeId;
+use crate::label::Label;
+use crate::provenance::{output_keys, phrase, text_has_phrase, text_keys, value_key};
+use crate::value::Value;
+// Keys come from untrusted text: SipHash with a random key, not FxHash.
+use std::collections::HashMap;
+
+/// The most words indexed per output; an untrusted output beyond it turns
+/// the trusted-output rule off for the session (it could hide a value).
+pub(crate) const MAX_OUTPUT_WORDS: usize = 100_000;
+
+/// What outputs contain a word.
+#[derive(Clone, Debug)]
+struct Seen {
+    /// The join of the labels of the trusted outputs that contain it, and
+    /// the first of them.
+    trusted: Option<(Label, NodeId)>,
+    untrusted: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ValueIndex {
+    /// Canonical word -> the first task whose text contains it.
+    task_words: HashMap<String, NodeId>,
+    /// Task texts, for values of several words.
+    task_texts: Vec<(NodeId, String)>,
+    outputs: HashMap<String, Seen>,
+    /// An untrusted output was too large to index.
+    overflow: bool,
+}
+
+impl ValueIndex {
+    pub fn add_task(&mut self, node: NodeId, text: &str) {
+        for k in text_keys(text) {
+            self.task_words.entry(k).or_insert(node);
+        }
+        self.task_texts.push((node, text.to_string()));
+    }
+
+    pub fn add_output(&mut self, node: NodeId, label: Label, output: &serde_json::Value) {
+        let mut keys = Vec::new();
+        output_keys(output, &mut keys);
+        if keys.len() > MAX_OUTPUT_WORDS {
+            if !label.trusted {
+                self.overflow = true;
+            }
+            keys.truncate(MAX_OUTPUT_WORDS);
+        }
+        for k in keys {
+            let seen = self.outputs.entry(k).or_insert(Seen {
+                trusted: None,
+                untrusted: false,
+            });
+            if label.trusted {
+                seen.trusted = Some(match seen.trusted {
+                    None => (label, node),
+                    Some((l, first)) => (l.join(&label), first),
+                });
+            } else {
+                seen.untrusted = true;
+            }
+        }
+    }
+
+    /// The label of one scalar and where it came from, if provenance
+    /// applies to it.
+    fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
+        match value_key(v) {
+            Some(k) => {
+                if let Some(&task) = self.task_words.get(&k) {
+                    return Some((Label::BOTTOM, task));
+                }
+                if self.overflow {
+                    return None;
+                }
+                match self.outputs.get(&k) {
+                    Some(Seen {
+                        trusted: Some(found),
+                        untrusted: false,
+                    }) => Some(*found),
+                    _ => None,
+                }
+            }
+            None => {
+                let words = phrase(v)?;
+                self.task_texts
+                    .iter()
+                    .find(|(_, text)| text_has_phrase(text, &words))
+                    .map(|(node, _)| (Label::BOTTOM, *node))
+            }
+        }
+    }
+
+    /// The label of an argument by provenance, and the nodes it came from:
+    /// `None` unless every scalar of it (each element of a list) has one.
+    pub fn lookup(&self, v: &Value) -> Option<(Label, Vec<NodeId>)> {
+        let mut label = Label::BOTTOM;
+        let mut sources = Vec::new();
+        for s in v.scalars() {
+            let (l, node) = self.scalar(s)?;
+            label = label.join(&l);
+            if !sources.contains(&node) {
+                sources.push(node);
+            }
+        }
+        Some((label, sources))
+    }
+}

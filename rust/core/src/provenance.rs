@@ -1,0 +1,205 @@
+//! Provenance by value: how argument values are compared with the words of
+//! a task text or a tool output (`docs/semantics.md`, "Provenance by value").
+//!
+//! A value is compared whole, never as a substring of a word: the text is
+//! cut into words at whitespace and at `, ; ( ) [ ] { } " ' < >`, trailing
+//! `. : ! ?` are dropped, and each word and each value is put in a
+//! canonical form:
+//!
+//! * e-mail addresses (a word with one `@`): lower case, `mailto:` removed;
+//! * URLs (`http://`, `https://`): scheme and host in lower case, a bare
+//!   trailing `/` removed;
+//! * IBANs (two letters, two digits, 11–30 letters or digits; in text also
+//!   written in groups separated by spaces): upper case without spaces;
+//! * numbers: exact decimals (`98.70` is `98.7`), apart from strings;
+//! * anything else: as written (case matters).
+//!
+//! A value with whitespace inside (a name, a subject line) occurs in a text
+//! when its words occur there in a row.
+
+use crate::value::{Decimal, Value};
+
+/// Characters that end a word in addition to whitespace.
+fn is_separator(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            ',' | ';' | '(' | ')' | '[' | ']' | '{' | '}' | '"' | '\'' | '<' | '>'
+        )
+}
+
+/// The words of a text, as written (trailing sentence punctuation removed).
+pub fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(is_separator)
+        .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
+        .filter(|w| !w.is_empty())
+}
+
+fn looks_like_iban(compact: &str) -> bool {
+    let b = compact.as_bytes();
+    (15..=34).contains(&b.len())
+        && b[..2].iter().all(u8::is_ascii_alphabetic)
+        && b[2..4].iter().all(u8::is_ascii_digit)
+        && b[4..].iter().all(u8::is_ascii_alphanumeric)
+}
+
+/// The canonical form of one word or string value (see the module doc).
+pub fn canonical(word: &str) -> String {
+    let w = word.trim();
+    let w = w.strip_prefix("mailto:").unwrap_or(w);
+    if w.matches('@').count() == 1 && !w.contains(char::is_whitespace) {
+        return w.to_lowercase();
+    }
+    let lower = w.to_ascii_lowercase();
+    for scheme in ["http://", "https://"] {
+        if lower.starts_with(scheme) {
+            let rest = &w[scheme.len()..];
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let path = if path == "/" { "" } else { path };
+            return format!("{scheme}{}{path}", host.to_ascii_lowercase());
+        }
+    }
+    let compact: String = w.chars().filter(|c| !c.is_whitespace()).collect();
+    if looks_like_iban(&compact) {
+        return compact.to_ascii_uppercase();
+    }
+    w.to_string()
+}
+
+/// The key a number is compared by (kept apart from strings).
+fn number_key(d: Decimal) -> String {
+    format!("\u{0}#{d}")
+}
+
+/// The keys under which a text's words are found: each word's canonical
+/// form, each word that is a number as a number, and IBANs written in
+/// groups of up to nine words.
+pub fn text_keys(text: &str) -> Vec<String> {
+    let ws: Vec<&str> = words(text).collect();
+    let mut keys = Vec::with_capacity(ws.len());
+    for (i, w) in ws.iter().enumerate() {
+        keys.push(canonical(w));
+        if let Ok(d) = w.parse::<Decimal>() {
+            keys.push(number_key(d));
+        }
+        // An IBAN printed in groups: `DE89 3704 0044 0532 0130 00`.
+        if w.len() == 4 && looks_like_iban_start(w) {
+            let mut compact = String::new();
+            for part in ws.iter().skip(i).take(9) {
+                compact.push_str(part);
+                if looks_like_iban(&compact) {
+                    keys.push(compact.to_ascii_uppercase());
+                }
+            }
+        }
+    }
+    keys
+}
+
+fn looks_like_iban_start(w: &str) -> bool {
+    let b = w.as_bytes();
+    b[..2].iter().all(u8::is_ascii_alphabetic) && b[2..4].iter().all(u8::is_ascii_digit)
+}
+
+/// What a scalar argument is looked up by: `None` for values provenance
+/// does not judge (booleans, null) and for strings that are not one word
+/// (see `phrase`).
+pub fn value_key(v: &Value) -> Option<String> {
+    match v {
+        Value::Str(s) => {
+            let c = canonical(s);
+            let single = words(s).count() == 1 && words(s).next() == Some(s.trim());
+            (single || looks_like_iban(&c)).then_some(c)
+        }
+        Value::Int(i) => Some(number_key(Decimal::from(*i))),
+        Value::Decimal(d) => Some(number_key(*d)),
+        Value::Bool(_) | Value::Null | Value::List(_) => None,
+    }
+}
+
+/// A string value of several words, as the canonical words to find in a row.
+pub fn phrase(v: &Value) -> Option<Vec<String>> {
+    match v {
+        Value::Str(s) if value_key(v).is_none() => {
+            let ws: Vec<String> = words(s).map(canonical).collect();
+            (!ws.is_empty()).then_some(ws)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `phrase` occurs as consecutive words of `text`.
+pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
+    let ws: Vec<String> = words(text).map(canonical).collect();
+    !phrase.is_empty() && ws.windows(phrase.len()).any(|w| w == phrase)
+}
+
+/// The keys of every word in a tool output (string leaves and numbers,
+/// recursively; object keys are field names, not data, and are skipped).
+pub fn output_keys(output: &serde_json::Value, out: &mut Vec<String>) {
+    match output {
+        serde_json::Value::String(s) => out.extend(text_keys(s)),
+        serde_json::Value::Number(n) => {
+            if let Some(Value::Int(i)) = Value::from_json(output) {
+                out.push(number_key(Decimal::from(i)));
+            } else if let Some(d) = Decimal::from_json_number(n) {
+                out.push(number_key(d));
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| output_keys(i, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|v| output_keys(v, out)),
+        serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(text: &str, v: Value) -> bool {
+        let keys = text_keys(text);
+        match value_key(&v) {
+            Some(k) => keys.contains(&k),
+            None => phrase(&v).is_some_and(|p| text_has_phrase(text, &p)),
+        }
+    }
+
+    #[test]
+    fn whole_words_only() {
+        let task =
+            "Send the report to Alice@Example.com, then pay 98.70 to DE89 3704 0044 0532 0130 00.";
+        assert!(has(task, Value::Str("alice@example.com".into())));
+        assert!(has(task, Value::Str("mailto:ALICE@example.com".into())));
+        assert!(!has(task, Value::Str("lice@example.com".into())));
+        assert!(!has(task, Value::Str("example".into())));
+        assert!(has(task, Value::Str("report".into())));
+        assert!(!has(task, Value::Str("Report".into())));
+        assert!(has(task, Value::Decimal("98.7".parse().unwrap())));
+        assert!(!has(task, Value::Decimal("98.71".parse().unwrap())));
+        assert!(has(task, Value::Str("DE89370400440532013000".into())));
+        assert!(has(task, Value::Str("de89 3704 0044 0532 0130 00".into())));
+        assert!(!has(task, Value::Str("DE89370400440532013001".into())));
+        assert!(has(task, Value::Str("the report".into())));
+        assert!(!has(task, Value::Str("the reports".into())));
+        assert!(!has(task, Value::Bool(true)));
+    }
+
+    #[test]
+    fn urls_compare_by_scheme_host_and_path() {
+        let t = "open HTTPS://Docs.RS/serde/ and https://example.com/";
+        assert!(has(t, Value::Str("https://docs.rs/serde/".into())));
+        assert!(has(t, Value::Str("https://example.com".into())));
+        assert!(!has(t, Value::Str("https://docs.rs/Serde/".into())));
+    }
+
+    #[test]
+    fn outputs_are_searched_in_every_leaf() {
+        let out = serde_json::json!({"contacts": [{"email": "bob@corp.com", "n": 3}], "note": "pay 12.50"});
+        let mut keys = Vec::new();
+        output_keys(&out, &mut keys);
+        assert!(keys.contains(&value_key(&Value::Str("bob@corp.com".into())).unwrap()));
+        assert!(keys.contains(&value_key(&Value::Int(3)).unwrap()));
+        assert!(keys.contains(&value_key(&Value::Decimal("12.5".parse().unwrap())).unwrap()));
+        assert!(!keys.contains(&"contacts".to_string()));
+    }
+}
