@@ -125,7 +125,12 @@ pub fn apply(sessions: &mut Sessions, seq: u64, event: &Event) -> Result<Record,
             rule: Some(d.rule.name(policy)),
             reason: d.reason_text(policy),
             path: d.path.clone(),
-            grants: grant_names(&d.grants),
+            // Units taken, or (an approval that DENYs) given back.
+            grants: grant_names(if d.refunded.is_empty() {
+                &d.grants
+            } else {
+                &d.refunded
+            }),
             node: d.node,
             policy_hash,
             ledger_hash: d.ledger_hash.to_string(),

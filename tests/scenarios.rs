@@ -2,7 +2,7 @@
 //! facade and the policy language (DESIGN §1–2, docs/semantics.md).
 
 use agenra::core::policy::Quota;
-use agenra::{compile_policy, Monitor, StepError, StepOutput, Verdict};
+use agenra::{compile_policy, Monitor, StepError, Verdict};
 
 mod support;
 

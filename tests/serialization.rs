@@ -39,7 +39,7 @@ fn the_content_hash_is_stable_across_formatting_and_compilation() {
     // And it is the hash the golden replay files were made with.
     assert_eq!(
         content_hash(&a).unwrap().to_string(),
-        "sha256:50040f453233859c095db3366e82c15fa35e50c4d4f7b7723f6c41b445cd0363"
+        "sha256:3e6b905edb0f4bd63e8a69c1a54e16c424d5bccdcd16430e26d0a91b03a869fe"
     );
 }
 

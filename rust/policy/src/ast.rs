@@ -27,6 +27,8 @@ pub struct IntLit {
 pub struct ValueLit {
     pub value: Value,
     pub span: Span,
+    /// A decimal as written (`98.70`), for the formatter.
+    pub text: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

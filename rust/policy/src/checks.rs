@@ -190,11 +190,15 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
         }
     }
     for (si, set) in policy.sets.iter().enumerate() {
-        if !policy.grants.iter().any(|g| g.discovers == Some(si)) {
+        if !policy.grants.iter().any(|g| g.discovers == Some(si))
+            && !policy.task_seeds.contains(&si)
+        {
             let span = map.sets.get(si).copied().unwrap_or_default();
             d.warn(
                 span,
-                format!("no grant discovers into set `{set}`, so it stays empty"),
+                format!(
+                    "no grant discovers into set `{set}` and no task seeds it, so it stays empty"
+                ),
             );
         }
     }

@@ -40,8 +40,10 @@ pub struct SourceMap {
 pub fn compile_file(
     file: &File,
     default_name: &str,
+    broken_names: std::collections::BTreeSet<String>,
 ) -> Result<(Policy, Vec<Diagnostic>), Vec<Diagnostic>> {
     let mut c = Compiler::new();
+    c.d.broken_names = broken_names;
     let name = c.collect(file);
     let mut policy = Policy::empty(name.as_deref().unwrap_or(default_name));
     let mut map = SourceMap::default();
@@ -56,6 +58,7 @@ pub fn compile_file(
     let Diags {
         mut errors,
         mut warnings,
+        ..
     } = c.d;
     if errors.is_empty() {
         warnings.sort_by_key(|w| w.span.start);

@@ -310,6 +310,9 @@ fn tool_pat(t: &ToolPat) -> String {
 }
 
 fn value(v: &ValueLit) -> String {
+    if let Some(text) = &v.text {
+        return text.clone();
+    }
     match &v.value {
         Value::Str(s) => quote(s),
         Value::Int(i) => i.to_string(),

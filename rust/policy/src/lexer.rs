@@ -61,8 +61,9 @@ pub enum TokenKind {
     /// A string literal, unescaped.
     Str(String),
     Int(i64),
-    /// A decimal literal with a point (`98.70`), exact.
-    Decimal(agenra_core::Decimal),
+    /// A decimal literal with a point (`98.70`), exact, and its text as
+    /// written (the formatter keeps the trailing zeros).
+    Decimal(agenra_core::Decimal, String),
     Punct(Punct),
     /// A malformed token and what is wrong with it.
     Error(String),
@@ -76,7 +77,7 @@ impl fmt::Display for TokenKind {
             TokenKind::Ident(s) => write!(f, "`{s}`"),
             TokenKind::Str(s) => write!(f, "string {}", quote(s)),
             TokenKind::Int(i) => write!(f, "integer `{i}`"),
-            TokenKind::Decimal(d) => write!(f, "decimal `{d}`"),
+            TokenKind::Decimal(_, text) => write!(f, "decimal `{text}`"),
             TokenKind::Punct(p) => write!(f, "`{}`", p.as_str()),
             TokenKind::Error(m) => f.write_str(m),
             TokenKind::Eof => f.write_str("end of file"),
@@ -278,7 +279,7 @@ impl Lexer<'_> {
                 self.bump();
             }
             let kind = match digits.parse::<agenra_core::Decimal>() {
-                Ok(d) => TokenKind::Decimal(d),
+                Ok(d) => TokenKind::Decimal(d, digits),
                 Err(e) => TokenKind::Error(format!("decimal `{digits}`: {e}")),
             };
             self.push(kind, start);
@@ -399,6 +400,32 @@ mod tests {
                 TokenKind::Str("a\"b\n".into()),
                 TokenKind::Punct(Punct::Le),
                 TokenKind::Punct(Punct::Bang),
+                TokenKind::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn decimals_keep_their_text_and_need_digits_after_the_point() {
+        let d: agenra_core::Decimal = "98.7".parse().unwrap();
+        assert_eq!(
+            kinds("98.70 -0.5 1. x?"),
+            vec![
+                TokenKind::Decimal(d, "98.70".into()),
+                TokenKind::Decimal("-0.5".parse().unwrap(), "-0.5".into()),
+                TokenKind::Int(1),
+                TokenKind::Error("unexpected character `.`".into()),
+                TokenKind::Ident("x".into()),
+                TokenKind::Punct(Punct::Question),
+                TokenKind::Eof
+            ]
+        );
+        assert_eq!(
+            kinds("0.1234567890123456789"),
+            vec![
+                TokenKind::Error(
+                    "decimal `0.1234567890123456789`: more than 18 digits after the point".into()
+                ),
                 TokenKind::Eof
             ]
         );

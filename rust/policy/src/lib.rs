@@ -62,13 +62,38 @@ pub fn parse(source: &str) -> Result<ast::File, PolicyError> {
     }
 }
 
+/// The most errors one run reports.
+pub const MAX_ERRORS: usize = 50;
+
 /// Compiles a policy. `name` is used when the file has no `policy "..."`
 /// statement.
+///
+/// A file with syntax errors is still resolved and type-checked as far as
+/// it parsed, so one run reports every kind of error; unknown-name errors
+/// for names that occur in a statement that did not parse are left out
+/// (they would only echo the syntax error). At most `MAX_ERRORS` are
+/// reported.
 pub fn compile(source: &str, name: &str) -> Result<Compiled, PolicyError> {
-    let file = parse(source)?;
-    compile::compile_file(&file, name)
-        .map(|(policy, warnings)| Compiled { policy, warnings })
-        .map_err(|diagnostics| PolicyError { diagnostics })
+    let parsed = parser::parse_recovering(source);
+    let mut diagnostics = parsed.errors;
+    match compile::compile_file(&parsed.file, name, parsed.broken_names) {
+        Ok((policy, warnings)) if diagnostics.is_empty() => {
+            return Ok(Compiled { policy, warnings })
+        }
+        Ok(_) => {}
+        Err(more) => diagnostics.extend(more),
+    }
+    diagnostics.sort_by_key(|d| d.span.start);
+    if diagnostics.len() > MAX_ERRORS {
+        let hidden = diagnostics.len() - MAX_ERRORS;
+        diagnostics.truncate(MAX_ERRORS);
+        let last = diagnostics.last().map(|d| d.span).unwrap_or_default();
+        diagnostics.push(Diagnostic::error(
+            last,
+            format!("{hidden} more errors not shown (fix these first)"),
+        ));
+    }
+    Err(PolicyError { diagnostics })
 }
 
 /// The canonical form of a policy file (see "Formatting" in the reference).

@@ -5,13 +5,16 @@
 use crate::ast::Ident;
 use crate::diagnostic::{did_you_mean, Diagnostic};
 use crate::span::Span;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Errors and warnings collected while compiling.
 #[derive(Debug, Default)]
 pub struct Diags {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// Names that appear in statements that did not parse: an unknown-name
+    /// error for them would only echo the syntax error.
+    pub broken_names: BTreeSet<String>,
 }
 
 impl Diags {
@@ -92,7 +95,7 @@ impl Names {
     /// The id of a declared name, or an "unknown" error.
     pub fn resolve(&self, id: &Ident, d: &mut Diags) -> Option<usize> {
         let found = self.get(&id.name);
-        if found.is_none() {
+        if found.is_none() && !d.broken_names.contains(&id.name) {
             d.error(
                 id.span,
                 format!(

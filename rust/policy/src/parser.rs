@@ -54,6 +54,22 @@ const STATEMENTS: &[&str] = &[
 /// Parses a whole file. The file is complete (every statement parsed) when
 /// the returned diagnostics are empty.
 pub fn parse_file(src: &str) -> (File, Vec<Diagnostic>) {
+    let parsed = parse_recovering(src);
+    (parsed.file, parsed.errors)
+}
+
+/// What parsing recovered from a file with syntax errors.
+pub struct Parsed {
+    /// The statements that parsed.
+    pub file: File,
+    pub errors: Vec<Diagnostic>,
+    /// Identifiers in the statements that did not parse (the names they
+    /// may have declared).
+    pub broken_names: std::collections::BTreeSet<String>,
+}
+
+/// Parses a whole file, keeping what it can after syntax errors.
+pub fn parse_recovering(src: &str) -> Parsed {
     let (toks, comments) = lex(src);
     let eof_span = toks.last().map_or_else(Span::default, |t| t.span);
     let mut p = Parser {
@@ -70,9 +86,14 @@ pub fn parse_file(src: &str) -> (File, Vec<Diagnostic>) {
         prev: Span::default(),
         errors: Vec::new(),
         depth: 0,
+        broken_names: Default::default(),
     };
     let file = p.file();
-    (file, p.errors)
+    Parsed {
+        file,
+        errors: p.errors,
+        broken_names: p.broken_names,
+    }
 }
 
 struct Parser {
@@ -89,6 +110,7 @@ struct Parser {
     errors: Vec<Diagnostic>,
     /// Current nesting of `!` and parentheses in a condition.
     depth: usize,
+    broken_names: std::collections::BTreeSet<String>,
 }
 
 enum ClauseRecovery {
@@ -237,6 +259,7 @@ impl Parser {
         let mut stmts = Vec::new();
         while !self.at_eof() {
             let first = self.peek().clone();
+            let first_index = self.pos;
             let mut comments = self.comments_before(first.span.start);
             self.hoisted.clear();
             match self.statement() {
@@ -258,6 +281,11 @@ impl Parser {
                 Err(d) => {
                     self.errors.push(d);
                     self.recover_statement();
+                    for tok in self.toks.get(first_index..self.pos).unwrap_or_default() {
+                        if let TokenKind::Ident(name) = &tok.kind {
+                            self.broken_names.insert(name.clone());
+                        }
+                    }
                 }
             }
         }
@@ -1141,16 +1169,21 @@ impl Parser {
         let value = match &tok.kind {
             TokenKind::Str(s) => Value::Str(s.clone()),
             TokenKind::Int(i) => Value::Int(*i),
-            TokenKind::Decimal(d) => Value::Decimal(*d),
+            TokenKind::Decimal(d, _) => Value::Decimal(*d),
             TokenKind::Ident(w) if w == "true" => Value::Bool(true),
             TokenKind::Ident(w) if w == "false" => Value::Bool(false),
             TokenKind::Ident(w) if w == "null" => Value::Null,
             _ => return Err(self.unexpected("a value (a string, a number, true, false or null)")),
         };
         self.bump();
+        let text = match &tok.kind {
+            TokenKind::Decimal(_, t) => Some(t.clone()),
+            _ => None,
+        };
         Ok(ValueLit {
             value,
             span: tok.span,
+            text,
         })
     }
 
@@ -1159,13 +1192,18 @@ impl Parser {
         let tok = self.peek().clone();
         let value = match &tok.kind {
             TokenKind::Int(i) => Value::Int(*i),
-            TokenKind::Decimal(d) => Value::Decimal(*d),
+            TokenKind::Decimal(d, _) => Value::Decimal(*d),
             _ => return Err(self.unexpected("a number")),
         };
         self.bump();
+        let text = match &tok.kind {
+            TokenKind::Decimal(_, t) => Some(t.clone()),
+            _ => None,
+        };
         Ok(ValueLit {
             value,
             span: tok.span,
+            text,
         })
     }
 

@@ -430,7 +430,7 @@ fn warnings_are_reported_and_compilation_succeeds() {
     );
     assert_eq!(
         warnings("sets contacts;"),
-        vec!["1:6: warning: no grant discovers into set `contacts`, so it stays empty"]
+        vec!["1:6: warning: no grant discovers into set `contacts` and no task seeds it, so it stays empty"]
     );
 }
 
@@ -464,4 +464,48 @@ fn several_rendered_diagnostics_are_separated_by_a_blank_line() {
         err.render("p.agr", src),
         "p.agr:1:10: error: unknown tool `x`\n  |\n1 | grant a: x quota 1;\n  |          ^\n\np.agr:2:10: error: unknown tool `y`\n  |\n2 | grant b: y quota 1;\n  |          ^\n"
     );
+}
+
+// ---- several kinds at once --------------------------------------------------
+
+#[test]
+fn name_and_type_errors_are_reported_with_syntax_errors() {
+    let src = "\
+tool fs.read(path: string, n: int) { resource path; }
+tool broken(x: ) { resource x; }
+grant a: fs.read where n starts_with \"x\" quota 1;
+grant b: fs.wrte quota 1;
+grant c: fs.read quota;
+grant d: broken quota 1;
+deny flow f: untrusted -> nowhere;
+";
+    assert_eq!(
+        errors(src),
+        vec![
+            "2:16: error: expected a parameter type (string, int, bool, decimal or list<TYPE>), found `)`",
+            "3:24: error: type mismatch in grant `a`: parameter `n` is int, but `starts_with` here needs string",
+            "4:10: error: unknown tool `fs.wrte`",
+            "5:23: error: expected a quota (an integer or `unlimited`), found `;`",
+            "7:27: error: unknown sink `nowhere`",
+        ],
+        "the grant on the tool that did not parse is not reported as unknown"
+    );
+}
+
+#[test]
+fn at_most_fifty_errors_are_reported() {
+    let src: String = (0..80)
+        .map(|i| format!("grant g{i}: nope quota 1;\n"))
+        .collect();
+    let errs = errors(&src);
+    assert_eq!(errs.len(), agenra_policy::MAX_ERRORS + 1);
+    assert_eq!(
+        errs.last().map(String::as_str),
+        Some("50:12: error: 30 more errors not shown (fix these first)")
+    );
+    // Syntax errors count among them, in source order.
+    let errs = errors(&format!("grant x quota;\n{src}"));
+    assert_eq!(errs.len(), agenra_policy::MAX_ERRORS + 1);
+    assert_eq!(errs[0], "1:9: error: expected `:`, found `quota`");
+    assert!(errs[50].ends_with("31 more errors not shown (fix these first)"));
 }
