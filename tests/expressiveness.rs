@@ -596,3 +596,79 @@ fn discovering_from_an_untrusted_tool_is_warned_about() {
         c.warnings
     );
 }
+
+// ---- 11. flows across delegation ----------------------------------------------
+
+const DELEGATION: &str = r#"
+    levels public < secret;
+    categories credential, web;
+    sinks network;
+    tool vault.read(key: string) { output <secret, {credential}, trusted>; }
+    tool web.fetch(url: string) { sink network; output <public, {web}, untrusted>; }
+    tool notes.write(text: string);
+    agent browser from main own context;
+    grant v: vault.read quota unlimited;
+    grant f: web.fetch quota unlimited;
+    grant n: notes.write quota unlimited;
+    grant bf: web.fetch quota unlimited agent browser;
+    grant bn: notes.write quota unlimited agent browser;
+    deny flow no_secrets_out: category credential -> network;
+    deny flow browser_gets_no_secrets: category credential -> agent browser;
+"#;
+
+#[test]
+fn a_delegate_with_its_own_context_is_judged_on_what_it_saw() {
+    let mut s = Session::new(DELEGATION);
+    s.call("v1", "vault.read", r#"{"key":"api"}"#);
+    s.result("v1", "succeeded", "");
+    // The browser never saw the secret: its fetch reads its own context.
+    assert_eq!(
+        s.call_with(
+            "b1",
+            "web.fetch",
+            r#"{"url":"https://x.org"}"#,
+            r#","agent":"browser""#
+        ),
+        v(Allow, "bf")
+    );
+    // main did see it.
+    assert_eq!(
+        s.call("m1", "web.fetch", r#"{"url":"https://x.org"}"#),
+        v(Deny, "no_secrets_out")
+    );
+    // Handing the secret to the browser is a flow into the agent.
+    let d = s.decide(
+        "b2",
+        "notes.write",
+        r#"{"text":"key"}"#,
+        r#","agent":"browser","lineage":{"text":["v1"]}"#,
+    );
+    assert_eq!(
+        (d.verdict, d.rule.name(s.m.policy())),
+        v(Deny, "browser_gets_no_secrets")
+    );
+    assert_eq!(
+        s.reason(&d),
+        "agent `browser` receiving <secret, {credential}, trusted> is denied by `browser_gets_no_secrets`"
+    );
+    // What the browser reads flows back to main's (shared) context too.
+    s.result("b1", "succeeded", "");
+    let ctx = s.m.session().graph.nodes[0].label;
+    assert!(!ctx.trusted);
+}
+
+#[test]
+fn without_own_context_a_delegate_shares_what_everyone_read() {
+    let mut s = Session::new(&DELEGATION.replace(" own context", ""));
+    s.call("v1", "vault.read", r#"{"key":"api"}"#);
+    s.result("v1", "succeeded", "");
+    assert_eq!(
+        s.call_with(
+            "b1",
+            "web.fetch",
+            r#"{"url":"https://x.org"}"#,
+            r#","agent":"browser""#
+        ),
+        v(Deny, "no_secrets_out")
+    );
+}

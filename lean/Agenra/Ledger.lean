@@ -1,7 +1,7 @@
 /-
 Agenra.Ledger: the reference semantics of consumable authority (grants,
 matching, the ledger and the life of a call), mirrored definition by
-definition from `rust/core/src/spec.rs` and the parts of `policy.rs`,
+definition from `rust/core/src/spec/mod.rs` and the parts of `policy.rs`,
 `ledger.rs`, `value.rs`, `decimal.rs` and `pattern.rs` it uses.
 
 Core Lean 4 only (no Mathlib, no Batteries). Every definition is total and
@@ -305,30 +305,64 @@ def compareWith (v : Value) (bound : Decimal) (want : Ordering → Bool) : Bool 
   | some d => want (d.cmp bound)
   | none => false
 
+/-- The `Ne` arms of `eval_scalar` on a present (non-null) value `x`:
+`!= null` holds; `!= w` holds when `x` has a type that compares with `w`'s
+and differs from `w`. -/
+def neScalar (w x : Value) : Bool :=
+  match w with
+  | .null => true
+  | _ => sameType w x && !(valuesEqual w x)
+
+/-- The `Contains` arms of `eval_scalar` on a present value `x`: a string
+contains the substring `w` (when `w` is a string), a list contains an element
+equal to `w`; anything else is false. -/
+def containsScalar (w x : Value) : Bool :=
+  match x with
+  | .str s =>
+    match w with
+    | .str sub => strContains s sub
+    | _ => false
+  | .list items => items.any (fun i => valuesEqual w i)
+  | _ => false
+
+/-- A string test on a present value: `f s` on a string `s`, false on
+anything else (the arms `(Prefix(p), Str(s))`, … of `eval_scalar`). -/
+def onString (x : Value) (f : String → Bool) : Bool :=
+  match x with
+  | .str s => f s
+  | _ => false
+
 /-- `ArgOp::eval_scalar`: the test on a scalar (or, for `contains` and the null
 tests, on a whole value). A test applied to a value of the wrong type is
-false, as in Rust. The alternatives are in Rust's order; Lean, like Rust,
-takes the first that matches. -/
+false, as in Rust.
+
+Rust matches on `(self, value)` with 19 overlapping arms, first match
+wins. Here the same function is written without overlapping alternatives:
+first Rust's arm `(_, Null)`, then one alternative per `ArgOp` constructor.
+This is the same function because every Rust arm after the first names one
+`ArgOp` constructor, so for a given constructor only its own arms (in Rust's
+order) and the final `_ => false` can fire: `neScalar` is the two `Ne` arms,
+`containsScalar` the two `Contains` arms, `onString` a string arm followed
+by `_ => false`, and `compareWith` the `cmp` closure. -/
 def ArgOp.evalScalar (op : ArgOp) (v : Value) (sets : List (List String)) : Bool :=
-  match op, v with
-  | o, .null => o.isEqNull
-  | .eq w, x => valuesEqual w x
-  | .ne .null, _ => true
-  | .ne w, x => sameType w x && !(valuesEqual w x)
-  | .oneOf ws, x => ws.any (fun w => valuesEqual w x)
-  | .notIn ws, x => x.ty.isSome && !(ws.any (fun w => valuesEqual w x))
-  | .startsWith pre, .str s => strStartsWith s pre
-  | .endsWith suf, .str s => strEndsWith s suf
-  | .matchesPattern pat, .str s => pat.accepts s
-  | .contains (.str sub), .str s => strContains s sub
-  | .contains w, .list items => items.any (fun i => valuesEqual w i)
-  | .lt n, x => compareWith x n ordLt
-  | .le n, x => compareWith x n ordLe
-  | .gt n, x => compareWith x n ordGt
-  | .ge n, x => compareWith x n ordGe
-  | .inSet k, .str s => setContains sets k s
-  | .notInSet k, .str s => setLacks sets k s
-  | _, _ => false
+  match v with
+  | .null => op.isEqNull
+  | x =>
+    match op with
+    | .eq w => valuesEqual w x
+    | .ne w => neScalar w x
+    | .oneOf ws => ws.any (fun w => valuesEqual w x)
+    | .notIn ws => x.ty.isSome && !(ws.any (fun w => valuesEqual w x))
+    | .startsWith pre => onString x (fun s => strStartsWith s pre)
+    | .endsWith suf => onString x (fun s => strEndsWith s suf)
+    | .matchesPattern pat => onString x (fun s => pat.accepts s)
+    | .contains w => containsScalar w x
+    | .lt n => compareWith x n ordLt
+    | .le n => compareWith x n ordLe
+    | .gt n => compareWith x n ordGt
+    | .ge n => compareWith x n ordGe
+    | .inSet k => onString x (fun s => setContains sets k s)
+    | .notInSet k => onString x (fun s => setLacks sets k s)
 
 /-- `ArgOp::eval`: on a list (unless the test looks at the whole value), the
 test on every element (`all`, true on `[]`) or on some element (`any`,
@@ -523,7 +557,7 @@ def capOf (p : Policy) (g : Nat) : Option Quota :=
 def refundOne (p : Policy) (l : Ledger) (g : Nat) : Ledger :=
   modifyAt (Quota.refundCapped (capOf p g)) l g
 
-/-! ## Requests, matching, selection and admission (`spec.rs`) -/
+/-! ## Requests, matching, selection and admission (`spec/mod.rs`) -/
 
 /-- `Request`: a well-formed call (`u64` time is a `Nat`). -/
 structure Request where
@@ -600,18 +634,18 @@ def admitChain (p : Policy) (req : Request) (sets : List (List String)) :
       | .error a => .error a
       | .ok r => .ok (g :: r.1, r.2)
 
-/-- Admission of a request (spec.rs, the function after `select`): along
+/-- Admission of a request (`spec/mod.rs`, the function after `select`): along
 `agent_chain(req.agent)`, the caller first and the root last. -/
 def admitCall (p : Policy) (l : Ledger) (req : Request) (sets : List (List String)) :
     Except Nat (List Nat × Ledger) :=
   admitChain p req sets l (p.agentChain req.agent)
 
-/-- `refund` (spec.rs): gives back one unit of each grant in `used`, in order. -/
+/-- `spec::refund`: gives back one unit of each grant in `used`, in order. -/
 def refund (p : Policy) : List Quota → List Nat → List Quota
   | l, [] => l
   | l, g :: gs => refund p (refundOne p l g) gs
 
-/-! ## The life of a call (`spec.rs`: `Event`, `Outcome`, `State`, `step`) -/
+/-! ## The life of a call (`spec/mod.rs`: `Event`, `Outcome`, `State`, `step`) -/
 
 /-- `Event`. -/
 inductive Event where
@@ -621,6 +655,8 @@ inductive Event where
   | succeeded (id : String) (discovered : List String)
   | failed (id : String)
   | unknown (id : String)
+  /-- A task seeds values into discovered set number `set`. -/
+  | seed (set : Nat) (values : List String)
   deriving Repr
 
 /-- `Outcome`. -/
@@ -697,7 +733,7 @@ def discoverInto (p : Policy) (used : List Nat) (discovered : List String)
 
 /-- `Checks`: what the checks before the ledger (well-formedness, flows, call
 rules, path rules, counts, obligations: steps 1–4) decided about a call, or
-about a paused call at approval time. An input of `step`, as in `spec.rs`. -/
+about a paused call at approval time. An input of `step`, as in `spec/mod.rs`. -/
 inductive Checks where
   | pass
   /-- A rule asks a human (the ledger still reserves the units). -/
@@ -782,6 +818,24 @@ def stepUnknown (s : State) (id : String) : Outcome × State :=
   | some _ => (.applied, { s with running := mapErase s.running id })
   | none => (.invalid, s)
 
+/-- `step`, `Event::Seed`, on the set that `next.sets.get_mut(set)` finds:
+`some _` (the index is in range): the values are added to set `k` and the
+answer is `applied`; `none` (the index is out of range): `invalid`, state
+unchanged. `k` and `values` are the event's. -/
+def seedWith (s : State) (k : Nat) (values : List String) :
+    Option (List String) → Outcome × State
+  | some _ => (.applied, { s with sets := modifyAt (fun acc => addAll acc values) s.sets k })
+  | none => (.invalid, s)
+
+/-- `step`, `Event::Seed { set, values }`: a task seeds `values` into
+discovered set `k` (`set` in Rust). `getAt s.sets k` is `none` exactly when
+`k` is out of range (`s.sets.length ≤ k`; the theorems
+`getAt_none_of_length_le` and `getAt_some_of_lt` in the proofs), as
+`get_mut` is. Only `sets` changes: the ledger and the calls stay as they are
+(`seed_keeps_ledger`). -/
+def stepSeed (s : State) (k : Nat) (values : List String) : Outcome × State :=
+  seedWith s k values (getAt s.sets k)
+
 /-- `step`: one step of the ledger semantics. `checks` is what steps 1–4
 decided about the event's call (for calls and approvals; the other events
 ignore it). -/
@@ -793,5 +847,6 @@ def step (p : Policy) (s : State) (e : Event) (checks : Checks) : Outcome × Sta
   | .succeeded id discovered => stepSucceeded p s id discovered
   | .failed id => stepFailed p s id
   | .unknown id => stepUnknown s id
+  | .seed k values => stepSeed s k values
 
 end Agenra

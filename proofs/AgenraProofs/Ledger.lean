@@ -3,9 +3,10 @@ Theorems about the ledger semantics of `Agenra.Ledger`.
 
 Style: every recursive definition gets its defining equations as `rfl`
 lemmas below, and the proofs use only those (through `rw`), structural
-induction, `cases`, `by_cases`, `obtain`, `subst` and `omega`; results of
-`step` are taken apart with `congrArg Prod.fst`/`congrArg Prod.snd` on
-equations whose sides are written out (no `split`, no `simp`).
+induction, `cases`, `by_cases`, `obtain`, `subst`, `revert` and `omega`;
+results of `step` are taken apart with `congrArg Prod.fst`/`congrArg
+Prod.snd`, or `cases` on the pair equation, after the sides are written out
+and checked by definitional unfolding (no `split`, no `simp`).
 The only library lemmas used are `Nat.le_refl`, `if_pos`, `if_neg` and
 `Bool.and_eq_true`, plus the terms `congrArg`, `Eq.trans`, `Eq.symm` and
 `absurd` (see `docs/lean.md`).
@@ -69,6 +70,46 @@ theorem mapErase_cons (k : String) (v : List Nat) (rest : List (String × List N
     (key : String) :
     mapErase ((k, v) :: rest) key =
       if k == key then mapErase rest key else (k, v) :: mapErase rest key := rfl
+
+/-! ## Indexes in and out of range -/
+
+/-- `getAt` (`slice::get`) is `none` on every index at or past the end. -/
+theorem getAt_none_of_length_le {α : Type} : ∀ (l : List α) (i : Nat),
+    l.length ≤ i → getAt l i = none := by
+  intro l
+  induction l with
+  | nil =>
+    intro i _
+    exact getAt_nil i
+  | cons a as ih =>
+    intro i h
+    cases i with
+    | zero =>
+      -- `(a :: as).length` unfolds to `as.length + 1` (`List.length`, Prelude).
+      have h2 : as.length + 1 ≤ 0 := h
+      exact absurd h2 (by omega)
+    | succ i =>
+      have h2 : as.length + 1 ≤ i + 1 := h
+      rw [getAt_cons_succ]
+      exact ih i (by omega)
+
+/-- `getAt` (`slice::get`) finds an element at every index before the end. -/
+theorem getAt_some_of_lt {α : Type} : ∀ (l : List α) (i : Nat),
+    i < l.length → ∃ a, getAt l i = some a := by
+  intro l
+  induction l with
+  | nil =>
+    intro i h
+    have h2 : i < 0 := h
+    exact absurd h2 (by omega)
+  | cons a as ih =>
+    intro i h
+    cases i with
+    | zero => exact ⟨a, getAt_cons_zero a as⟩
+    | succ i =>
+      have h2 : i + 1 < as.length + 1 := h
+      rw [getAt_cons_succ]
+      exact ih i (by omega)
 
 /-! ## Consuming -/
 
@@ -330,11 +371,18 @@ theorem stepAdmitted_ne_deny (p : Policy) (s : State) (id : String) (used : List
     (stepAdmitted p s id used ledger needsPause).1 ≠ Outcome.deny := by
   intro h
   unfold stepAdmitted at h
-  by_cases hc : (used.any (grantApproval p) || needsPause) = true
-  · rw [if_pos hc] at h
+  -- Move `h` back into the goal and case on the `Bool` condition itself:
+  -- `cases` replaces it by `true`/`false` in the goal, and the `if` on
+  -- `true = true`/`false = true` then reduces by computation (`Bool.decEq`
+  -- in `src/Init/Prelude.lean`), which the `have`s check by unfolding.
+  revert h
+  cases (used.any (grantApproval p) || needsPause) with
+  | true =>
+    intro h
     have h2 : Outcome.pause used = Outcome.deny := h
     cases h2
-  · rw [if_neg hc] at h
+  | false =>
+    intro h
     have h2 : Outcome.allow used = Outcome.deny := h
     cases h2
 
@@ -404,6 +452,59 @@ theorem approve_deny_within_quota (p : Policy) (s s' : State) (id : String)
   rw [hl]
   exact refund_le_quota p used s.ledger j n c hcap hj hn
 
+/-! ## Seeding a discovered set -/
+
+/-- `seedWith` changes only `sets`: whatever set lookup it is given, the
+ledger and the paused and running calls come out unchanged. -/
+theorem seedWith_keeps (s s' : State) (k : Nat) (vs : List String) (o : Outcome) :
+    ∀ (r : Option (List String)), seedWith s k vs r = (o, s') →
+      s'.ledger = s.ledger ∧ s'.paused = s.paused ∧ s'.running = s.running := by
+  intro r h
+  cases r with
+  | none =>
+    have h2 : ((Outcome.invalid, s) : Outcome × State) = (o, s') := h
+    cases h2
+    exact ⟨rfl, rfl, rfl⟩
+  | some _ =>
+    have h2 : ((Outcome.applied,
+        { s with sets := modifyAt (fun acc => addAll acc vs) s.sets k }) : Outcome × State) =
+        (o, s') := h
+    cases h2
+    exact ⟨rfl, rfl, rfl⟩
+
+/-- **seed_keeps_ledger.** Seeding a discovered set never touches authority:
+the ledger after a `seed` event is the ledger before it, whatever the
+outcome (`applied` or `invalid`) and whatever `checks` says. -/
+theorem seed_keeps_ledger (p : Policy) (s s' : State) (k : Nat) (vs : List String)
+    (c : Checks) (o : Outcome) :
+    step p s (.seed k vs) c = (o, s') → s'.ledger = s.ledger :=
+  fun h => (seedWith_keeps s s' k vs o (getAt s.sets k) h).1
+
+/-- Seeding leaves the paused and the running calls as they are. -/
+theorem seed_keeps_calls (p : Policy) (s s' : State) (k : Nat) (vs : List String)
+    (c : Checks) (o : Outcome) :
+    step p s (.seed k vs) c = (o, s') → s'.paused = s.paused ∧ s'.running = s.running :=
+  fun h => (seedWith_keeps s s' k vs o (getAt s.sets k) h).2
+
+/-- A seed event for a set index at or past the end of `s.sets` is `invalid`
+and changes nothing (Rust: `get_mut` gives `None`). -/
+theorem seed_out_of_range (p : Policy) (s : State) (k : Nat) (vs : List String) (c : Checks)
+    (hk : s.sets.length ≤ k) :
+    step p s (.seed k vs) c = (Outcome.invalid, s) := by
+  have hn : getAt s.sets k = none := getAt_none_of_length_le s.sets k hk
+  show seedWith s k vs (getAt s.sets k) = _
+  rw [hn] <;> rfl
+
+/-- A seed event for a set index in range is `applied`, and the values are
+added to that set (and only there: `modifyAt`). -/
+theorem seed_in_range (p : Policy) (s : State) (k : Nat) (vs : List String) (c : Checks)
+    (hk : k < s.sets.length) :
+    step p s (.seed k vs) c =
+      (Outcome.applied, { s with sets := modifyAt (fun acc => addAll acc vs) s.sets k }) := by
+  obtain ⟨m, hm⟩ := getAt_some_of_lt s.sets k hk
+  show seedWith s k vs (getAt s.sets k) = _
+  rw [hm] <;> rfl
+
 /-! ## Executable sanity checks (evaluated by the elaborator) -/
 
 example : consume [Quota.limited 1, Quota.unlimited] 0 = (true, [Quota.limited 0, Quota.unlimited]) :=
@@ -444,5 +545,18 @@ example : ArgOp.eval (.notIn []) .all .null [] = false := by decide
 -- Conditions: the empty `and` is true, the empty `or` is false.
 example : (ArgCond.allOf []).eval [] 0 [] = true := by decide
 example : (ArgCond.anyOf []).eval [] 0 [] = false := by decide
+
+-- Seeding, on a policy with two discovered sets (indexes 0 and 1; the
+-- initial state has `sets = [[], []]`): index 1 is the last in range, index 2
+-- the first out of range. `rfl`: both sides compute; adding one value to an
+-- empty set compares no strings.
+example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+    (.seed 1 ["x"]) .pass).1 = Outcome.applied := rfl
+example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+    (.seed 1 ["x"]) .pass).2.sets = [[], ["x"]] := rfl
+example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+    (.seed 2 ["x"]) .pass).1 = Outcome.invalid := rfl
+example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+    (.seed 2 ["x"]) .pass).2.sets = [[], []] := rfl
 
 end Agenra

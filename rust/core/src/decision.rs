@@ -39,6 +39,8 @@ pub enum Rule {
     Obligation(usize),
     /// A `deny call` / `pause call` rule.
     Call(usize),
+    /// A flow rule into an agent (`-> agent NAME`).
+    Receive(usize),
     Grant(GrantId),
     NoGrant,
 }
@@ -54,6 +56,7 @@ impl Rule {
             Rule::Path(r) => get(policy.path_rules.get(r).map(|r| &r.name)),
             Rule::Obligation(r) => get(policy.obligations.get(r).map(|r| &r.name)),
             Rule::Call(r) => get(policy.call_rules.get(r).map(|r| &r.name)),
+            Rule::Receive(r) => get(policy.receive_rules.get(r).map(|r| &r.name)),
             Rule::Grant(g) => get(policy.grants.get(g).map(|g| &g.name)),
             Rule::NoGrant => "no-grant".into(),
         }
@@ -92,6 +95,11 @@ pub enum Reason {
         label: Label,
         /// The call's own resource, when its label is what the rule matched.
         resource: Option<String>,
+    },
+    /// What the calling agent would receive is denied (or paused).
+    Received {
+        agent: AgentId,
+        label: Label,
     },
     /// A `deny call` / `pause call` rule's condition holds.
     CallForbidden,
@@ -199,6 +207,19 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
                 match resource {
                     Some(r) => format!(" (the call's own resource {r:?} carries the label)"),
                     None => String::new(),
+                }
+            )
+        }
+        Reason::Received { agent, label } => {
+            let pause = matches!(rule, Rule::Receive(r) if policy.receive_rules.get(r).is_some_and(|r| matches!(r.effect, crate::policy::FlowEffect::Pause(_))));
+            format!(
+                "agent `{}` receiving {} {} `{rule_name}`",
+                agent_name(policy, *agent),
+                policy.show_label(label),
+                if pause {
+                    "needs a human approval under"
+                } else {
+                    "is denied by"
                 }
             )
         }

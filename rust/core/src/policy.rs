@@ -49,6 +49,9 @@ pub struct Policy {
     /// `deny call` / `pause call` rules.
     #[serde(default)]
     pub call_rules: Vec<CallRule>,
+    /// Flow rules into agents (`-> agent NAME`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receive_rules: Vec<ReceiveRule>,
     /// Provenance by value (`provenance by value;`): an argument whose value
     /// occurs in the user's task text, or only in trusted outputs, takes
     /// that source's label instead of the whole context's.
@@ -184,6 +187,11 @@ pub struct Agent {
     pub parent: Option<AgentId>,
     /// Task scope: the tools this agent may call at all.
     pub scope: Option<ScopeId>,
+    /// `own context`: the agent has its own context node (what it and its
+    /// delegates have read), for adapters that know which agent saw what.
+    /// Default: the session's shared context.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub own_context: bool,
 }
 
 /// A task scope: tool-name globs an agent is confined to.
@@ -253,6 +261,16 @@ pub struct FlowRule {
     pub effect: FlowEffect,
     /// Condition on the call's arguments, by parameter name; a test on a
     /// parameter the tool lacks is false.
+    pub when: NamedCond,
+}
+
+/// A flow rule about what an agent may receive (`-> agent NAME`): judged
+/// on the input label of every call that agent makes, like a sink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiveRule {
+    pub name: String,
+    pub agent: AgentId,
+    pub effect: FlowEffect,
     pub when: NamedCond,
 }
 
@@ -346,6 +364,7 @@ impl Policy {
                 name: ROOT_AGENT.into(),
                 parent: None,
                 scope: None,
+                own_context: false,
             }],
             scopes: vec![],
             grants: vec![],
@@ -353,6 +372,7 @@ impl Policy {
             path_rules: vec![],
             obligations: vec![],
             call_rules: vec![],
+            receive_rules: vec![],
             provenance_by_value: false,
             task_seeds: vec![],
         }

@@ -242,6 +242,25 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
         named_cond_ok(format!("flow_rules[{r}].when"), &rule.when)?;
     }
+    for (r, rule) in p.receive_rules.iter().enumerate() {
+        index(
+            format!("receive_rules[{r}].agent"),
+            rule.agent,
+            p.agents.len(),
+            "agents",
+        )?;
+        match rule.effect {
+            crate::policy::FlowEffect::Allow(l) => {
+                label_ok(format!("receive_rules[{r}].ceiling"), &l)?
+            }
+            crate::policy::FlowEffect::Deny(pat) | crate::policy::FlowEffect::Pause(pat) => {
+                if let Some(l) = pat.min_sensitivity {
+                    level_ok(format!("receive_rules[{r}].pattern"), l)?;
+                }
+            }
+        }
+        named_cond_ok(format!("receive_rules[{r}].when"), &rule.when)?;
+    }
     for (r, rule) in p.call_rules.iter().enumerate() {
         index(
             format!("call_rules[{r}].tool"),

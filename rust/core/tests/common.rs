@@ -5,7 +5,7 @@ use agenra_core::event::{Outcome, Report, Resolve, Task, TaskScope};
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
     Agent, CallRule, FactRule, FlowEffect, FlowRule, Grant, Obligation, Param, PathKind, PathRule,
-    Policy, Quota, ResourceLabel, RuleEffect, SinkUse, StepPattern, Tool,
+    Policy, Quota, ReceiveRule, ResourceLabel, RuleEffect, SinkUse, StepPattern, Tool,
 };
 use agenra_core::{
     ArgCond, ArgOp, Call, Cond, Decimal, Event, NamedCond, ParamType, Pattern, Quant, Value,
@@ -214,6 +214,7 @@ pub fn ledger_policy() -> impl Strategy<Value = Policy> {
                     name: format!("d{a}"),
                     parent: Some(a - 1),
                     scope: None,
+                    own_context: false,
                 });
             }
             p.grants = grants;
@@ -305,11 +306,31 @@ pub fn full_policy() -> impl Strategy<Value = Policy> {
         ],
         label(),
         proptest::collection::vec(call_rule, 0..2),
-        (any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), 0u8..4),
+        proptest::collection::vec((0usize..3, 0u8..3, label_pattern(), label()), 0..2),
     )
         .prop_map(
-            |(mut p, flows, paths, obligations, secret, calls, (by_value, seeds))| {
+            |(mut p, flows, paths, obligations, secret, calls, (by_value, seeds, own), receive)| {
                 p.provenance_by_value = by_value;
+                // Some delegates keep their own context.
+                for (i, a) in p.agents.iter_mut().enumerate().skip(1) {
+                    a.own_context = own & (1 << (i % 2)) != 0;
+                }
+                let agents = p.agents.len();
+                p.receive_rules = receive
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (agent, effect, pat, ceiling))| ReceiveRule {
+                        name: format!("r{i}"),
+                        agent: agent % agents,
+                        effect: match effect {
+                            0 => FlowEffect::Deny(pat),
+                            1 => FlowEffect::Pause(pat),
+                            _ => FlowEffect::Allow(ceiling),
+                        },
+                        when: Cond::TRUE,
+                    })
+                    .collect();
                 p.task_seeds = if seeds { vec![0] } else { vec![] };
                 p.call_rules = calls
                     .into_iter()

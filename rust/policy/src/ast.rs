@@ -120,6 +120,8 @@ pub enum StmtKind {
         name: Ident,
         parent: Ident,
         scope: Option<Ident>,
+        /// `own context`.
+        own_context: bool,
     },
     Grant(GrantDecl),
     Flow(FlowDecl),
@@ -410,7 +412,9 @@ pub enum FlowEffectExpr {
 pub struct FlowDecl {
     pub name: Ident,
     pub effect: FlowEffectExpr,
+    /// The sink, or with `to_agent` the agent (`-> agent NAME`).
     pub sink: Ident,
+    pub to_agent: bool,
     pub when: Option<CondExpr>,
 }
 

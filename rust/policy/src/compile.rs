@@ -12,7 +12,8 @@ use agenra_core::label::{Level, MAX_CATEGORIES};
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::{
     Agent, CallRule, FactRule, FlowEffect, FlowRule, Grant, Obligation, OutputTest, Param,
-    PathKind, PathRule, Quota, ResourceLabel, RuleEffect, Scope, SinkUse, StepPattern, Tool,
+    PathKind, PathRule, Quota, ReceiveRule, ResourceLabel, RuleEffect, Scope, SinkUse, StepPattern,
+    Tool,
 };
 use agenra_core::{
     ArgCond, ArgOp, CategorySet, Cond, Label, LabelPattern, NamedCond, ParamType, Policy, Quant,
@@ -86,7 +87,8 @@ struct Compiler<'a> {
     scopes: Names,
     scope_decls: Vec<(&'a Ident, &'a [ToolPat])>,
     agents: Names,
-    agent_decls: Vec<(&'a Ident, &'a Ident, Option<&'a Ident>)>,
+    /// Name, delegator, scope and `own context` of each agent.
+    agent_decls: Vec<(&'a Ident, &'a Ident, Option<&'a Ident>, bool)>,
     grants: Names,
     rules: Names,
 }
@@ -233,9 +235,11 @@ impl<'a> Compiler<'a> {
                     name,
                     parent,
                     scope,
+                    own_context,
                 } => {
                     if self.agents.declare(name, &mut self.d).is_some() {
-                        self.agent_decls.push((name, parent, scope.as_ref()));
+                        self.agent_decls
+                            .push((name, parent, scope.as_ref(), *own_context));
                     }
                 }
                 StmtKind::Grant(g) => {
@@ -284,13 +288,14 @@ impl<'a> Compiler<'a> {
             });
         }
         map.agents.push(None);
-        for (name, parent, scope) in self.agent_decls.clone() {
+        for (name, parent, scope, own_context) in self.agent_decls.clone() {
             let parent = self.agents.resolve(parent, &mut self.d);
             let scope = scope.and_then(|s| self.scopes.resolve(s, &mut self.d));
             policy.agents.push(Agent {
                 name: name.name.clone(),
                 parent,
                 scope,
+                own_context,
             });
             map.agents.push(Some(name.span));
         }
@@ -308,6 +313,10 @@ impl<'a> Compiler<'a> {
                     let grant = self.lower_grant(g, &policy.tools);
                     policy.grants.push(grant);
                     map.grants.push(g.name.span);
+                }
+                StmtKind::Flow(f) if f.to_agent => {
+                    let rule = self.lower_receive(f, &policy.tools);
+                    policy.receive_rules.push(rule);
                 }
                 StmtKind::Flow(f) => {
                     let rule = self.lower_flow(f, &policy.tools);
@@ -1071,6 +1080,30 @@ impl<'a> Compiler<'a> {
         FlowRule {
             name: f.name.name.clone(),
             sink: sink.unwrap_or(0),
+            effect,
+            when,
+        }
+    }
+
+    /// `deny|pause|allow flow NAME: ... -> agent AGENT [when COND]`: what the
+    /// agent may receive, judged on every call it makes.
+    fn lower_receive(&mut self, f: &FlowDecl, tools: &[Tool]) -> ReceiveRule {
+        let owner = format!("flow rule `{}`", f.name.name);
+        let effect = match &f.effect {
+            FlowEffectExpr::Deny(pat) => FlowEffect::Deny(self.lower_label_pat(pat)),
+            FlowEffectExpr::Pause(pat) => FlowEffect::Pause(self.lower_label_pat(pat)),
+            FlowEffectExpr::Allow(label) => FlowEffect::Allow(self.lower_label(label)),
+        };
+        let restrictive = !matches!(effect, FlowEffect::Allow(_));
+        let agent = self.agents.resolve(&f.sink, &mut self.d);
+        let all: Vec<&Tool> = tools.iter().collect();
+        let when = match &f.when {
+            Some(c) => self.lower_cond_named(c, &all, (&owner, "tool"), restrictive),
+            None => Cond::TRUE,
+        };
+        ReceiveRule {
+            name: f.name.name.clone(),
+            agent: agent.unwrap_or(0),
             effect,
             when,
         }

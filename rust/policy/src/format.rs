@@ -138,11 +138,13 @@ fn statement(kind: &StmtKind) -> String {
             name,
             parent,
             scope,
+            own_context,
         } => {
             let scope = scope
                 .as_ref()
                 .map_or(String::new(), |s| format!(" scope {}", s.name));
-            format!("agent {} from {}{scope};", name.name, parent.name)
+            let own = if *own_context { " own context" } else { "" };
+            format!("agent {} from {}{scope}{own};", name.name, parent.name)
         }
         StmtKind::Grant(g) => {
             let mut s = format!("grant {}: {}", g.name.name, g.tool.name);
@@ -167,7 +169,8 @@ fn statement(kind: &StmtKind) -> String {
                 .when
                 .as_ref()
                 .map_or(String::new(), |c| format!(" when {}", cond(c)));
-            format!("{head} -> {}{when};", f.sink.name)
+            let agent = if f.to_agent { "agent " } else { "" };
+            format!("{head} -> {agent}{}{when};", f.sink.name)
         }
         StmtKind::ProvenanceByValue => "provenance by value;".into(),
         StmtKind::TaskSeeds(sets) => format!("task seeds {};", names(sets, ", ")),

@@ -409,11 +409,23 @@ impl Parser {
                     Some(_) => Some(self.ident("a scope name")?),
                     None => None,
                 };
-                self.expect_semi_or(if scope.is_some() { "" } else { "`scope`" })?;
+                let own_context = match self.eat_kw("own") {
+                    Some(_) => {
+                        self.expect_kw("context")?;
+                        true
+                    }
+                    None => false,
+                };
+                self.expect_semi_or(match (scope.is_some(), own_context) {
+                    (_, true) => "",
+                    (true, false) => "`own context`",
+                    (false, false) => "`scope`, `own context`",
+                })?;
                 Ok(StmtKind::Agent {
                     name,
                     parent,
                     scope,
+                    own_context,
                 })
             }
             "grant" => self.grant(),
@@ -767,7 +779,17 @@ impl Parser {
                     Some(RuleEffectKw::Pause) => FlowEffectExpr::Pause(self.label_pat()?),
                 };
                 self.expect_punct(Punct::Arrow)?;
-                let sink = self.ident("a sink name")?;
+                // `-> agent NAME` unless a sink is called `agent`.
+                let to_agent = self.is_kw("agent")
+                    && matches!(self.peek_n(1), Some(TokenKind::Ident(w)) if w != "when");
+                if to_agent {
+                    self.bump();
+                }
+                let sink = self.ident(if to_agent {
+                    "an agent name"
+                } else {
+                    "a sink name or `agent NAME`"
+                })?;
                 let when = match self.eat_kw("when") {
                     Some(_) => Some(self.cond()?),
                     None => None,
@@ -781,6 +803,7 @@ impl Parser {
                     name,
                     effect: flow_effect,
                     sink,
+                    to_agent,
                     when,
                 }))
             }

@@ -124,17 +124,20 @@ fn agents_scopes_and_grants() {
             Agent {
                 name: "main".into(),
                 parent: None,
-                scope: None
+                scope: None,
+                own_context: false
             },
             Agent {
                 name: "researcher".into(),
                 parent: Some(0),
-                scope: Some(0)
+                scope: Some(0),
+                own_context: false
             },
             Agent {
                 name: "helper".into(),
                 parent: Some(1),
-                scope: None
+                scope: None,
+                own_context: false
             },
         ]
     );

@@ -31,15 +31,10 @@ impl Monitor {
         let labels = self.call_labels(pending);
         let flows = self.check_flows(pending, &labels);
         let denial = match flows.deny {
-            Some(hit) => Some((
-                Rule::Flow(hit.rule),
-                Reason::Flow {
-                    sink: hit.sink,
-                    label: hit.label,
-                    resource: hit.resource.clone(),
-                },
-                self.flow_path(node, &hit, &labels),
-            )),
+            Some(hit) => {
+                let (rule, reason) = hit.rule_and_reason();
+                Some((rule, reason, self.flow_path(node, &hit, &labels)))
+            }
             None => self
                 .history_violations(node, pending)
                 .into_iter()

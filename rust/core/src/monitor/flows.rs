@@ -13,16 +13,25 @@
 use super::lineage::{ArgSource, CallLabels};
 use super::wellformed::Resolved;
 use super::Monitor;
+use crate::decision::{Reason, Rule};
 use crate::graph::{NodeId, NO_PARAM};
 use crate::label::{Label, LabelPattern};
-use crate::policy::{FlowEffect, SinkId, SinkUse};
+use crate::policy::{AgentId, FlowEffect, SinkId, SinkUse};
 use crate::spec;
+
+/// Where a flow goes: a sink, or (a receive rule) the calling agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    Sink(SinkId),
+    Agent(AgentId),
+}
 
 /// A flow rule that stops the call.
 #[derive(Clone, Debug)]
 pub(crate) struct FlowHit {
+    /// An index into the flow rules (sinks) or the receive rules (agents).
     pub rule: usize,
-    pub sink: SinkId,
+    pub target: Target,
     /// The label that reached the sink.
     pub label: Label,
     /// The rule's pattern.
@@ -61,52 +70,100 @@ impl Monitor {
         let policy = &*self.policy;
         let req = &r.req;
         let spec = &policy.tools[req.tool];
-        let holds = |rule: usize| {
-            self.index.flow_when[rule][req.tool].eval(&req.args, req.agent, &self.session.sets)
-        };
         let mut out = FlowCheck::default();
         for sink in &spec.sinks {
             let label = sink_label(sink, labels);
-            let rules = &self.index.flows_for_sink[sink.sink];
-            let exempt = rules.iter().any(|&a| match policy.flow_rules[a].effect {
-                FlowEffect::Allow(ceiling) => label.flows_to(&ceiling) && holds(a),
-                _ => false,
+            let rules = self.index.flows_for_sink[sink.sink].iter().map(|&i| {
+                let rule = &policy.flow_rules[i];
+                (i, rule.effect, &self.index.flow_when[i][req.tool])
             });
-            if exempt {
-                continue;
-            }
-            let hit = |rule: usize, pattern: LabelPattern| FlowHit {
-                rule,
-                sink: sink.sink,
+            let target = Target::Sink(sink.sink);
+            if self.judge(
+                r,
+                labels,
                 label,
-                pattern,
-                params: sink.params.clone(),
-                resource: labels
-                    .resource
-                    .filter(|(l, _)| pattern.matches(l))
-                    .and_then(|_| spec::resource_of(policy, req.tool, &req.args))
-                    .map(str::to_string),
-            };
-            for &d in rules {
-                if let FlowEffect::Deny(p) = policy.flow_rules[d].effect {
-                    if p.matches(&label) && holds(d) {
-                        out.deny = Some(hit(d, p));
-                        return out;
-                    }
+                target,
+                sink.params.as_ref(),
+                rules,
+                &mut out,
+            ) {
+                return out;
+            }
+        }
+        // What the calling agent receives: everything its call carries.
+        let received = match labels.resource {
+            Some((l, _)) => labels.input.join(&l),
+            None => labels.input,
+        };
+        let rules = self.index.receive_for_agent[req.agent].iter().map(|&i| {
+            let rule = &policy.receive_rules[i];
+            (i, rule.effect, &self.index.receive_when[i][req.tool])
+        });
+        self.judge(
+            r,
+            labels,
+            received,
+            Target::Agent(req.agent),
+            None,
+            rules,
+            &mut out,
+        );
+        out
+    }
+
+    /// Judges one flow under its rules (exempt, else deny, else pause);
+    /// true when a rule denies it.
+    #[allow(clippy::too_many_arguments)]
+    fn judge<'a>(
+        &self,
+        r: &Resolved,
+        labels: &CallLabels,
+        label: Label,
+        target: Target,
+        params: Option<&Vec<usize>>,
+        rules: impl Iterator<Item = (usize, FlowEffect, &'a crate::value::ArgCond)> + Clone,
+        out: &mut FlowCheck,
+    ) -> bool {
+        let req = &r.req;
+        let holds = |c: &crate::value::ArgCond| c.eval(&req.args, req.agent, &self.session.sets);
+        let exempt = rules.clone().any(|(_, effect, when)| match effect {
+            FlowEffect::Allow(ceiling) => label.flows_to(&ceiling) && holds(when),
+            _ => false,
+        });
+        if exempt {
+            return false;
+        }
+        let hit = |rule: usize, pattern: LabelPattern| FlowHit {
+            rule,
+            target,
+            label,
+            pattern,
+            params: params.cloned(),
+            resource: labels
+                .resource
+                .filter(|(l, _)| pattern.matches(l))
+                .and_then(|_| spec::resource_of(&self.policy, req.tool, &req.args))
+                .map(str::to_string),
+        };
+        for (i, effect, when) in rules.clone() {
+            if let FlowEffect::Deny(p) = effect {
+                if p.matches(&label) && holds(when) {
+                    out.deny = Some(hit(i, p));
+                    return true;
                 }
             }
-            if out.pause.is_none() {
-                for &d in rules {
-                    if let FlowEffect::Pause(p) = policy.flow_rules[d].effect {
-                        if p.matches(&label) && holds(d) {
-                            out.pause = Some(hit(d, p));
-                            break;
-                        }
+        }
+        if out.pause.is_none() {
+            for (i, effect, when) in rules {
+                if let FlowEffect::Pause(p) = effect {
+                    if p.matches(&label) && holds(when) {
+                        out.pause = Some(hit(i, p));
+                        break;
                     }
                 }
             }
         }
-        out
+        false
     }
 
     /// The path that explains a flow hit: from the labeled source along data
@@ -135,5 +192,28 @@ impl Monitor {
         self.session
             .graph
             .explain_path(node, |l| hit.pattern.matches(l), |e| bound(e.param))
+    }
+}
+
+impl FlowHit {
+    /// The rule and reason a decision names.
+    pub(crate) fn rule_and_reason(&self) -> (Rule, Reason) {
+        match self.target {
+            Target::Sink(sink) => (
+                Rule::Flow(self.rule),
+                Reason::Flow {
+                    sink,
+                    label: self.label,
+                    resource: self.resource.clone(),
+                },
+            ),
+            Target::Agent(agent) => (
+                Rule::Receive(self.rule),
+                Reason::Received {
+                    agent,
+                    label: self.label,
+                },
+            ),
+        }
     }
 }

@@ -37,6 +37,16 @@ pub(crate) struct Index {
     pub obligation_since: Vec<Option<Vec<bool>>>,
     /// Whether the policy labels any resources.
     pub has_resource_labels: bool,
+    /// Per agent: the nearest agent on its chain (itself first) with its own
+    /// context, whose context its arguments read (`None`: the shared one).
+    pub context_owner: Vec<Option<AgentId>>,
+    /// Per agent: the agents on its chain with their own context; a result
+    /// of its call merges into each of them and into the shared context.
+    pub merge_into: Vec<Vec<AgentId>>,
+    /// Per agent: the receive rules about it, in policy order.
+    pub receive_for_agent: Vec<Vec<usize>>,
+    /// Per receive rule, per tool: its `when`, resolved for the tool.
+    pub receive_when: Vec<Vec<ArgCond>>,
 }
 
 fn step_by_tool(policy: &Policy, step: &StepPattern) -> StepByTool {
@@ -160,6 +170,41 @@ impl Index {
                 .map(|o| o.since.as_deref().map(|g| tools_globbed(policy, g)))
                 .collect(),
             has_resource_labels: !policy.resources.is_empty(),
+            context_owner: (0..policy.agents.len())
+                .map(|a| {
+                    policy
+                        .agent_chain(a)
+                        .into_iter()
+                        .find(|&x| policy.agents[x].own_context)
+                })
+                .collect(),
+            merge_into: (0..policy.agents.len())
+                .map(|a| {
+                    policy
+                        .agent_chain(a)
+                        .into_iter()
+                        .filter(|&x| policy.agents[x].own_context)
+                        .collect()
+                })
+                .collect(),
+            receive_for_agent: (0..policy.agents.len())
+                .map(|a| {
+                    (0..policy.receive_rules.len())
+                        .filter(|&r| policy.receive_rules[r].agent == a)
+                        .collect()
+                })
+                .collect(),
+            receive_when: policy
+                .receive_rules
+                .iter()
+                .map(|r| {
+                    policy
+                        .tools
+                        .iter()
+                        .map(|t| r.when.resolve(&|name| t.param_index(name)))
+                        .collect()
+                })
+                .collect(),
         }
     }
 

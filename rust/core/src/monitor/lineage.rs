@@ -5,7 +5,7 @@
 //! the session has read), through one conservative edge from the context.
 
 use super::wellformed::Resolved;
-use super::{Monitor, CONTEXT};
+use super::Monitor;
 use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
 use crate::policy::ToolId;
@@ -43,7 +43,7 @@ impl Monitor {
     /// read at this moment (for an approval, at approval time).
     pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
         let graph = &self.session.graph;
-        let context = self.session.context_label();
+        let context = self.context_label_of(r.req.agent);
         let by_value = self.policy.provenance_by_value;
         let mut args = Vec::with_capacity(r.lineage.len());
         let mut sources = Vec::with_capacity(r.lineage.len());
@@ -175,10 +175,13 @@ impl Monitor {
         });
         self.link_control(node);
         self.session.calls.insert(id.to_string(), node);
-        let graph = &mut self.session.graph;
         if needs_context {
-            graph.push_edge(CONTEXT, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
+            let ctx = self.context_node_of(r.req.agent);
+            self.session
+                .graph
+                .push_edge(ctx, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
         }
+        let graph = &mut self.session.graph;
         for (param, sources) in r.lineage.iter().enumerate() {
             for s in sources.iter().flatten() {
                 graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);

@@ -15,6 +15,7 @@
 //! `approvals` re-authorizes paused calls; `results` applies outcomes.
 
 mod approvals;
+mod contexts;
 mod fast_map;
 mod flows;
 mod grants;
@@ -74,6 +75,8 @@ pub struct Session {
     last_call: Option<NodeId>,
     /// Per agent: its latest call (parent edges point from it).
     last_by_agent: Vec<Option<NodeId>>,
+    /// Per agent with its own context: its context node, once it exists.
+    agent_contexts: Vec<Option<NodeId>>,
     /// Task texts and output words, for provenance by value.
     values: values::ValueIndex,
     /// The scope the latest task opened (narrows the static scopes).
@@ -115,6 +118,7 @@ impl Session {
             since_seen: vec![None; policy.obligations.len()],
             last_call: None,
             last_by_agent: vec![None; policy.agents.len()],
+            agent_contexts: vec![None; policy.agents.len()],
             values: values::ValueIndex::default(),
             task_scope: None,
             seeded: Vec::new(),
@@ -144,10 +148,6 @@ impl Session {
             .iter()
             .find(|(_, n)| **n == node)
             .map(|(id, _)| id.as_str())
-    }
-
-    fn context_label(&self) -> Label {
-        self.graph.nodes[CONTEXT.0 as usize].label
     }
 }
 
@@ -267,29 +267,17 @@ impl Monitor {
         if let Some(hit) = flows.deny {
             self.set_status(node, Status::Denied);
             let path = self.flow_path(node, &hit, &labels);
-            return Ok(self.decide(
-                Verdict::Deny,
-                Rule::Flow(hit.rule),
-                Reason::Flow {
-                    sink: hit.sink,
-                    label: hit.label,
-                    resource: hit.resource,
-                },
-                node,
-                tool,
-                path,
-                vec![],
-            ));
+            let (rule, reason) = hit.rule_and_reason();
+            return Ok(self.decide(Verdict::Deny, rule, reason, node, tool, path, vec![]));
         }
-        let mut pause: Option<Violation> = flows.pause.map(|hit| Violation {
-            rule: Rule::Flow(hit.rule),
-            path: self.flow_path(node, &hit, &labels),
-            reason: Reason::Flow {
-                sink: hit.sink,
-                label: hit.label,
-                resource: hit.resource,
-            },
-            effect: RuleEffect::Pause,
+        let mut pause: Option<Violation> = flows.pause.map(|hit| {
+            let (rule, reason) = hit.rule_and_reason();
+            Violation {
+                rule,
+                path: self.flow_path(node, &hit, &labels),
+                reason,
+                effect: RuleEffect::Pause,
+            }
         });
 
         // 4. Call rules, path rules, counts and obligations.

@@ -2,11 +2,10 @@
 //! context, adds discovered resources and establishes facts; `failed`
 //! returns the units; `unknown` keeps them spent and merges the output.
 
-use super::{Held, Monitor, CONTEXT};
+use super::{Held, Monitor};
 use crate::decision::{Applied, Rule, StepError};
 use crate::event::{Outcome, Report};
-use crate::graph::{EdgeKind, NodeId, Status, Trust, NO_PARAM};
-use crate::label::Label;
+use crate::graph::{Status, Trust};
 use std::sync::Arc;
 
 impl Monitor {
@@ -37,7 +36,7 @@ impl Monitor {
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
-                self.merge_into_context(node, n.label, Trust::Policy);
+                self.merge_into_contexts(node, n.agent as usize, n.label, Trust::Policy);
                 if policy.provenance_by_value {
                     self.session
                         .values
@@ -52,7 +51,7 @@ impl Monitor {
             }
             Outcome::Succeeded => {
                 self.set_status(node, Status::Succeeded);
-                self.merge_into_context(node, n.label, Trust::Observed);
+                self.merge_into_contexts(node, n.agent as usize, n.label, Trust::Observed);
                 if policy.provenance_by_value {
                     self.session
                         .values
@@ -89,13 +88,5 @@ impl Monitor {
                 Ok(self.applied(node, rule, notes.join("; "), vec![]))
             }
         }
-    }
-
-    fn merge_into_context(&mut self, node: NodeId, label: Label, trust: Trust) {
-        let ctx = &mut self.session.graph.nodes[CONTEXT.0 as usize];
-        ctx.label = ctx.label.join(&label);
-        self.session
-            .graph
-            .push_edge(node, CONTEXT, EdgeKind::Data, trust, NO_PARAM);
     }
 }

@@ -46,8 +46,8 @@ pub struct Admission {
 #[derive(Clone, Debug)]
 pub struct Session {
     pub ledger: State,
-    /// The join of every output the agents have read.
-    pub context: Label,
+    /// Every output the agents have read, with the agent whose call it was.
+    pub read: Vec<(usize, Label)>,
     pub calls: BTreeMap<String, CallRecord>,
     pub admitted: Vec<Admission>,
     /// Per fact: admission numbers of the calls whose result established it.
@@ -82,7 +82,7 @@ impl Session {
     pub fn new(policy: &Policy) -> Session {
         Session {
             ledger: State::initial(policy),
-            context: Label::BOTTOM,
+            read: Vec::new(),
             calls: BTreeMap::new(),
             admitted: Vec::new(),
             facts: vec![Vec::new(); policy.facts.len()],
@@ -241,6 +241,20 @@ impl Session {
 
     // ---- 2. labels ----------------------------------------------------
 
+    /// What `agent`'s arguments read: everything read in the session, or,
+    /// when an agent on its chain has its own context, what that agent and
+    /// its delegates have read.
+    fn context(&self, policy: &Policy, agent: usize) -> Label {
+        let owner = policy
+            .agent_chain(agent)
+            .into_iter()
+            .find(|&a| policy.agents[a].own_context);
+        self.read
+            .iter()
+            .filter(|(reader, _)| owner.is_none_or(|o| policy.agent_chain(*reader).contains(&o)))
+            .fold(Label::BOTTOM, |acc, (_, l)| acc.join(l))
+    }
+
     /// Per argument: the join of its sources' outputs; without lineage, its
     /// label by value (if the policy asks for provenance by value and the
     /// value has one), else the context now.
@@ -262,7 +276,7 @@ impl Session {
                     .provenance_by_value
                     .then(|| self.by_value(&req.args[i]))
                     .flatten()
-                    .unwrap_or(self.context),
+                    .unwrap_or_else(|| self.context(policy, req.agent)),
             })
             .collect()
     }
@@ -306,48 +320,71 @@ impl Session {
         Some(label)
     }
 
-    fn input(&self, args: &[Label]) -> Label {
+    fn input(&self, policy: &Policy, req: &Request, args: &[Label]) -> Label {
         match args {
-            [] => self.context,
+            [] => self.context(policy, req.agent),
             _ => args.iter().fold(Label::BOTTOM, |a, l| a.join(l)),
         }
     }
 
     // ---- 3. flows -----------------------------------------------------
 
-    /// The first deny rule and the first pause rule that the call's flows hit.
+    /// The first rule that denies the call's flows and the first that
+    /// pauses them: every sink the tool reaches, in order, then what the
+    /// calling agent receives.
     fn flows(
         &self,
         policy: &Policy,
         req: &Request,
         args: &[Label],
-    ) -> (Option<usize>, Option<usize>) {
+    ) -> (Option<Rule>, Option<Rule>) {
         let tool = &policy.tools[req.tool];
         let own = resource_label(policy, req);
-        let mut pause = None;
+        let input = self.input(policy, req, args);
+        let mut flows: Vec<(Label, Vec<RuleOn>)> = Vec::new();
         for use_ in &tool.sinks {
             let bound = match &use_.params {
-                None => self.input(args),
+                None => input,
                 Some(ps) => ps.iter().fold(Label::BOTTOM, |a, &p| a.join(&args[p])),
             };
-            let label = bound.join(&own);
-            let holds =
-                |r: usize| cond_holds(&policy.flow_rules[r].when, tool, req, &self.ledger.sets);
-            let rules: Vec<usize> = (0..policy.flow_rules.len())
+            let rules = (0..policy.flow_rules.len())
                 .filter(|&r| policy.flow_rules[r].sink == use_.sink)
+                .map(|r| {
+                    (
+                        Rule::Flow(r),
+                        policy.flow_rules[r].effect,
+                        &policy.flow_rules[r].when,
+                    )
+                })
                 .collect();
-            let exempt = rules.iter().any(|&r| match policy.flow_rules[r].effect {
-                FlowEffect::Allow(c) => label.flows_to(&c) && holds(r),
+            flows.push((bound.join(&own), rules));
+        }
+        let received = (0..policy.receive_rules.len())
+            .filter(|&r| policy.receive_rules[r].agent == req.agent)
+            .map(|r| {
+                (
+                    Rule::Receive(r),
+                    policy.receive_rules[r].effect,
+                    &policy.receive_rules[r].when,
+                )
+            })
+            .collect();
+        flows.push((input.join(&own), received));
+        let mut pause = None;
+        for (label, rules) in flows {
+            let holds = |c: &NamedCond| cond_holds(c, tool, req, &self.ledger.sets);
+            let exempt = rules.iter().any(|(_, e, when)| match e {
+                FlowEffect::Allow(c) => label.flows_to(c) && holds(when),
                 _ => false,
             });
             if exempt {
                 continue;
             }
             let hit = |want: fn(&FlowEffect) -> Option<LabelPattern>| {
-                rules.iter().copied().find(|&r| {
-                    want(&policy.flow_rules[r].effect).is_some_and(|p| p.matches(&label))
-                        && holds(r)
-                })
+                rules
+                    .iter()
+                    .find(|(_, e, when)| want(e).is_some_and(|p| p.matches(&label)) && holds(when))
+                    .map(|(r, _, _)| *r)
             };
             if let Some(r) = hit(|e| match e {
                 FlowEffect::Deny(p) => Some(*p),
@@ -462,7 +499,7 @@ impl Session {
         };
         let args = self.arg_labels(policy, &req, &lineage);
         let tool = &policy.tools[req.tool];
-        let input = self.input(&args);
+        let input = self.input(policy, &req, &args);
         let through = match tool.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
             Some(s) => s.apply(&input),
             None => input,
@@ -481,15 +518,13 @@ impl Session {
         );
         let (flow_deny, flow_pause) = self.flows(policy, &req, &args);
         if let Some(r) = flow_deny {
-            return Ok(deny(Rule::Flow(r)));
+            return Ok(deny(r));
         }
         let broken = self.history(policy, &req, &output);
         if let Some((rule, _)) = broken.iter().find(|(_, e)| *e == RuleEffect::Deny) {
             return Ok(deny(*rule));
         }
-        let pause_rule = flow_pause
-            .map(Rule::Flow)
-            .or_else(|| broken.first().map(|(r, _)| *r));
+        let pause_rule = flow_pause.or_else(|| broken.first().map(|(r, _)| *r));
         let checks = match pause_rule {
             Some(_) => Checks::Pause,
             None => Checks::Pass,
@@ -551,7 +586,7 @@ impl Session {
             .into_iter()
             .find(|(_, e)| *e == RuleEffect::Deny)
             .map(|(r, _)| r);
-        let denial = flow_deny.map(Rule::Flow).or(history_deny);
+        let denial = flow_deny.or(history_deny);
         let used = self.ledger.paused.get(id).cloned().unwrap_or_default();
         let checks = match denial {
             Some(_) => Checks::Deny,
@@ -599,7 +634,8 @@ impl Session {
         };
         self.ledger_event(policy, e, Checks::Pass);
         if r.status != event::Outcome::Failed {
-            self.context = self.context.join(&record.output);
+            let agent = record.req.as_ref().map_or(0, |q| q.agent);
+            self.read.push((agent, record.output));
             self.outputs.push((record.output, r.output.clone()));
         }
         if r.status == event::Outcome::Succeeded {
@@ -622,6 +658,10 @@ impl Session {
         Ok(applied(&used, refunded))
     }
 }
+
+/// A flow rule (into a sink or an agent): its name in decisions, its
+/// effect and its condition.
+type RuleOn<'a> = (Rule, FlowEffect, &'a NamedCond);
 
 /// A result, rejection: the rule is the caller's own grant.
 fn applied(used: &[GrantId], refunded: Vec<GrantId>) -> Answer {
