@@ -1055,14 +1055,20 @@ impl<'a> Compiler<'a> {
 
     // ---- rules ------------------------------------------------------------
 
-    fn lower_flow(&mut self, f: &FlowDecl, tools: &[Tool]) -> FlowRule {
-        let owner = format!("flow rule `{}`", f.name.name);
-        let effect = match &f.effect {
+    /// A flow rule's effect, and whether it forbids (deny or pause).
+    fn lower_flow_effect(&mut self, effect: &FlowEffectExpr) -> (FlowEffect, bool) {
+        let effect = match effect {
             FlowEffectExpr::Deny(pat) => FlowEffect::Deny(self.lower_label_pat(pat)),
             FlowEffectExpr::Pause(pat) => FlowEffect::Pause(self.lower_label_pat(pat)),
             FlowEffectExpr::Allow(label) => FlowEffect::Allow(self.lower_label(label)),
         };
         let restrictive = !matches!(effect, FlowEffect::Allow(_));
+        (effect, restrictive)
+    }
+
+    fn lower_flow(&mut self, f: &FlowDecl, tools: &[Tool]) -> FlowRule {
+        let owner = format!("flow rule `{}`", f.name.name);
+        let (effect, restrictive) = self.lower_flow_effect(&f.effect);
         let sink = self.sinks.resolve(&f.sink, &mut self.d);
         // Type-check against every tool reaching the sink that has the
         // parameter; a tool without it simply fails the test.
@@ -1089,12 +1095,7 @@ impl<'a> Compiler<'a> {
     /// agent may receive, judged on every call it makes.
     fn lower_receive(&mut self, f: &FlowDecl, tools: &[Tool]) -> ReceiveRule {
         let owner = format!("flow rule `{}`", f.name.name);
-        let effect = match &f.effect {
-            FlowEffectExpr::Deny(pat) => FlowEffect::Deny(self.lower_label_pat(pat)),
-            FlowEffectExpr::Pause(pat) => FlowEffect::Pause(self.lower_label_pat(pat)),
-            FlowEffectExpr::Allow(label) => FlowEffect::Allow(self.lower_label(label)),
-        };
-        let restrictive = !matches!(effect, FlowEffect::Allow(_));
+        let (effect, restrictive) = self.lower_flow_effect(&f.effect);
         let agent = self.agents.resolve(&f.sink, &mut self.d);
         let all: Vec<&Tool> = tools.iter().collect();
         let when = match &f.when {

@@ -1002,26 +1002,28 @@ impl Parser {
     /// `COND := AND {"or" AND}`; `AND := UNARY {"and" UNARY}`;
     /// `UNARY := "!" UNARY | "(" COND ")" | TEST`.
     fn cond(&mut self) -> PResult<CondExpr> {
-        let mut parts = vec![self.cond_and()?];
-        while self.eat_kw("or").is_some() {
-            parts.push(self.cond_and()?);
-        }
-        Ok(if parts.len() == 1 {
-            parts.remove(0)
-        } else {
-            CondExpr::Or(parts)
-        })
+        self.cond_list("or", Self::cond_and, CondExpr::Or)
     }
 
     fn cond_and(&mut self) -> PResult<CondExpr> {
-        let mut parts = vec![self.cond_unary()?];
-        while self.eat_kw("and").is_some() {
-            parts.push(self.cond_unary()?);
+        self.cond_list("and", Self::cond_unary, CondExpr::And)
+    }
+
+    /// `PART {KEYWORD PART}`: one part alone, or `make` of them all.
+    fn cond_list(
+        &mut self,
+        keyword: &str,
+        part: fn(&mut Self) -> PResult<CondExpr>,
+        make: fn(Vec<CondExpr>) -> CondExpr,
+    ) -> PResult<CondExpr> {
+        let mut parts = vec![part(self)?];
+        while self.eat_kw(keyword).is_some() {
+            parts.push(part(self)?);
         }
         Ok(if parts.len() == 1 {
             parts.remove(0)
         } else {
-            CondExpr::And(parts)
+            make(parts)
         })
     }
 

@@ -4,7 +4,7 @@
 use super::fast_map::FastMap;
 use crate::pattern::glob_matches;
 use crate::policy::{AgentId, GrantId, PathKind, Policy, StepPattern, ToolId};
-use crate::value::ArgCond;
+use crate::value::{ArgCond, NamedCond};
 
 /// One path-rule step, specialised to each tool: `None` when the tool can
 /// never match it (name or sink), else the argument condition to check.
@@ -62,6 +62,15 @@ fn step_by_tool(policy: &Policy, step: &StepPattern) -> StepByTool {
         .collect()
 }
 
+/// A condition by parameter name, resolved for each tool.
+fn by_tool(policy: &Policy, cond: &NamedCond) -> Vec<ArgCond> {
+    policy
+        .tools
+        .iter()
+        .map(|t| cond.resolve(&|name| t.param_index(name)))
+        .collect()
+}
+
 fn tools_globbed(policy: &Policy, glob: &str) -> Vec<bool> {
     policy
         .tools
@@ -94,13 +103,7 @@ impl Index {
         let flow_when = policy
             .flow_rules
             .iter()
-            .map(|r| {
-                policy
-                    .tools
-                    .iter()
-                    .map(|t| r.when.resolve(&|name| t.param_index(name)))
-                    .collect()
-            })
+            .map(|r| by_tool(policy, &r.when))
             .collect();
         let mut call_rules_for_tool = vec![Vec::new(); policy.tools.len()];
         for (r, rule) in policy.call_rules.iter().enumerate() {
@@ -197,13 +200,7 @@ impl Index {
             receive_when: policy
                 .receive_rules
                 .iter()
-                .map(|r| {
-                    policy
-                        .tools
-                        .iter()
-                        .map(|t| r.when.resolve(&|name| t.param_index(name)))
-                        .collect()
-                })
+                .map(|r| by_tool(policy, &r.when))
                 .collect(),
         }
     }

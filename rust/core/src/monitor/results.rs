@@ -5,7 +5,7 @@
 use super::{Held, Monitor};
 use crate::decision::{Applied, Rule, StepError};
 use crate::event::{Outcome, Report};
-use crate::graph::{Status, Trust};
+use crate::graph::{Node, NodeId, Status, Trust};
 use std::sync::Arc;
 
 impl Monitor {
@@ -36,12 +36,7 @@ impl Monitor {
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
-                self.merge_into_contexts(node, n.agent as usize, n.label, Trust::Policy);
-                if policy.provenance_by_value {
-                    self.session
-                        .values
-                        .add_output(node, n.label, &report.output);
-                }
+                self.read_output(node, &n, report, Trust::Policy);
                 Ok(self.applied(
                     node,
                     rule,
@@ -51,12 +46,7 @@ impl Monitor {
             }
             Outcome::Succeeded => {
                 self.set_status(node, Status::Succeeded);
-                self.merge_into_contexts(node, n.agent as usize, n.label, Trust::Observed);
-                if policy.provenance_by_value {
-                    self.session
-                        .values
-                        .add_output(node, n.label, &report.output);
-                }
+                self.read_output(node, &n, report, Trust::Observed);
                 let mut notes = vec!["succeeded".to_string()];
                 let target = held
                     .grants
@@ -87,6 +77,17 @@ impl Monitor {
                 }
                 Ok(self.applied(node, rule, notes.join("; "), vec![]))
             }
+        }
+    }
+
+    /// The output may have been read: its label joins the contexts and,
+    /// with provenance by value, its words are indexed.
+    fn read_output(&mut self, node: NodeId, n: &Node, report: &Report, trust: Trust) {
+        self.merge_into_contexts(node, n.agent as usize, n.label, trust);
+        if self.policy.provenance_by_value {
+            self.session
+                .values
+                .add_output(node, n.label, &report.output);
         }
     }
 }
