@@ -1,15 +1,34 @@
-//! The standard synthetic workload of `agenra bench monitor`: 50 grants,
-//! 20 flow rules, 10 path rules, a session already holding 1,000 events,
-//! then random calls. Deterministic (a fixed-seed generator), so runs
-//! compare.
+//! The synthetic workloads of `agenra bench monitor`: 50 grants, 20 flow
+//! rules, 10 path rules, a session already holding 1,000 events, then
+//! random calls. Deterministic (fixed-seed generators), so runs compare.
+//!
+//! * `standard`: tools of two parameters (`target`, `n`), whole-call sinks,
+//!   one argument test per grant and flow rule. Its policy and calls are
+//!   those of every earlier figure: do not change them.
+//! * `wide`: tools of 18 parameters of mixed types (string, int, bool,
+//!   decimal, `list<string>`, some optional), sinks bound to 2–3
+//!   parameters, grants, flow rules and path steps with `and`/`or`/`not`
+//!   conditions on several parameters, per-argument lineage on some calls,
+//!   `provenance by value` on, results with outputs and `task` events.
+//!   Argument maps are built in a shuffled order, so name resolution works
+//!   for real.
+//! * `params18` (hidden in `--help`): the minimal 18-parameter workload of
+//!   the name-resolution before/after figure (README): string and int
+//!   parameters only, whole-call sinks, conjunctions of tests. It is kept
+//!   expressible in the model of commit bfc6e6a, where it was ported to
+//!   measure the linear name lookups of that code.
 
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
     FlowEffect, FlowRule, Grant, Param, PathKind, PathRule, Policy, Quota, ResourceLabel,
     RuleEffect, SinkUse, StepPattern, Tool,
 };
-use agenra_core::{ArgOp, Call, Cond, Decimal, Event, Monitor, ParamType, Pattern, Quant, Report};
+use agenra_core::{
+    ArgOp, Call, Cond, Decimal, Event, Monitor, NamedCond, ParamType, Pattern, Quant, Report, Task,
+    Value,
+};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 pub const GRANTS: usize = 50;
@@ -193,6 +212,596 @@ pub fn random_call(rng: &mut Rng, id: usize, time: u64) -> Call {
     }
 }
 
+/// The wide workload's parameters: name, scalar type, `list`, `optional`.
+/// Every tool declares all of them, rotated by seven places per tool, so a
+/// name has a different index in each tool.
+const WIDE_PARAMS: [(&str, ParamType, bool, bool); 18] = [
+    ("resource_path", ParamType::Str, false, false),
+    ("recipient_account", ParamType::Str, false, false),
+    ("amount", ParamType::Decimal, false, false),
+    ("currency_code", ParamType::Str, false, false),
+    ("retry_count", ParamType::Int, false, false),
+    ("include_attachments", ParamType::Bool, false, false),
+    ("cc_recipients", ParamType::Str, true, false),
+    ("subject_line", ParamType::Str, false, false),
+    ("message_body", ParamType::Str, false, false),
+    ("priority_level", ParamType::Int, false, false),
+    ("dry_run", ParamType::Bool, false, false),
+    ("reference_note", ParamType::Str, false, true),
+    ("labels", ParamType::Str, true, true),
+    ("timeout_seconds", ParamType::Int, false, false),
+    ("exchange_rate", ParamType::Decimal, false, true),
+    ("requested_by", ParamType::Str, false, false),
+    ("callback_url", ParamType::Str, false, true),
+    ("notify_owner", ParamType::Bool, false, false),
+];
+const WIDE_SINKS: [&str; SINKS] = ["email", "payments", "webhook", "storage"];
+/// Arguments that calls of the wide workload sometimes trace to earlier calls.
+const TRACED: [&str; 5] = [
+    "recipient_account",
+    "amount",
+    "message_body",
+    "subject_line",
+    "cc_recipients",
+];
+/// A `task` event every this many events of the wide workload's preload.
+const TASK_EVERY: usize = 250;
+
+fn wide_params(tool: usize) -> Vec<Param> {
+    (0..WIDE_PARAMS.len())
+        .map(|i| {
+            let (name, ty, list, optional) = WIDE_PARAMS[(i + 7 * tool) % WIDE_PARAMS.len()];
+            Param {
+                name: name.into(),
+                ty,
+                list,
+                optional,
+            }
+        })
+        .collect()
+}
+
+fn test<P>(param: P, op: ArgOp) -> Cond<P> {
+    Cond::Test {
+        param,
+        quant: Quant::All,
+        op,
+    }
+}
+
+fn named(param: &str, op: ArgOp) -> NamedCond {
+    test(param.to_string(), op)
+}
+
+fn not<P>(c: Cond<P>) -> Cond<P> {
+    Cond::Not(Box::new(c))
+}
+
+fn dec(n: i64) -> Decimal {
+    Decimal::from(n)
+}
+
+fn text(s: &str) -> Value {
+    Value::Str(s.into())
+}
+
+/// The standard workload's resource label, sequence and count rules, with
+/// an argument condition on the sequence's sink step and on the counted
+/// step when `conditions`.
+fn path_rules(conditions: bool) -> Vec<PathRule> {
+    (0..PATH_RULES)
+        .map(|r| {
+            let kind = if r % 2 == 0 {
+                PathKind::Sequence(vec![
+                    StepPattern {
+                        tool: Some(format!("tool{}.*", r % 6)),
+                        sink: None,
+                        reads: Some(LabelPattern {
+                            min_sensitivity: Some(3),
+                            ..LabelPattern::ANY
+                        }),
+                        when: None,
+                    },
+                    StepPattern {
+                        tool: None,
+                        sink: Some(r % SINKS),
+                        reads: None,
+                        when: conditions.then(|| named("amount", ArgOp::Gt(dec(100)))),
+                    },
+                ])
+            } else {
+                PathKind::AtMost {
+                    max: 1_000_000,
+                    step: StepPattern {
+                        tool: Some(format!("tool{}.op", r % TOOLS)),
+                        sink: None,
+                        reads: None,
+                        when: conditions
+                            .then(|| not(named("requested_by", ArgOp::Eq(text("auditor"))))),
+                    },
+                }
+            };
+            PathRule {
+                name: format!("path{r}"),
+                effect: RuleEffect::Deny,
+                kind,
+                reset: None,
+            }
+        })
+        .collect()
+}
+
+/// The label of the tools that read (tools 0..5), as in the standard workload.
+// `is_multiple_of` needs Rust 1.87; the workspace supports 1.80.
+#[allow(clippy::manual_is_multiple_of)]
+fn reader_output(t: usize) -> Label {
+    if t < 6 {
+        Label::new((t % 3) as u8, CategorySet::single(t % 8), t % 2 == 0)
+    } else {
+        Label::BOTTOM
+    }
+}
+
+/// The standard workload's deny pattern of flow rule `r`.
+#[allow(clippy::manual_is_multiple_of)]
+fn deny_pattern(r: usize) -> LabelPattern {
+    LabelPattern {
+        min_sensitivity: Some(3),
+        any_category: CategorySet::single((r + 5) % 8),
+        untrusted: r % 2 == 0,
+    }
+}
+
+/// The policy of the wide workload.
+pub fn wide_policy() -> Policy {
+    let mut p = Policy::empty("bench-wide");
+    p.levels = ["public", "internal", "confidential", "secret"]
+        .map(String::from)
+        .to_vec();
+    p.categories = (0..8).map(|i| format!("cat{i}")).collect();
+    p.sinks = WIDE_SINKS.map(String::from).to_vec();
+    p.sets = vec!["found".into()];
+    p.provenance_by_value = true;
+    for t in 0..TOOLS {
+        let params = wide_params(t);
+        let at = |name: &str| params.iter().position(|p| p.name == name);
+        let bind = |sink: usize, names: &[&str]| SinkUse {
+            sink,
+            params: Some(names.iter().filter_map(|n| at(n)).collect()),
+        };
+        // Tools 6..9 write to sinks through some of their arguments (tool 9
+        // to two sinks); 0..5 read labeled data.
+        let sinks = match t {
+            6 => vec![bind(2, &["callback_url", "message_body"])],
+            7 => vec![bind(3, &["subject_line", "message_body", "labels"])],
+            8 => vec![bind(
+                0,
+                &["recipient_account", "cc_recipients", "message_body"],
+            )],
+            9 => vec![
+                bind(1, &["recipient_account", "amount"]),
+                bind(0, &["recipient_account", "subject_line"]),
+            ],
+            _ => vec![],
+        };
+        let resource = at("resource_path");
+        p.tools.push(Tool {
+            name: format!("tool{t}.op"),
+            params,
+            resource,
+            sinks,
+            output: reader_output(t),
+            sanitizer: None,
+            facts: vec![],
+        });
+    }
+    p.resources.push(ResourceLabel {
+        pattern: Pattern::Glob("/secret/*".into()),
+        label: Label::new(3, CategorySet::single(7), true),
+    });
+    for g in 0..GRANTS {
+        let tool = g % TOOLS;
+        let spec = &p.tools[tool];
+        // Every name is declared by every tool; an unknown one would be a
+        // test on parameter `usize::MAX`, which `Monitor::new` rejects.
+        let at = |name: &str| spec.param_index(name).unwrap_or(usize::MAX);
+        let mut args = vec![
+            test(at("amount"), ArgOp::Le(dec(1_000 + g as i64))),
+            test(at("retry_count"), ArgOp::Le(dec(5))),
+            Cond::Or(vec![
+                test(
+                    at("currency_code"),
+                    ArgOp::In(vec![text("USD"), text("EUR"), text("GBP")]),
+                ),
+                test(at("dry_run"), ArgOp::Eq(Value::Bool(true))),
+            ]),
+            not(test(
+                at("recipient_account"),
+                ArgOp::Prefix("blocked-".into()),
+            )),
+        ];
+        if g % 2 == 0 {
+            args.push(test(
+                at("cc_recipients"),
+                ArgOp::Suffix("@example.com".into()),
+            ));
+        }
+        if g % 3 == 0 {
+            args.push(Cond::Or(vec![
+                test(at("reference_note"), ArgOp::Eq(Value::Null)),
+                test(at("reference_note"), ArgOp::Prefix("INV-".into())),
+            ]));
+        }
+        p.grants.push(Grant {
+            name: format!("g{g}"),
+            agent: 0,
+            tool,
+            resource: Some(Pattern::Prefix(format!("/data/{}/", g % 5))),
+            args,
+            quota: if g % 3 == 0 {
+                Quota::Limited(1_000_000)
+            } else {
+                Quota::Unlimited
+            },
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        });
+    }
+    for r in 0..FLOW_RULES {
+        let (effect, when) = if r % 4 == 3 {
+            (
+                FlowEffect::Allow(Label::new(1, CategorySet::single(r % 8), false)),
+                Cond::And(vec![
+                    named("amount", ArgOp::Le(dec(500))),
+                    Cond::Or(vec![
+                        named("currency_code", ArgOp::Eq(text("USD"))),
+                        not(named("include_attachments", ArgOp::Eq(Value::Bool(true)))),
+                    ]),
+                    named("priority_level", ArgOp::Le(dec(3))),
+                ]),
+            )
+        } else {
+            (
+                FlowEffect::Deny(deny_pattern(r)),
+                Cond::And(vec![
+                    named("amount", ArgOp::Ge(dec(0))),
+                    Cond::Or(vec![
+                        named("dry_run", ArgOp::Eq(Value::Bool(false))),
+                        named("retry_count", ArgOp::Ge(dec(0))),
+                    ]),
+                    not(named(
+                        "callback_url",
+                        ArgOp::Prefix("https://hooks.trusted.example/".into()),
+                    )),
+                ]),
+            )
+        };
+        p.flow_rules.push(FlowRule {
+            name: format!("flow{r}"),
+            sink: r % SINKS,
+            effect,
+            when,
+        });
+    }
+    p.path_rules = path_rules(true);
+    p
+}
+
+/// A random call of the wide workload: every argument of the tool (the
+/// optional ones sometimes absent or `null`), inserted in a shuffled order;
+/// one call in two traces one to three arguments to earlier calls.
+pub fn wide_call(rng: &mut Rng, id: usize, time: u64) -> Call {
+    use serde_json::Value as Json;
+    let tool = rng.below(TOOLS);
+    let target = if rng.below(8) == 0 {
+        format!("/secret/{}", rng.below(100))
+    } else {
+        format!("/data/{}/{}", rng.below(5), rng.below(1000))
+    };
+    let recipient = if rng.below(32) == 0 {
+        format!("blocked-{:04}", rng.below(64))
+    } else {
+        format!("acct-{:04}", rng.below(64))
+    };
+    let cents = rng.below(110_000);
+    // Decimals come as exact strings or as JSON numbers.
+    let amount = if rng.below(2) == 0 {
+        Json::from(format!("{}.{:02}", cents / 100, cents % 100))
+    } else {
+        Json::from(cents as f64 / 100.0)
+    };
+    let cc: Vec<Json> = (0..rng.below(4))
+        .map(|_| {
+            if rng.below(16) == 0 {
+                Json::from("audit@mail.evil.test")
+            } else {
+                Json::from(format!("user{}@example.com", rng.below(50)))
+            }
+        })
+        .collect();
+    let mut args: Vec<(&str, Json)> = vec![
+        ("resource_path", target.into()),
+        ("recipient_account", recipient.into()),
+        ("amount", amount),
+        ("currency_code", ["USD", "EUR", "GBP", "JPY"][rng.below(4)].into()),
+        ("retry_count", (rng.below(6) as i64).into()),
+        ("include_attachments", (rng.below(2) == 0).into()),
+        ("cc_recipients", cc.into()),
+        (
+            "subject_line",
+            format!("Quarterly report for region {}", rng.below(40)).into(),
+        ),
+        (
+            "message_body",
+            format!(
+                "Hello, please find attached the figures for ticket #{}. Best regards, the operations team",
+                rng.below(100_000)
+            )
+            .into(),
+        ),
+        ("priority_level", (rng.below(5) as i64).into()),
+        ("dry_run", (rng.below(4) == 0).into()),
+        ("timeout_seconds", (30 + rng.below(270) as i64).into()),
+        ("requested_by", format!("agent-{}", rng.below(16)).into()),
+        ("notify_owner", (rng.below(2) == 1).into()),
+    ];
+    match rng.below(6) {
+        0 | 1 => {}
+        2 => args.push(("reference_note", Json::Null)),
+        3 | 4 => args.push((
+            "reference_note",
+            format!("INV-{}", rng.below(10_000)).into(),
+        )),
+        _ => args.push((
+            "reference_note",
+            format!("follow-up {}", rng.below(100)).into(),
+        )),
+    }
+    if rng.below(2) == 0 {
+        let tags = ["finance", "urgent", "q3", "external", "review"];
+        let labels: Vec<Json> = (0..1 + rng.below(3))
+            .map(|_| tags[rng.below(tags.len())].into())
+            .collect();
+        args.push(("labels", labels.into()));
+    }
+    if rng.below(2) == 0 {
+        args.push((
+            "exchange_rate",
+            format!("1.{:04}", rng.below(10_000)).into(),
+        ));
+    }
+    match rng.below(4) {
+        0 => args.push((
+            "callback_url",
+            format!("https://hooks.trusted.example/cb/{}", rng.below(1000)).into(),
+        )),
+        1 => args.push((
+            "callback_url",
+            format!("https://hooks.example.net/{}", rng.below(1000)).into(),
+        )),
+        _ => {}
+    }
+    let mut lineage = BTreeMap::new();
+    if id > 0 && rng.below(2) == 0 {
+        let first = rng.below(TRACED.len());
+        for k in 0..1 + rng.below(3) {
+            let sources = (0..1 + rng.below(2))
+                .map(|_| format!("c{}", id - 1 - rng.below(id.min(64))))
+                .collect();
+            lineage.insert(TRACED[(first + k) % TRACED.len()].to_string(), sources);
+        }
+    }
+    // Fisher–Yates: the map is built in an order unrelated to the tool's
+    // declaration order.
+    for i in (1..args.len()).rev() {
+        args.swap(i, rng.below(i + 1));
+    }
+    Call {
+        session: None,
+        id: format!("c{id}"),
+        time,
+        agent: None,
+        tool: format!("tool{tool}.op"),
+        args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        lineage,
+        inferred: Default::default(),
+    }
+}
+
+/// What a succeeded call of the wide workload returns: some of its argument
+/// values (for provenance by value to find again in later calls).
+fn wide_output(call: &Call) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for key in ["recipient_account", "amount"] {
+        if let Some(v) = call.args.get(key) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out.insert("status".into(), "done".into());
+    out.into()
+}
+
+/// A `task` event of the wide workload: the user's request, naming an
+/// account, an amount and an invoice that later calls may carry.
+fn wide_task(rng: &mut Rng, n: usize, time: u64) -> Task {
+    Task {
+        session: None,
+        id: format!("t{n}"),
+        time: Some(time),
+        text: format!(
+            "Pay invoice INV-{} of {}.{:02} EUR to acct-{:04}, then mail the quarterly report to user{}@example.com",
+            rng.below(10_000),
+            rng.below(1_000),
+            rng.below(100),
+            rng.below(64),
+            rng.below(50)
+        ),
+        sets: BTreeMap::new(),
+        scope: None,
+    }
+}
+
+/// The parameters of the minimal 18-parameter workload (`params18`).
+const PARAMS18: [(&str, ParamType); 18] = [
+    ("resource_path", ParamType::Str),
+    ("amount_cents", ParamType::Int),
+    ("recipient_account", ParamType::Str),
+    ("retry_count", ParamType::Int),
+    ("currency_code", ParamType::Str),
+    ("priority_level", ParamType::Int),
+    ("subject_line", ParamType::Str),
+    ("timeout_seconds", ParamType::Int),
+    ("message_body", ParamType::Str),
+    ("attachment_count", ParamType::Int),
+    ("requested_by", ParamType::Str),
+    ("page_size", ParamType::Int),
+    ("callback_url", ParamType::Str),
+    ("max_results", ParamType::Int),
+    ("reference_note", ParamType::Str),
+    ("batch_number", ParamType::Int),
+    ("locale_code", ParamType::Str),
+    ("expiry_days", ParamType::Int),
+];
+
+/// The policy of the minimal 18-parameter workload: the standard policy
+/// with 18 parameters per tool, three tests per grant (by index) and per
+/// flow rule (by name).
+pub fn params18_policy() -> Policy {
+    let mut p = workload_policy();
+    p.name = "bench-params18".into();
+    let params: Vec<Param> = PARAMS18
+        .iter()
+        .map(|&(name, ty)| Param {
+            name: name.into(),
+            ty,
+            list: false,
+            optional: false,
+        })
+        .collect();
+    for t in &mut p.tools {
+        t.params = params.clone();
+        t.resource = Some(0);
+    }
+    for (g, grant) in p.grants.iter_mut().enumerate() {
+        grant.args = vec![
+            test(1, ArgOp::Le(dec(1_000 + g as i64))),
+            test(3, ArgOp::Le(dec(5))),
+            test(17, ArgOp::Le(dec(400))),
+        ];
+    }
+    let ints: Vec<&str> = PARAMS18
+        .iter()
+        .filter(|(_, ty)| *ty == ParamType::Int)
+        .map(|(name, _)| *name)
+        .collect();
+    for (r, rule) in p.flow_rules.iter_mut().enumerate() {
+        rule.when = Cond::And(
+            (0..3)
+                .map(|k| named(ints[(r + 3 * k) % ints.len()], ArgOp::Ge(dec(0))))
+                .collect(),
+        );
+    }
+    p
+}
+
+/// A random call of the `params18` workload: the arguments inserted last
+/// parameter first; one call in two traces two arguments to earlier calls.
+pub fn params18_call(rng: &mut Rng, id: usize, time: u64) -> Call {
+    let tool = rng.below(TOOLS);
+    let target = if rng.below(8) == 0 {
+        format!("/secret/{}", rng.below(100))
+    } else {
+        format!("/data/{}/{}", rng.below(5), rng.below(1000))
+    };
+    let mut args = serde_json::Map::new();
+    for &(name, ty) in PARAMS18[1..].iter().rev() {
+        let value: serde_json::Value = match (ty, name) {
+            (ParamType::Int, "amount_cents") => (rng.below(1_100) as i64).into(),
+            (ParamType::Int, "retry_count") => (rng.below(6) as i64).into(),
+            (ParamType::Int, _) => (rng.below(365) as i64).into(),
+            _ => format!("{name}-{}", rng.below(1000)).into(),
+        };
+        args.insert(name.into(), value);
+    }
+    args.insert("resource_path".into(), target.into());
+    let mut lineage = BTreeMap::new();
+    if id > 0 && rng.below(2) == 0 {
+        for name in ["recipient_account", "message_body"] {
+            let source = format!("c{}", id - 1 - rng.below(id.min(64)));
+            lineage.insert(name.to_string(), vec![source]);
+        }
+    }
+    Call {
+        session: None,
+        id: format!("c{id}"),
+        time,
+        agent: None,
+        tool: format!("tool{tool}.op"),
+        args,
+        lineage,
+        inferred: Default::default(),
+    }
+}
+
+/// Which workload `bench monitor` runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workload {
+    /// 2 parameters per tool: the workload of every earlier figure.
+    #[default]
+    Standard,
+    /// 18 parameters of mixed types, per-argument sinks and lineage,
+    /// provenance by value.
+    Wide,
+    /// 18 string and int parameters, nothing else new: the name-resolution
+    /// before/after figure.
+    Params18,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Standard => "standard",
+            Workload::Wide => "wide",
+            Workload::Params18 => "params18",
+        }
+    }
+
+    /// Parameters of each tool.
+    pub fn params(self) -> usize {
+        match self {
+            Workload::Standard => 2,
+            Workload::Wide => WIDE_PARAMS.len(),
+            Workload::Params18 => PARAMS18.len(),
+        }
+    }
+
+    pub fn policy(self) -> Policy {
+        match self {
+            Workload::Standard => workload_policy(),
+            Workload::Wide => wide_policy(),
+            Workload::Params18 => params18_policy(),
+        }
+    }
+
+    pub fn call(self, rng: &mut Rng, id: usize, time: u64) -> Call {
+        match self {
+            Workload::Standard => random_call(rng, id, time),
+            Workload::Wide => wide_call(rng, id, time),
+            Workload::Params18 => params18_call(rng, id, time),
+        }
+    }
+
+    /// The output a succeeded call reports.
+    fn output(self, call: &Call) -> serde_json::Value {
+        match self {
+            Workload::Wide => wide_output(call),
+            Workload::Standard | Workload::Params18 => serde_json::Value::Null,
+        }
+    }
+}
+
+/// The figures of `bench monitor --json`: the same keys for every workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
     pub p50_ns: u64,
@@ -205,15 +814,33 @@ pub struct BenchReport {
     pub flow_rules: usize,
     pub path_rules: usize,
     pub preloaded_events: usize,
+    /// `standard`, `wide` or `params18`.
+    pub workload: &'static str,
 }
 
-/// Plays `n` random events (calls, and a result for each admitted call)
-/// into the monitor, starting at call id `first_id`.
-fn play(monitor: &mut Monitor, rng: &mut Rng, first_id: usize, n: usize) -> usize {
+/// Plays `n` random events of the workload into the monitor (calls, a
+/// result for each admitted call and, for the wide workload, a `task`
+/// event every `TASK_EVERY` events), starting at call id `first_id`.
+fn play(
+    monitor: &mut Monitor,
+    rng: &mut Rng,
+    workload: Workload,
+    first_id: usize,
+    n: usize,
+) -> usize {
     let mut played = 0;
     let mut id = first_id;
+    let mut tasks = 0;
     while played < n {
-        let call = random_call(rng, id, id as u64);
+        if workload == Workload::Wide && played >= tasks * TASK_EVERY {
+            let task = wide_task(rng, tasks, id as u64);
+            tasks += 1;
+            if monitor.step(&Event::Task(task)).is_ok() {
+                played += 1;
+            }
+            continue;
+        }
+        let call = workload.call(rng, id, id as u64);
         id += 1;
         played += 1;
         let Ok(d) = monitor.authorize(&call) else {
@@ -225,7 +852,7 @@ fn play(monitor: &mut Monitor, rng: &mut Rng, first_id: usize, n: usize) -> usiz
                 call: call.id.clone(),
                 time: None,
                 status: agenra_core::event::Outcome::Succeeded,
-                output: serde_json::Value::Null,
+                output: workload.output(&call),
                 discovered: vec![],
             };
             if monitor.step(&Event::Result(report)).is_ok() {
@@ -236,23 +863,32 @@ fn play(monitor: &mut Monitor, rng: &mut Rng, first_id: usize, n: usize) -> usiz
     id
 }
 
-/// Runs the workload. `allocated` reads the process's live heap bytes
-/// (the CLI passes a counting allocator; `None` skips the memory figure).
+/// Runs the standard workload (see `run_workload`).
 pub fn run(
+    samples: usize,
+    allocated: Option<&dyn Fn() -> usize>,
+) -> Result<BenchReport, agenra_core::MonitorError> {
+    run_workload(Workload::Standard, samples, allocated)
+}
+
+/// Runs a workload. `allocated` reads the process's live heap bytes (the
+/// CLI passes a counting allocator; `None` skips the memory figure).
+pub fn run_workload(
+    workload: Workload,
     samples: usize,
     allocated: Option<&dyn Fn() -> usize>,
 ) -> Result<BenchReport, agenra_core::MonitorError> {
     let samples = samples.max(1);
     let mut rng = Rng::new(0x5eed);
-    let mut monitor = Monitor::new(workload_policy())?;
+    let mut monitor = Monitor::new(workload.policy())?;
 
     // Memory per session event: grow a separate session by 10,000 events.
     let bytes_per_event = match allocated {
         Some(read) => {
-            let mut m = Monitor::new(workload_policy())?;
+            let mut m = Monitor::new(workload.policy())?;
             let mut r = Rng::new(7);
             let before = read();
-            play(&mut m, &mut r, 0, 10_000);
+            play(&mut m, &mut r, workload, 0, 10_000);
             let after = read();
             let events = m.session().seq.max(1);
             drop(m);
@@ -261,12 +897,10 @@ pub fn run(
         None => f64::NAN,
     };
 
-    let mut next_id = play(&mut monitor, &mut rng, 0, PRELOADED_EVENTS);
+    let next_id = play(&mut monitor, &mut rng, workload, 0, PRELOADED_EVENTS);
     let calls: Vec<Call> = (0..samples)
-        .map(|i| random_call(&mut rng, next_id + i, (next_id + i) as u64))
+        .map(|i| workload.call(&mut rng, next_id + i, (next_id + i) as u64))
         .collect();
-    next_id += samples;
-    let _ = next_id;
     let mut times = Vec::with_capacity(samples);
     for call in &calls {
         let start = Instant::now();
@@ -289,5 +923,56 @@ pub fn run(
         flow_rules: FLOW_RULES,
         path_rules: PATH_RULES,
         preloaded_events: PRELOADED_EVENTS,
+        workload: workload.name(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agenra_core::decision::Rule;
+    use agenra_core::Verdict;
+
+    /// Verdicts of `n` calls after the preload: (allow, deny, pause).
+    fn verdicts(workload: Workload, n: usize) -> (usize, usize, usize) {
+        let mut monitor = Monitor::new(workload.policy()).expect("a valid policy");
+        let mut rng = Rng::new(0x5eed);
+        let first = play(&mut monitor, &mut rng, workload, 0, PRELOADED_EVENTS);
+        let mut counts = (0, 0, 0);
+        for id in first..first + n {
+            let call = workload.call(&mut rng, id, id as u64);
+            let d = monitor.authorize(&call).expect("the call is applied");
+            assert_ne!(
+                d.rule,
+                Rule::WellFormed,
+                "{}: {call:?}: {}",
+                workload.name(),
+                monitor.reason_text(&d)
+            );
+            match d.verdict {
+                Verdict::Allow => counts.0 += 1,
+                Verdict::Deny => counts.1 += 1,
+                Verdict::Pause => counts.2 += 1,
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn every_call_is_well_formed_and_some_are_allowed_some_denied() {
+        for workload in [Workload::Standard, Workload::Wide, Workload::Params18] {
+            let (allow, deny, _) = verdicts(workload, 2_000);
+            assert!(allow > 100 && deny > 100, "{workload:?}: {allow} {deny}");
+        }
+    }
+
+    #[test]
+    fn wide_tools_declare_their_parameters_in_different_orders() {
+        let p = wide_policy();
+        let amount: Vec<Option<usize>> = p.tools.iter().map(|t| t.param_index("amount")).collect();
+        assert!(amount.iter().all(Option::is_some));
+        assert!(amount.windows(2).all(|w| w[0] != w[1]), "{amount:?}");
+        assert!(p.tools.iter().all(|t| t.params.len() == 18));
+        assert!(p.provenance_by_value);
+    }
 }

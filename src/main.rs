@@ -119,14 +119,38 @@ enum Format {
 
 #[derive(Subcommand)]
 enum BenchKind {
-    /// The standard synthetic monitor workload (p50/p95/p99 ns per authorize).
+    /// A synthetic monitor workload (p50/p95/p99 ns per authorize).
     Monitor {
         #[arg(long)]
         json: bool,
         /// Timed authorize calls.
         #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         samples: u64,
+        /// `standard`: tools of 2 parameters (the figures' reference);
+        /// `wide`: 18 parameters of mixed types, per-argument sinks and
+        /// lineage, provenance by value.
+        #[arg(long, value_enum, default_value_t = WorkloadArg::Standard)]
+        workload: WorkloadArg,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum WorkloadArg {
+    Standard,
+    Wide,
+    /// The minimal 18-parameter workload of the name-resolution figure.
+    #[value(hide = true)]
+    Params18,
+}
+
+impl From<WorkloadArg> for bench::Workload {
+    fn from(w: WorkloadArg) -> bench::Workload {
+        match w {
+            WorkloadArg::Standard => bench::Workload::Standard,
+            WorkloadArg::Wide => bench::Workload::Wide,
+            WorkloadArg::Params18 => bench::Workload::Params18,
+        }
+    }
 }
 
 /// An error already shown to the user; carries the exit code.
@@ -157,8 +181,13 @@ fn main() -> ExitCode {
         Command::Monitor { policy, trace_out } => monitor(&policy, trace_out.as_deref()),
         Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
         Command::Bench {
-            which: BenchKind::Monitor { json, samples },
-        } => bench_monitor(json, samples as usize),
+            which:
+                BenchKind::Monitor {
+                    json,
+                    samples,
+                    workload,
+                },
+        } => bench_monitor(workload.into(), json, samples as usize),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -393,15 +422,20 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
     Ok(())
 }
 
-fn bench_monitor(json: bool, samples: usize) -> Result<(), Failed> {
+fn bench_monitor(workload: bench::Workload, json: bool, samples: usize) -> Result<(), Failed> {
     let read = || LIVE_BYTES.load(Ordering::Relaxed);
-    let report = bench::run(samples, Some(&read)).map_err(fail)?;
+    let report = bench::run_workload(workload, samples, Some(&read)).map_err(fail)?;
     if json {
         println!("{}", serde_json::to_string(&report).map_err(fail)?);
     } else {
         println!(
-            "monitor workload: {} grants, {} flow rules, {} path rules, session preloaded with {} events",
-            report.grants, report.flow_rules, report.path_rules, report.preloaded_events
+            "monitor workload `{}`: {} parameters per tool, {} grants, {} flow rules, {} path rules, session preloaded with {} events",
+            report.workload,
+            workload.params(),
+            report.grants,
+            report.flow_rules,
+            report.path_rules,
+            report.preloaded_events
         );
         println!(
             "authorize: p50 {} ns, p95 {} ns, p99 {} ns, mean {} ns ({} samples)",

@@ -179,7 +179,17 @@ pub fn describe_node(monitor: &Monitor, id: NodeId) -> String {
         return id.to_string();
     };
     if node.kind == NodeKind::Context {
-        return format!("{id} context");
+        // Node 0 is the shared context; others belong to one agent.
+        return match (id.0, monitor.policy().agents.get(node.agent as usize)) {
+            (0, _) | (_, None) => format!("{id} context"),
+            (_, Some(agent)) => format!("{id} context of {}", escape(&agent.name)),
+        };
+    }
+    if node.kind == NodeKind::Task {
+        return match session.call_id_of(id) {
+            Some(task) => format!("{id} {} task", escape(task)),
+            None => format!("{id} task"),
+        };
     }
     let tool = monitor
         .policy()

@@ -42,7 +42,12 @@ fn golden(name: &str, actual: &str) {
     assert_eq!(actual, expected, "output differs from {}", path.display());
 }
 
-const EXAMPLES: [&str; 3] = ["coding-agent", "email-assistant", "research-agent"];
+const EXAMPLES: [&str; 4] = [
+    "banking-agent",
+    "coding-agent",
+    "email-assistant",
+    "research-agent",
+];
 
 #[test]
 fn examples_check_and_are_formatted() {
@@ -93,7 +98,7 @@ fn json_records_have_the_documented_fields() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect();
-    assert_eq!(lines.len(), 13);
+    assert_eq!(lines.len(), 14);
     for (i, r) in lines.iter().enumerate() {
         assert_eq!(r["seq"], i as u64 + 1);
         for field in [
@@ -751,4 +756,44 @@ fn human_table_columns_fit_long_names() {
         .expect("a path line");
     assert_eq!(path.find("path:"), Some(col("call")), "{text}");
     assert!(path.contains(long), "{text}");
+}
+
+#[test]
+fn bench_monitor_wide_workload_prints_the_standard_keys() {
+    let report = |args: &[&str]| -> serde_json::Map<String, serde_json::Value> {
+        let out = agenra(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert_eq!(text.lines().count(), 1, "{args:?}: {text}");
+        let r: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON object");
+        let r = r.as_object().expect("a JSON object").clone();
+        assert!(r["p50_ns"].as_u64().is_some_and(|v| v > 0), "{r:?}");
+        assert!(r["p50_ns"].as_u64() <= r["p95_ns"].as_u64(), "{r:?}");
+        assert!(r["p95_ns"].as_u64() <= r["p99_ns"].as_u64(), "{r:?}");
+        assert!(
+            r["bytes_per_event"].as_f64().is_some_and(|v| v > 0.0),
+            "{r:?}"
+        );
+        assert_eq!(r["samples"], 50, "{r:?}");
+        r
+    };
+    let standard = report(&["bench", "monitor", "--json", "--samples", "50"]);
+    let wide = report(&[
+        "bench",
+        "monitor",
+        "--workload",
+        "wide",
+        "--json",
+        "--samples",
+        "50",
+    ]);
+    assert_eq!(
+        standard.keys().collect::<Vec<_>>(),
+        wide.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(standard["workload"], "standard");
+    assert_eq!(wide["workload"], "wide");
+    for key in ["grants", "flow_rules", "path_rules", "preloaded_events"] {
+        assert_eq!(standard[key], wide[key], "{key}");
+    }
 }

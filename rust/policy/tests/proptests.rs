@@ -155,6 +155,8 @@ const TOKENS: &[&str] = &[
     "all",
     "\"/a/0\"",
     "output.a.b",
+    "own",
+    "context",
 ];
 
 #[derive(Clone, Debug)]
@@ -421,6 +423,9 @@ fn pay_cond() -> impl Strategy<Value = Vec<String>> {
 
 fn statement() -> impl Strategy<Value = Vec<String>> {
     prop_oneof![
+        1 => (label_pat(), select(vec!["main", "sub", "solo"]), any::<bool>()).prop_map(|(p, agent, pause)| {
+            [toks(&[if pause { "pause" } else { "deny" }, "flow", "NAME", ":"]), p, toks(&["->", "agent", agent, ";"])].concat()
+        }),
         1 => (any::<bool>(), pay_cond()).prop_map(|(pause, c)| {
             [toks(&[if pause { "pause" } else { "deny" }, "call", "NAME", ":", "pay", "when"]), c, toks(&[";"])].concat()
         }),
@@ -493,6 +498,8 @@ const PRELUDE: &[&str] = &[
     "agent sub from main scope sc ;",
     "tool pay ( to : list<string> , amount : decimal , memo ? : string ) { sink net on to , amount ; fact ok when any output \"/checks\" == \"pass\" ; }",
     "provenance by value ;",
+    "agent solo from sub own context ;",
+    "tool lint ( ) { fact ok when output matches glob \"*passed*\" ; fact ok when output.a.b != null ; }",
     "task seeds found ;",
 ];
 
