@@ -117,6 +117,9 @@ impl FromStr for Decimal {
 
 impl Ord for Decimal {
     fn cmp(&self, other: &Decimal) -> Ordering {
+        if self.scale == other.scale {
+            return self.mantissa.cmp(&other.mantissa);
+        }
         let scale = self.scale.max(other.scale);
         self.scaled(scale).cmp(&other.scaled(scale))
     }

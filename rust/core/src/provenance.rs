@@ -43,44 +43,68 @@ fn looks_like_iban(compact: &str) -> bool {
         && b[4..].iter().all(u8::is_ascii_alphanumeric)
 }
 
+/// Whether `w` starts with `prefix`, ignoring ASCII case.
+fn starts_with_ignore_case(w: &str, prefix: &str) -> bool {
+    w.len() >= prefix.len() && w.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
 /// The canonical form of one word or string value (see the module doc).
+/// Cheap on the common case: one allocation, no scan beyond a few bytes
+/// unless the word has an `@`, a scheme, or the shape of an IBAN.
 pub fn canonical(word: &str) -> String {
     let w = word.trim();
     let w = w.strip_prefix("mailto:").unwrap_or(w);
-    if w.matches('@').count() == 1 && !w.contains(char::is_whitespace) {
+    let bytes = w.as_bytes();
+    if bytes.iter().filter(|&&b| b == b'@').count() == 1 && !w.contains(char::is_whitespace) {
         return w.to_lowercase();
     }
-    let lower = w.to_ascii_lowercase();
     for scheme in ["http://", "https://"] {
-        if lower.starts_with(scheme) {
+        if starts_with_ignore_case(w, scheme) {
             let rest = &w[scheme.len()..];
             let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
             let path = if path == "/" { "" } else { path };
             return format!("{scheme}{}{path}", host.to_ascii_lowercase());
         }
     }
-    let compact: String = w.chars().filter(|c| !c.is_whitespace()).collect();
-    if looks_like_iban(&compact) {
-        return compact.to_ascii_uppercase();
+    // An IBAN: two letters and two digits first, 15 to 34 characters
+    // without spaces (at most 42 with the usual groups of four).
+    if (15..=42).contains(&bytes.len())
+        && bytes[..2].iter().all(u8::is_ascii_alphabetic)
+        && bytes[2..4].iter().all(u8::is_ascii_digit)
+    {
+        let compact: String = w.chars().filter(|c| !c.is_whitespace()).collect();
+        if looks_like_iban(&compact) {
+            return compact.to_ascii_uppercase();
+        }
     }
     w.to_string()
 }
 
-/// The key a number is compared by (kept apart from strings).
-fn number_key(d: Decimal) -> String {
-    format!("\u{0}#{d}")
+/// Whether a string is one word as `words` cuts text (no separator inside,
+/// no trailing sentence punctuation).
+fn is_one_word(s: &str) -> bool {
+    let t = s.trim();
+    !t.is_empty() && !t.contains(is_separator) && !t.ends_with(['.', ':', '!', '?'])
+}
+
+/// What a word or value is compared by: its canonical form, or its exact
+/// number (numbers are kept apart from strings).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    Word(String),
+    Number(Decimal),
 }
 
 /// The keys under which a text's words are found: each word's canonical
 /// form, each word that is a number as a number, and IBANs written in
 /// groups of up to nine words.
-pub fn text_keys(text: &str) -> Vec<String> {
+pub fn text_keys(text: &str) -> Vec<Key> {
     let ws: Vec<&str> = words(text).collect();
     let mut keys = Vec::with_capacity(ws.len());
     for (i, w) in ws.iter().enumerate() {
-        keys.push(canonical(w));
+        keys.push(Key::Word(canonical(w)));
         if let Ok(d) = w.parse::<Decimal>() {
-            keys.push(number_key(d));
+            keys.push(Key::Number(d));
         }
         // An IBAN printed in groups: `DE89 3704 0044 0532 0130 00`.
         if w.len() == 4 && looks_like_iban_start(w) {
@@ -88,7 +112,7 @@ pub fn text_keys(text: &str) -> Vec<String> {
             for part in ws.iter().skip(i).take(9) {
                 compact.push_str(part);
                 if looks_like_iban(&compact) {
-                    keys.push(compact.to_ascii_uppercase());
+                    keys.push(Key::Word(compact.to_ascii_uppercase()));
                 }
             }
         }
@@ -104,46 +128,82 @@ fn looks_like_iban_start(w: &str) -> bool {
 /// What a scalar argument is looked up by: `None` for values provenance
 /// does not judge (booleans, null) and for strings that are not one word
 /// (see `phrase`).
-pub fn value_key(v: &Value) -> Option<String> {
+pub fn value_key(v: &Value) -> Option<Key> {
     match v {
         Value::Str(s) => {
             let c = canonical(s);
-            let single = words(s).count() == 1 && words(s).next() == Some(s.trim());
-            (single || looks_like_iban(&c)).then_some(c)
+            (is_one_word(s) || looks_like_iban(&c)).then_some(Key::Word(c))
         }
-        Value::Int(i) => Some(number_key(Decimal::from(*i))),
-        Value::Decimal(d) => Some(number_key(*d)),
+        Value::Int(i) => Some(Key::Number(Decimal::from(*i))),
+        Value::Decimal(d) => Some(Key::Number(*d)),
         Value::Bool(_) | Value::Null | Value::List(_) => None,
     }
 }
 
-/// A string value of several words, as the canonical words to find in a row.
+/// A string value of several words (one `value_key` does not judge), as
+/// the canonical words to find in a row.
 pub fn phrase(v: &Value) -> Option<Vec<String>> {
     match v {
-        Value::Str(s) if value_key(v).is_none() => {
-            let ws: Vec<String> = words(s).map(canonical).collect();
-            (!ws.is_empty()).then_some(ws)
-        }
+        Value::Str(s) if value_key(v).is_none() => phrase_words(s),
         _ => None,
     }
 }
 
+/// The canonical words of a string (`None` when it has none).
+fn phrase_words(s: &str) -> Option<Vec<String>> {
+    let ws = canonical_words(s);
+    (!ws.is_empty()).then_some(ws)
+}
+
+/// How provenance looks a scalar up: by its key, or as a phrase of words.
+pub enum Lookup {
+    Key(Key),
+    Phrase(Vec<String>),
+    /// Booleans, `null`, empty strings: no provenance.
+    Nothing,
+}
+
+/// `value_key`, else (when `phrases`) `phrase`, computing the canonical
+/// form once.
+pub fn lookup_of(v: &Value, phrases: bool) -> Lookup {
+    match v {
+        Value::Str(s) => {
+            let c = canonical(s);
+            if is_one_word(s) || looks_like_iban(&c) {
+                Lookup::Key(Key::Word(c))
+            } else if phrases {
+                phrase_words(s).map_or(Lookup::Nothing, Lookup::Phrase)
+            } else {
+                Lookup::Nothing
+            }
+        }
+        other => value_key(other).map_or(Lookup::Nothing, Lookup::Key),
+    }
+}
+
+/// The canonical words of a text, in order.
+pub fn canonical_words(text: &str) -> Vec<String> {
+    words(text).map(canonical).collect()
+}
+
 /// Whether `phrase` occurs as consecutive words of `text`.
 pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
-    let ws: Vec<String> = words(text).map(canonical).collect();
-    !phrase.is_empty() && ws.windows(phrase.len()).any(|w| w == phrase)
+    !phrase.is_empty()
+        && canonical_words(text)
+            .windows(phrase.len())
+            .any(|w| w == phrase)
 }
 
 /// The keys of every word in a tool output (string leaves and numbers,
 /// recursively; object keys are field names, not data, and are skipped).
-pub fn output_keys(output: &serde_json::Value, out: &mut Vec<String>) {
+pub fn output_keys(output: &serde_json::Value, out: &mut Vec<Key>) {
     match output {
         serde_json::Value::String(s) => out.extend(text_keys(s)),
         serde_json::Value::Number(n) => {
             if let Some(Value::Int(i)) = Value::from_json(output) {
-                out.push(number_key(Decimal::from(i)));
+                out.push(Key::Number(Decimal::from(i)));
             } else if let Some(d) = Decimal::from_json_number(n) {
-                out.push(number_key(d));
+                out.push(Key::Number(d));
             }
         }
         serde_json::Value::Array(items) => items.iter().for_each(|i| output_keys(i, out)),
@@ -200,6 +260,6 @@ mod tests {
         assert!(keys.contains(&value_key(&Value::Str("bob@corp.com".into())).unwrap()));
         assert!(keys.contains(&value_key(&Value::Int(3)).unwrap()));
         assert!(keys.contains(&value_key(&Value::Decimal("12.5".parse().unwrap())).unwrap()));
-        assert!(!keys.contains(&"contacts".to_string()));
+        assert!(!keys.contains(&Key::Word("contacts".to_string())));
     }
 }

@@ -33,7 +33,7 @@ impl Monitor {
         let denial = match flows.deny {
             Some(hit) => {
                 let (rule, reason) = hit.rule_and_reason();
-                Some((rule, reason, self.flow_path(node, &hit, &labels)))
+                Some((rule, reason, self.flow_path(node, &hit, &labels, pending)))
             }
             None => self
                 .history_violations(node, pending)

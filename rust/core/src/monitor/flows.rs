@@ -10,7 +10,7 @@
 //! else a matching pause rule asks a human. Across sinks, a DENY beats a
 //! PAUSE.
 
-use super::lineage::{ArgSource, CallLabels};
+use super::lineage::CallLabels;
 use super::wellformed::Resolved;
 use super::Monitor;
 use crate::decision::{Reason, Rule};
@@ -174,6 +174,7 @@ impl Monitor {
         node: NodeId,
         hit: &FlowHit,
         labels: &CallLabels,
+        r: &Resolved,
     ) -> Vec<NodeId> {
         if hit.resource.is_some() {
             return vec![node];
@@ -182,8 +183,7 @@ impl Monitor {
             None => true,
             Some(ps) => {
                 if param == NO_PARAM {
-                    ps.iter()
-                        .any(|&p| labels.sources.get(p) == Some(&ArgSource::Context))
+                    ps.iter().any(|&p| labels.reads_context(p, r))
                 } else {
                     ps.contains(&(param as usize))
                 }

@@ -15,6 +15,9 @@ pub(crate) struct Index {
     /// Tool and agent names.
     pub tools: FastMap<String, ToolId>,
     pub agents: FastMap<String, AgentId>,
+    /// Per tool: whether some sink of it takes only some arguments (the
+    /// monitor then labels each argument).
+    pub bound_sinks: Vec<bool>,
     /// Per tool: parameter name -> index.
     pub params: Vec<FastMap<String, usize>>,
     /// Per agent: the agent and its delegators, nearest first.
@@ -139,6 +142,11 @@ impl Index {
             .map(|r| r.reset.as_ref().map(|s| step_by_tool(policy, s)))
             .collect();
         Index {
+            bound_sinks: policy
+                .tools
+                .iter()
+                .map(|t| t.sinks.iter().any(|s| s.params.is_some()))
+                .collect(),
             tools: policy
                 .tools
                 .iter()

@@ -26,9 +26,11 @@ pub(crate) enum ArgSource {
 /// The labels of what flows into a call.
 #[derive(Clone, Debug)]
 pub(crate) struct CallLabels {
-    /// Per parameter.
+    /// Per parameter, when a sink of the tool is bound to some arguments
+    /// (otherwise empty: only the input label is needed).
     pub args: Vec<Label>,
-    /// Per parameter.
+    /// Per parameter, with provenance by value (otherwise empty: observed
+    /// lineage where given, the context elsewhere).
     pub sources: Vec<ArgSource>,
     /// The join over the arguments (the context's label for a tool without
     /// parameters): what a sink that takes every argument receives.
@@ -38,6 +40,22 @@ pub(crate) struct CallLabels {
     pub resource: Option<(Label, usize)>,
 }
 
+impl CallLabels {
+    /// Whether argument `i` reads the context (no observed lineage and no
+    /// provenance by value).
+    pub fn reads_context(&self, i: usize, r: &Resolved) -> bool {
+        match self.sources.get(i) {
+            Some(source) => *source == ArgSource::Context,
+            None => r.lineage.get(i).is_some_and(Option::is_none),
+        }
+    }
+
+    /// Whether the call gets the conservative edge from the context.
+    pub fn uses_context(&self, r: &Resolved) -> bool {
+        r.lineage.is_empty() || (0..r.lineage.len()).any(|i| self.reads_context(i, r))
+    }
+}
+
 impl Monitor {
     /// Labels of the call's arguments as of now: the context's label is
     /// read at this moment (for an approval, at approval time).
@@ -45,6 +63,26 @@ impl Monitor {
         let graph = &self.session.graph;
         let context = self.context_label_of(r.req.agent);
         let by_value = self.policy.provenance_by_value;
+        let per_arg = by_value || self.index.bound_sinks[r.req.tool];
+        if !per_arg {
+            // The common case, without allocating: the join of the sources.
+            let mut input = if r.lineage.iter().any(Option::is_none) || r.lineage.is_empty() {
+                context
+            } else {
+                Label::BOTTOM
+            };
+            for id in r.lineage.iter().flatten().flatten() {
+                if let Some(n) = graph.node(*id) {
+                    input = input.join(&n.label);
+                }
+            }
+            return CallLabels {
+                args: Vec::new(),
+                sources: Vec::new(),
+                input,
+                resource: self.resource_label(r.req.tool, &r.req.args),
+            };
+        }
         let mut args = Vec::with_capacity(r.lineage.len());
         let mut sources = Vec::with_capacity(r.lineage.len());
         for (i, lineage) in r.lineage.iter().enumerate() {
@@ -161,8 +199,7 @@ impl Monitor {
         } else {
             NodeKind::Tool
         };
-        let needs_context =
-            labels.sources.contains(&ArgSource::Context) || labels.sources.is_empty();
+        let needs_context = labels.uses_context(r);
         let node = self.session.graph.push_node(Node {
             kind,
             status: Status::Running,

@@ -266,7 +266,7 @@ impl Monitor {
         let flows = self.check_flows(&resolved, &labels);
         if let Some(hit) = flows.deny {
             self.set_status(node, Status::Denied);
-            let path = self.flow_path(node, &hit, &labels);
+            let path = self.flow_path(node, &hit, &labels, &resolved);
             let (rule, reason) = hit.rule_and_reason();
             return Ok(self.decide(Verdict::Deny, rule, reason, node, tool, path, vec![]));
         }
@@ -274,7 +274,7 @@ impl Monitor {
             let (rule, reason) = hit.rule_and_reason();
             Violation {
                 rule,
-                path: self.flow_path(node, &hit, &labels),
+                path: self.flow_path(node, &hit, &labels, &resolved),
                 reason,
                 effect: RuleEffect::Pause,
             }

@@ -11,7 +11,7 @@
 
 use crate::graph::NodeId;
 use crate::label::Label;
-use crate::provenance::{output_keys, phrase, text_has_phrase, text_keys, value_key};
+use crate::provenance::{canonical_words, lookup_of, output_keys, text_keys, Key, Lookup};
 use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
@@ -31,11 +31,11 @@ struct Seen {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ValueIndex {
-    /// Canonical word -> the first task whose text contains it.
-    task_words: HashMap<String, NodeId>,
-    /// Task texts, for values of several words.
-    task_texts: Vec<(NodeId, String)>,
-    outputs: HashMap<String, Seen>,
+    /// Word or number -> the first task whose text contains it.
+    task_words: HashMap<Key, NodeId>,
+    /// Task texts as canonical words, for values of several words.
+    task_texts: Vec<(NodeId, Vec<String>)>,
+    outputs: HashMap<Key, Seen>,
     /// An untrusted output was too large to index.
     overflow: bool,
 }
@@ -45,7 +45,7 @@ impl ValueIndex {
         for k in text_keys(text) {
             self.task_words.entry(k).or_insert(node);
         }
-        self.task_texts.push((node, text.to_string()));
+        self.task_texts.push((node, canonical_words(text)));
     }
 
     pub fn add_output(&mut self, node: NodeId, label: Label, output: &serde_json::Value) {
@@ -76,8 +76,8 @@ impl ValueIndex {
     /// The label of one scalar and where it came from, if provenance
     /// applies to it.
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
-        match value_key(v) {
-            Some(k) => {
+        match lookup_of(v, !self.task_texts.is_empty()) {
+            Lookup::Key(k) => {
                 if let Some(&task) = self.task_words.get(&k) {
                     return Some((Label::BOTTOM, task));
                 }
@@ -92,13 +92,12 @@ impl ValueIndex {
                     _ => None,
                 }
             }
-            None => {
-                let words = phrase(v)?;
-                self.task_texts
-                    .iter()
-                    .find(|(_, text)| text_has_phrase(text, &words))
-                    .map(|(node, _)| (Label::BOTTOM, *node))
-            }
+            Lookup::Nothing => None,
+            Lookup::Phrase(words) => self
+                .task_texts
+                .iter()
+                .find(|(_, text)| text.windows(words.len().max(1)).any(|w| w == words))
+                .map(|(node, _)| (Label::BOTTOM, *node)),
         }
     }
 

@@ -56,7 +56,16 @@ impl Monitor {
             return Err((Rule::Scope(scope), Reason::OutOfScope { agent }));
         }
         let spec = &policy.tools[tool];
-        let mut raw: Vec<Option<&serde_json::Value>> = vec![None; spec.params.len()];
+        // Each argument by parameter index; on the stack for most tools.
+        let n = spec.params.len();
+        let mut stack: [Option<&serde_json::Value>; 32] = [None; 32];
+        let mut heap: Vec<Option<&serde_json::Value>> = Vec::new();
+        let raw: &mut [Option<&serde_json::Value>] = if n <= stack.len() {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, None);
+            &mut heap
+        };
         for (name, value) in &call.args {
             let i = self.index.param(tool, name).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
@@ -66,7 +75,7 @@ impl Monitor {
             raw[i] = Some(value);
         }
         let mut args = Vec::with_capacity(spec.params.len());
-        for (p, value) in spec.params.iter().zip(raw) {
+        for (p, value) in spec.params.iter().zip(raw.iter().copied()) {
             let value = match value {
                 None | Some(serde_json::Value::Null) if p.optional => Value::Null,
                 None => {
