@@ -66,3 +66,23 @@ fn corrupt_compiled_policies_are_refused_not_indexed() {
     let bytes = b"\xa1\x64name\x01";
     assert!(from_cbor::<Policy>(bytes).is_err());
 }
+
+#[test]
+fn compiled_policies_with_duplicate_names_are_rejected() {
+    let base = example("email-assistant");
+    let mut dup_tool = base.clone();
+    dup_tool.tools.push(dup_tool.tools[0].clone());
+    let err = agenra::Monitor::new(dup_tool).unwrap_err().to_string();
+    assert!(err.contains("is declared twice"), "{err}");
+    let mut dup_param = base.clone();
+    let p = dup_param.tools[0].params[0].clone();
+    dup_param.tools[0].params.push(p);
+    let err = agenra::Monitor::new(dup_param).unwrap_err().to_string();
+    assert!(err.contains("parameter"), "{err}");
+    let mut dup_agent = base;
+    let mut a = dup_agent.agents[0].clone();
+    a.parent = Some(0);
+    dup_agent.agents.push(a);
+    let err = agenra::Monitor::new(dup_agent).unwrap_err().to_string();
+    assert!(err.contains("agent `main` is declared twice"), "{err}");
+}

@@ -188,7 +188,14 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
     }
+    let mut agent_names = std::collections::BTreeSet::new();
     for (a, agent) in p.agents.iter().enumerate() {
+        if !agent_names.insert(agent.name.as_str()) {
+            return Err(bad(
+                format!("agents[{a}].name"),
+                format!("agent `{}` is declared twice", agent.name),
+            ));
+        }
         if let Some(s) = agent.scope {
             index(format!("agents[{a}].scope"), s, p.scopes.len(), "scopes")?;
         }

@@ -18,15 +18,16 @@ impl Monitor {
     pub(crate) fn approve_at(&mut self, a: &Resolve) -> Result<Decision, StepError> {
         let time = self.advance_time(a.time)?;
         let node = self.node_in(&a.call, Status::Paused, "an approval")?;
-        self.session.time = time;
-        self.session.seq += 1;
-        let seq = self.session.seq;
+        // A paused call always holds its units and its resolved call.
         let Some(held) = self.session.held.get(&node).cloned() else {
             return Err(StepError::UnknownCall(a.call.clone()));
         };
         let Some(pending) = held.pending.as_deref() else {
             return Err(StepError::UnknownCall(a.call.clone()));
         };
+        self.session.time = time;
+        self.session.seq += 1;
+        let seq = self.session.seq;
         let tool = Some(pending.req.tool);
         let labels = self.call_labels(pending);
         let flows = self.check_flows(pending, &labels);
