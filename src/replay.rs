@@ -67,9 +67,9 @@ impl std::fmt::Display for ReplayError {
         let path = self.path.display();
         match &self.source {
             LineError::Parse(e) => {
-                write!(f, "{path}:{}:{}: error: {}", self.line, e.column, e.message)
+                write!(f, "{path}:{}:{}: {}", self.line, e.column, e.message)
             }
-            LineError::Apply(e) => write!(f, "{path}:{}: error: {e}", self.line),
+            LineError::Apply(e) => write!(f, "{path}:{}: {e}", self.line),
         }
     }
 }

@@ -14,7 +14,7 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}:{line}:{column}: error: {message}")]
+    #[error("{path}:{line}:{column}: {message}")]
     Event {
         path: PathBuf,
         line: usize,

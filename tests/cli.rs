@@ -206,7 +206,7 @@ fn replay_stops_with_a_clear_error_on_bad_events() {
         (
             "dup.jsonl",
             "{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n{\"kind\":\"call\",\"id\":\"c1\",\"time\":2,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
-            "dup.jsonl:2: error: call id `c1` is already used",
+            "dup.jsonl:2: call id `c1` is already used",
         ),
         (
             "time.jsonl",

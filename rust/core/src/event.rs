@@ -1,6 +1,7 @@
 //! Session events, as a gateway or a trace file reports them
 //! (`docs/events.md`). Unknown fields are rejected so that a misspelled
-//! `lineage` can never silently widen a flow.
+//! `lineage` can never silently widen a flow, and so are duplicate keys at
+//! any depth (`crate::strict`): an ambiguous event is never decided.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -21,15 +22,23 @@ pub struct Call {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     pub tool: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::object")]
     pub args: serde_json::Map<String, serde_json::Value>,
     /// Observed lineage: for each argument, the calls whose outputs it came
     /// from. An argument not listed gets the conservative edge from
     /// everything the session has read.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::strict::lists"
+    )]
     pub lineage: BTreeMap<String, Vec<String>>,
     /// Inferred lineage: recorded for audit, never used to narrow a flow.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::strict::lists"
+    )]
     pub inferred: BTreeMap<String, Vec<String>>,
 }
 
@@ -58,7 +67,11 @@ pub struct Report {
     pub time: Option<u64>,
     pub status: Outcome,
     /// The tool's output, for `fact ... when output.FIELD ...` tests.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    #[serde(
+        default,
+        skip_serializing_if = "serde_json::Value::is_null",
+        deserialize_with = "crate::strict::value"
+    )]
     pub output: serde_json::Value,
     /// Resources the result discovered (e.g. contact addresses).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -95,7 +108,11 @@ pub struct Task {
     pub text: String,
     /// Values for discovered sets (`task seeds SET;` in the policy), e.g.
     /// the recipients the user named.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::strict::lists"
+    )]
     pub sets: BTreeMap<String, Vec<String>>,
     /// What this task may use; narrows the policy's static scopes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ pub mod graph;
 pub mod ledger;
 pub mod monitor;
 pub mod spec;
+pub mod strict;
 pub mod validate;
 
 pub use decision::{Decision, StepError, StepOutput, Verdict};

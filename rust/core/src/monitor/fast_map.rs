@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// An FxHash-style hasher with a final mix. Call ids come from the agent's
-/// runtime, and SipHash was a tenth of the step's time. A hostile runtime
-/// could at worst slow its own session down.
+/// An FxHash-style hasher with a final mix, for keys the policy or the
+/// monitor chooses (names from the policy, node ids). Never for strings an
+/// agent chooses: those could be crafted to collide (call ids use std's
+/// keyed SipHash).
 #[derive(Default, Clone, Copy)]
 pub(crate) struct FxHasher(u64);
 

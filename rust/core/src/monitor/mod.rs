@@ -38,7 +38,7 @@ use crate::validate::{validate, ModelError};
 use fast_map::FastMap;
 use history::Violation;
 use index::Index;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use wellformed::Resolved;
 
@@ -60,7 +60,10 @@ pub struct Session {
     ledger_hash: Hash,
     /// Discovered-resource sets, indexed like `Policy::sets`.
     pub sets: Vec<BTreeSet<String>>,
-    calls: FastMap<String, NodeId>,
+    /// Call and task ids. They come from the agent's runtime, so the map
+    /// uses std's keyed SipHash: crafted ids cannot collide on purpose and
+    /// make one session (and the process serving it) quadratic.
+    calls: HashMap<String, NodeId>,
     held: FastMap<NodeId, Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
     path_progress: Vec<u64>,
@@ -110,7 +113,7 @@ impl Session {
             ledger_hash: ledger.hash(),
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
-            calls: FastMap::default(),
+            calls: HashMap::new(),
             held: FastMap::default(),
             path_progress: vec![0; policy.path_rules.len()],
             path_witness: vec![Vec::new(); policy.path_rules.len()],
