@@ -13,6 +13,28 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Writes to standard output; when the reader has gone away
+/// (`agenra replay ... | head -1`) the process ends quietly instead of
+/// panicking like `print!` does.
+fn out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("agenra: error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+macro_rules! print {
+    ($($t:tt)*) => { out(format_args!($($t)*)) };
+}
+
+macro_rules! println {
+    ($($t:tt)*) => { out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 /// Counts live heap bytes, for the memory figure of `bench monitor`.
 struct Counting;
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -206,8 +228,31 @@ fn read(path: &Path) -> Result<String, Failed> {
     std::fs::read_to_string(path).map_err(|e| fail(format!("{}: cannot read: {e}", path.display())))
 }
 
+/// Reads a compiled policy (`agenra compile` output: `.json` or `.cbor`)
+/// and checks every reference in it, as `Monitor::new` does.
+fn load_compiled(path: &Path, cbor: bool) -> Result<agenra_core::Policy, Failed> {
+    let decoded = if cbor {
+        let bytes = std::fs::read(path)
+            .map_err(|e| fail(format!("{}: cannot read: {e}", path.display())))?;
+        agenra_core::hash::from_cbor::<agenra_core::Policy>(&bytes)
+    } else {
+        agenra_core::hash::from_json::<agenra_core::Policy>(&read(path)?)
+    };
+    let policy =
+        decoded.map_err(|e| fail(format!("{}: not a compiled policy: {e}", path.display())))?;
+    agenra_core::validate::validate(&policy)
+        .map_err(|e| fail(format!("{}: invalid compiled policy: {e}", path.display())))?;
+    Ok(policy)
+}
+
 /// Compiles a policy file, printing warnings; errors are printed in full.
+/// A `.json` or `.cbor` file is read as a compiled policy.
 fn load_policy(path: &Path, quiet_warnings: bool) -> Result<(agenra_core::Policy, usize), Failed> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => return load_compiled(path, false).map(|p| (p, 0)),
+        Some("cbor") => return load_compiled(path, true).map(|p| (p, 0)),
+        _ => {}
+    }
     let source = read(path)?;
     let name = path
         .file_stem()

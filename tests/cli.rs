@@ -797,3 +797,75 @@ fn bench_monitor_wide_workload_prints_the_standard_keys() {
         assert_eq!(standard[key], wide[key], "{key}");
     }
 }
+
+#[test]
+fn check_and_replay_read_compiled_policies_and_reject_corrupt_ones() {
+    let out = agenra(&["compile", "examples/email-assistant/policy.agr"]);
+    assert!(out.status.success());
+    let json = stdout(&out);
+    let good = temp_file("compiled.json", &json);
+    let out = agenra(&["check", good.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(": ok ("), "{}", stdout(&out));
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        good.to_str().expect("utf-8 path"),
+        "examples/email-assistant/attack.jsonl",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        std::fs::read_to_string(root().join("tests/golden/email-assistant-attack.txt"))
+            .expect("golden")
+    );
+    let mut policy: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let mut unknown = policy.clone();
+    unknown["tools"][0]["colour"] = "red".into();
+    let tool = policy["tools"][0].clone();
+    policy["tools"].as_array_mut().expect("tools").push(tool);
+    for (name, bad, message) in [
+        ("unknown.json", unknown, "unknown field `colour`"),
+        ("dup.json", policy, "is declared twice"),
+    ] {
+        let file = temp_file(name, &bad.to_string());
+        let out = agenra(&["check", file.to_str().expect("utf-8 path")]);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(message), "{name}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_closed_output_ends_replay_quietly() {
+    use std::io::{BufRead, BufReader};
+    let trace: String = (0..20_000)
+        .map(|i| {
+            format!(
+                "{{\"kind\":\"call\",\"id\":\"c{i}\",\"time\":{i},\"tool\":\"tests.run\",\"args\":{{\"suite\":\"a\"}}}}\n"
+            )
+        })
+        .collect();
+    let file = temp_file("long.jsonl", &trace);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agenra"))
+        .args([
+            "replay",
+            "--json",
+            "--policy",
+            "examples/coding-agent/policy.agr",
+            file.to_str().expect("utf-8 path"),
+        ])
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("one line");
+    assert!(first.starts_with("{\"seq\":1,"), "{first}");
+    // The reader is gone now (like `| head -1`).
+    let out = child.wait_with_output().expect("exit");
+    assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}

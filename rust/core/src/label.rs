@@ -59,6 +59,7 @@ impl CategorySet {
 
 /// A data label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Label {
     pub sensitivity: Level,
     pub categories: CategorySet,
@@ -108,6 +109,7 @@ impl Label {
 /// `l ⊑ l'`, it holds for `l'`. Deny rules and path steps use these, which is
 /// what makes "adding labels never turns a DENY into an ALLOW" true.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LabelPattern {
     /// Holds when the sensitivity is at least this level.
     pub min_sensitivity: Option<Level>,
@@ -138,6 +140,7 @@ impl LabelPattern {
 /// specification transforms labels; anything else ("summarize") propagates
 /// its inputs' labels unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Sanitizer {
     pub name: String,
     /// Categories the sanitizer removes.

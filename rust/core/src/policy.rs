@@ -22,6 +22,7 @@ pub type SanitizerId = usize;
 pub const ROOT_AGENT: &str = "main";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Policy {
     pub name: String,
     /// Sensitivity levels, lowest first; a `Level` indexes this list.
@@ -63,6 +64,7 @@ pub struct Policy {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Param {
     pub name: String,
     /// The scalar type (of each element, for a list).
@@ -92,6 +94,7 @@ impl Param {
 
 /// A sink a tool reaches, and the arguments that flow into it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SinkUse {
     pub sink: SinkId,
     /// Parameter indexes bound to the sink (`sink payments on recipient,
@@ -101,6 +104,7 @@ pub struct SinkUse {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Tool {
     pub name: String,
     pub params: Vec<Param>,
@@ -132,6 +136,7 @@ impl Tool {
 /// `fact F [when output.FIELD OP VALUE]`: a succeeded result establishes
 /// `F`, if the output field satisfies the test.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FactRule {
     pub fact: FactId,
     pub when: Option<OutputTest>,
@@ -142,6 +147,7 @@ pub struct FactRule {
 /// there is tested like a list argument (every element, or some with
 /// `Quant::Any`); a missing value fails the test.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct OutputTest {
     pub pointer: String,
     #[serde(default)]
@@ -175,12 +181,14 @@ impl OutputTest {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ResourceLabel {
     pub pattern: Pattern,
     pub label: Label,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Agent {
     pub name: String,
     /// The delegator; `None` only for the root agent.
@@ -196,6 +204,7 @@ pub struct Agent {
 
 /// A task scope: tool-name globs an agent is confined to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Scope {
     pub name: String,
     pub tools: Vec<String>,
@@ -220,6 +229,7 @@ impl Quota {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Grant {
     pub name: String,
     pub agent: AgentId,
@@ -255,6 +265,7 @@ pub enum FlowEffect {
 /// some deny (pause) rule matches its label and no allow rule whose
 /// conditions hold has a ceiling above the label.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FlowRule {
     pub name: String,
     pub sink: SinkId,
@@ -267,6 +278,7 @@ pub struct FlowRule {
 /// A flow rule about what an agent may receive (`-> agent NAME`): judged
 /// on the input label of every call that agent makes, like a sink.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ReceiveRule {
     pub name: String,
     pub agent: AgentId,
@@ -277,6 +289,7 @@ pub struct ReceiveRule {
 /// `deny call TOOL when COND` (or `pause call`): forbid calls on their
 /// arguments, without a sink.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CallRule {
     pub name: String,
     pub effect: RuleEffect,
@@ -292,6 +305,7 @@ pub enum RuleEffect {
 
 /// One step of a path pattern: a call that satisfies every given part.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StepPattern {
     /// Glob over the tool name.
     pub tool: Option<String>,
@@ -325,6 +339,7 @@ pub enum PathKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PathRule {
     pub name: String,
     pub effect: RuleEffect,
@@ -337,6 +352,7 @@ pub struct PathRule {
 /// `require FACT [since X] before TOOL`: a call matching `before` needs
 /// `Seen(fact)` after the last admitted call matching `since` (or ever).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Obligation {
     pub name: String,
     pub effect: RuleEffect,

@@ -360,6 +360,7 @@ impl Quant {
 /// steps, which apply to every tool; the monitor resolves them once per
 /// policy). A test on a parameter the tool lacks is false.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum Cond<P> {
     Test {
         param: P,
