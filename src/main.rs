@@ -73,6 +73,7 @@ struct Cli {
 enum Command {
     /// Check policy files: exit 0 when all are valid, 1 with diagnostics otherwise.
     Check {
+        /// Policy files: `.agr`, or compiled policies (`.json`, `.cbor`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Treat warnings as errors.
@@ -81,6 +82,7 @@ enum Command {
     },
     /// Rewrite policy files in the canonical format.
     Fmt {
+        /// `.agr` files; each is handled even when another does not parse.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Change nothing; exit 1 if a file is not formatted.
@@ -92,7 +94,9 @@ enum Command {
     },
     /// Print the compiled policy (JSON, or CBOR bytes) and its content hash.
     Compile {
+        /// The `.agr` file.
         file: PathBuf,
+        /// The encoding: canonical JSON, or CBOR (what the content hash is of).
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
         /// Write to this file instead of standard output.
@@ -101,8 +105,10 @@ enum Command {
     },
     /// Run a trace of events (docs/events.md) through the monitor.
     Replay {
+        /// The policy: a `.agr` file, or a compiled policy (`.json`, `.cbor`).
         #[arg(long)]
         policy: PathBuf,
+        /// A trace: one JSON event per line (docs/events.md).
         trace: PathBuf,
         /// One JSON object per event.
         #[arg(long)]
@@ -111,6 +117,7 @@ enum Command {
     /// Streaming sidecar: events as JSON lines on stdin, one JSON answer per
     /// event on stdout, flushed at once; bad events get an error object.
     Monitor {
+        /// The policy: a `.agr` file, or a compiled policy (`.json`, `.cbor`).
         #[arg(long)]
         policy: PathBuf,
         /// Append each applied event's line to this file (a replayable trace).
@@ -119,8 +126,10 @@ enum Command {
     },
     /// Why event N of a trace got its decision.
     Explain {
+        /// The policy: a `.agr` file, or a compiled policy (`.json`, `.cbor`).
         #[arg(long)]
         policy: PathBuf,
+        /// A trace: one JSON event per line (docs/events.md).
         trace: PathBuf,
         /// The event's 1-based position in the trace (as `replay` numbers it).
         #[arg(long)]
@@ -143,6 +152,7 @@ enum Format {
 enum BenchKind {
     /// A synthetic monitor workload (p50/p95/p99 ns per authorize).
     Monitor {
+        /// One JSON object with the figures (the same keys for every workload).
         #[arg(long)]
         json: bool,
         /// Timed authorize calls.
@@ -308,13 +318,23 @@ fn check(files: &[PathBuf], deny_warnings: bool) -> Result<(), Failed> {
 }
 
 fn fmt(files: &[PathBuf], check: bool, stdout: bool) -> Result<(), Failed> {
+    // Every file is handled; a file that cannot be read or parsed is
+    // reported and the others still are.
     let mut unformatted = false;
+    let mut broken = false;
     for f in files {
-        let source = read(f)?;
-        let formatted = agenra_policy::format(&source).map_err(|e| {
-            eprint!("{}", e.render(&f.display().to_string(), &source));
-            Failed(1)
-        })?;
+        let Ok(source) = read(f) else {
+            broken = true;
+            continue;
+        };
+        let formatted = match agenra_policy::format(&source) {
+            Ok(text) => text,
+            Err(e) => {
+                eprint!("{}", e.render(&f.display().to_string(), &source));
+                broken = true;
+                continue;
+            }
+        };
         if stdout {
             print!("{formatted}");
         } else if check {
@@ -327,12 +347,16 @@ fn fmt(files: &[PathBuf], check: bool, stdout: bool) -> Result<(), Failed> {
                 unformatted = true;
             }
         } else if formatted != source {
-            std::fs::write(f, &formatted)
-                .map_err(|e| fail(format!("{}: cannot write: {e}", f.display())))?;
-            eprintln!("formatted {}", f.display());
+            match std::fs::write(f, &formatted) {
+                Ok(()) => eprintln!("formatted {}", f.display()),
+                Err(e) => {
+                    fail(format!("{}: cannot write: {e}", f.display()));
+                    broken = true;
+                }
+            }
         }
     }
-    if unformatted {
+    if unformatted || broken {
         Err(Failed(1))
     } else {
         Ok(())

@@ -869,3 +869,21 @@ fn a_closed_output_ends_replay_quietly() {
     assert!(out.status.success(), "{:?}: {}", out.status, stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+#[test]
+fn fmt_reports_every_broken_file_and_still_checks_the_others() {
+    let bad = temp_file("bad.agr", "grant g nope;\n");
+    let messy = temp_file("messy.agr", "tool   t();\n");
+    let out = agenra(&[
+        "fmt",
+        "--check",
+        bad.to_str().expect("utf-8 path"),
+        messy.to_str().expect("utf-8 path"),
+        "examples/coding-agent/policy.agr",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("bad.agr:1:9: error: expected `:`"), "{err}");
+    assert!(err.contains("messy.agr: not formatted"), "{err}");
+    assert!(!err.contains("coding-agent"), "{err}");
+}

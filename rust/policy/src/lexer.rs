@@ -200,6 +200,10 @@ impl Lexer<'_> {
     }
 
     fn run(&mut self) {
+        // A UTF-8 byte order mark some editors write is not part of the text.
+        if self.peek_at(0) == Some('\u{feff}') {
+            self.i += 1;
+        }
         while let Some(c) = self.peek_at(0) {
             let start = self.here();
             if c.is_whitespace() {
@@ -249,6 +253,25 @@ impl Lexer<'_> {
                 name.push(c);
                 self.bump();
             }
+            // A letter outside ASCII (a Cyrillic `а` that looks like `a`)
+            // makes the whole word an error that names it.
+            if let Some(odd) = self
+                .peek_at(0)
+                .filter(|c| c.is_alphanumeric() && !c.is_ascii())
+            {
+                while let Some(c) = self.peek_at(0).filter(|c| c.is_alphanumeric() || *c == '_') {
+                    name.push(c);
+                    self.bump();
+                }
+                self.push(
+                    TokenKind::Error(format!(
+                        "`{name}` contains `{odd}` (U+{:04X}), which is not an ASCII letter; names are ASCII",
+                        odd as u32
+                    )),
+                    start,
+                );
+                return;
+            }
             // A dot directly between identifier parts continues the name.
             if self.peek_at(0) == Some('.') && self.peek_at(1).is_some_and(is_ident_start) {
                 name.push('.');
@@ -287,7 +310,9 @@ impl Lexer<'_> {
         }
         let kind = match digits.parse::<i64>() {
             Ok(v) => TokenKind::Int(v),
-            Err(_) => TokenKind::Error(format!("integer `{digits}` does not fit in 64 bits")),
+            Err(_) => TokenKind::Error(format!(
+                "integer `{digits}` is out of range (from -9223372036854775808 to 9223372036854775807)"
+            )),
         };
         self.push(kind, start);
     }
@@ -324,6 +349,12 @@ impl Lexer<'_> {
                     self.bump();
                 }
                 Some(c) => {
+                    if c.is_control() && c != '\t' {
+                        error.get_or_insert(format!(
+                            "the control character U+{:04X} cannot appear in a string",
+                            c as u32
+                        ));
+                    }
                     value.push(c);
                     self.bump();
                 }

@@ -509,3 +509,21 @@ fn at_most_fifty_errors_are_reported() {
     assert_eq!(errs[0], "1:9: error: expected `:`, found `quota`");
     assert!(errs[50].ends_with("31 more errors not shown (fix these first)"));
 }
+
+#[test]
+fn odd_characters_are_named() {
+    // A byte order mark is skipped.
+    assert!(agenra_policy::compile("\u{feff}tool t();", "t").is_ok());
+    assert_eq!(
+        error("gr\u{430}nt g: t quota 1;"),
+        "1:1: error: `gr\u{430}nt` contains `\u{430}` (U+0430), which is not an ASCII letter; names are ASCII"
+    );
+    assert_eq!(
+        error("policy \"a\u{0}b\";"),
+        "1:8: error: the control character U+0000 cannot appear in a string"
+    );
+    assert_eq!(
+        error("tool t();\ngrant g: t quota 99999999999999999999;"),
+        "2:18: error: integer `99999999999999999999` is out of range (from -9223372036854775808 to 9223372036854775807)"
+    );
+}
