@@ -119,12 +119,29 @@ pub struct Edge {
 
 pub const NO_PARAM: u16 = u16::MAX;
 
+/// One merge into a context node: the edge, where it came from, and the
+/// context's label right after it (labels only rise, so these are
+/// increasing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Merge {
+    pub edge: u32,
+    pub from: NodeId,
+    pub joined: Label,
+}
+
+/// How many merges a path explanation looks through, past the first one
+/// at which the context carried the offending label, for a single source
+/// that carries it alone. Beyond that the path ends at the context (which
+/// is then the source: several reads together made the label).
+const MERGE_SCAN: usize = 64;
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Graph {
     pub nodes: Vec<Node>,
     pub edges: Vec<Edge>,
-    /// Indexes of the edges into context nodes, in order (the merges).
-    pub context_in: Vec<u32>,
+    /// Per context node (the shared one, and agents' own): its merges in
+    /// order. A handful of contexts, so a list.
+    pub merges: Vec<(NodeId, Vec<Merge>)>,
 }
 
 impl Graph {
@@ -142,8 +159,18 @@ impl Graph {
         trust: Trust,
         param: u16,
     ) {
-        if self.node(to).is_some_and(|n| n.kind == NodeKind::Context) {
-            self.context_in.push(self.edges.len() as u32);
+        if kind == EdgeKind::Data && self.node(to).is_some_and(|n| n.kind == NodeKind::Context) {
+            let label = self.node(from).map_or(Label::BOTTOM, |n| n.label);
+            let edge = self.edges.len() as u32;
+            let log = match self.merges.iter().position(|(n, _)| *n == to) {
+                Some(i) => &mut self.merges[i].1,
+                None => {
+                    self.merges.push((to, Vec::new()));
+                    &mut self.merges.last_mut().expect("just pushed").1
+                }
+            };
+            let joined = log.last().map_or(label, |m| m.joined.join(&label));
+            log.push(Merge { edge, from, joined });
         }
         self.edges.push(Edge {
             from,
@@ -162,20 +189,22 @@ impl Graph {
         self.nodes.get_mut(id.0 as usize)
     }
 
-    /// Indexes of the edges into `to` appended before `horizon`.
+    /// The merges into a context node made before edge `horizon`.
+    fn merges_before(&self, context: NodeId, horizon: usize) -> &[Merge] {
+        let log = self
+            .merges
+            .iter()
+            .find(|(n, _)| *n == context)
+            .map_or(&[][..], |(_, l)| l.as_slice());
+        &log[..log.partition_point(|m| (m.edge as usize) < horizon)]
+    }
+
+    /// Indexes of the edges into the call node `to` appended before
+    /// `horizon` (they all come right after the node).
     fn in_edges(&self, to: NodeId, horizon: usize) -> Vec<usize> {
         let Some(node) = self.node(to) else {
             return vec![];
         };
-        if node.kind == NodeKind::Context {
-            return self
-                .context_in
-                .iter()
-                .map(|&i| i as usize)
-                .take_while(|&i| i < horizon)
-                .filter(|&i| self.edges[i].to == to)
-                .collect();
-        }
         let start = node.first_edge as usize;
         let end = self
             .nodes
@@ -189,6 +218,14 @@ impl Graph {
 
     /// Data predecessors of `to` that may be trusted for a flow (not inferred).
     pub fn data_preds(&self, to: NodeId) -> Vec<NodeId> {
+        let is_context = self.node(to).is_some_and(|n| n.kind == NodeKind::Context);
+        if is_context {
+            return self
+                .merges_before(to, self.edges.len())
+                .iter()
+                .map(|m| m.from)
+                .collect();
+        }
         self.in_edges(to, self.edges.len())
             .into_iter()
             .map(|i| self.edges[i])
@@ -200,14 +237,15 @@ impl Graph {
     /// A path of data edges from a node whose label satisfies `bad` to
     /// `sink`, for explaining a DENY; it runs from the source to `sink`.
     ///
-    /// Walks back from `sink`, each time to the earliest data predecessor
-    /// whose label (as it was when the edge was used) still satisfies `bad`,
-    /// until none does: that node is where the label came in. The context
-    /// node's label only rises, so it is judged as of the edge that was
-    /// followed out of it: by the merges that came before that edge.
-    ///
-    /// `first_hop` restricts the edges followed into `sink` itself (the
-    /// arguments bound to the sink).
+    /// Walks back from `sink`. From a call, to its earliest data
+    /// predecessor whose label (as it was when the edge was used) satisfies
+    /// `bad`; `first_hop` restricts the edges followed into `sink` itself
+    /// (the arguments bound to the sink). From a context, to the first read
+    /// that carried the label alone: found by binary search over the
+    /// context's rising labels, then at most `MERGE_SCAN` merges on, so an
+    /// explanation never rescans the session's history. The walk stops
+    /// where no predecessor satisfies `bad`: that node is where the label
+    /// came in.
     pub fn explain_path(
         &self,
         sink: NodeId,
@@ -218,24 +256,38 @@ impl Graph {
         let mut cur = sink;
         let mut horizon = self.edges.len();
         loop {
-            let mut best: Option<(usize, NodeId)> = None;
-            for i in self.in_edges(cur, horizon) {
-                let e = self.edges[i];
-                if e.kind != EdgeKind::Data
-                    || e.trust == Trust::Inferred
-                    || path.contains(&e.from)
-                    || (cur == sink && !first_hop(&e))
-                {
-                    continue;
+            let next = if self.node(cur).is_some_and(|n| n.kind == NodeKind::Context) {
+                let merges = self.merges_before(cur, horizon);
+                let first = merges.partition_point(|m| !bad(&m.joined));
+                merges[first..]
+                    .iter()
+                    .take(MERGE_SCAN)
+                    .find(|m| {
+                        !path.contains(&m.from)
+                            && self.satisfies_as_of(m.from, m.edge as usize, &bad)
+                    })
+                    .map(|m| (m.edge as usize, m.from))
+            } else {
+                let mut best: Option<(usize, NodeId)> = None;
+                for i in self.in_edges(cur, horizon) {
+                    let e = self.edges[i];
+                    if e.kind != EdgeKind::Data
+                        || e.trust == Trust::Inferred
+                        || path.contains(&e.from)
+                        || (cur == sink && !first_hop(&e))
+                    {
+                        continue;
+                    }
+                    if best.is_some_and(|(_, b)| b <= e.from) {
+                        continue;
+                    }
+                    if self.satisfies_as_of(e.from, i, &bad) {
+                        best = Some((i, e.from));
+                    }
                 }
-                if best.is_some_and(|(_, b)| b <= e.from) {
-                    continue;
-                }
-                if self.satisfies_as_of(e.from, i, &bad) {
-                    best = Some((i, e.from));
-                }
-            }
-            match best {
+                best
+            };
+            match next {
                 Some((i, from)) => {
                     path.push(from);
                     cur = from;
@@ -249,23 +301,14 @@ impl Graph {
     }
 
     /// Whether `node`'s label, as it was before edge `horizon`, satisfies
-    /// `bad` (upward closed). Call nodes never change; the context is the
-    /// join of the merges before `horizon`, and the scan stops as soon as
-    /// that join satisfies `bad`.
+    /// `bad` (upward closed). Call nodes never change; a context's label is
+    /// the join of its merges before `horizon`, found by binary search.
     fn satisfies_as_of(&self, node: NodeId, horizon: usize, bad: &impl Fn(&Label) -> bool) -> bool {
         match self.node(node) {
-            Some(n) if n.kind == NodeKind::Context => {
-                let mut acc = Label::BOTTOM;
-                for i in self.in_edges(node, horizon) {
-                    if let Some(m) = self.node(self.edges[i].from) {
-                        acc = acc.join(&m.label);
-                        if bad(&acc) {
-                            return true;
-                        }
-                    }
-                }
-                false
-            }
+            Some(n) if n.kind == NodeKind::Context => self
+                .merges_before(node, horizon)
+                .last()
+                .is_some_and(|m| bad(&m.joined)),
             Some(n) => bad(&n.label),
             None => false,
         }
