@@ -44,10 +44,9 @@ impl Monitor {
     /// Takes one unit of each grant.
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            self.session.ledger.consume(g);
-        }
-        if grants.iter().any(|&g| self.session.ledger.is_limited(g)) {
-            self.session.ledger_hash = self.session.ledger.hash();
+            if self.session.ledger.consume(g) && self.session.ledger.is_limited(g) {
+                self.session.ledger_tree.update(&self.session.ledger, g);
+            }
         }
     }
 
@@ -56,9 +55,9 @@ impl Monitor {
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
         for &g in grants {
             self.session.ledger.refund(&self.policy, g);
-        }
-        if grants.iter().any(|&g| self.session.ledger.is_limited(g)) {
-            self.session.ledger_hash = self.session.ledger.hash();
+            if self.session.ledger.is_limited(g) {
+                self.session.ledger_tree.update(&self.session.ledger, g);
+            }
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::event::{Call, Event, Resolve};
 use crate::graph::{Evidence, Graph, Node, NodeId, NodeKind, Status, NO_TOOL};
 use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, LedgerTree};
 use crate::policy::{GrantId, Policy, Quota, RuleEffect, ToolId};
 use crate::validate::{validate, ModelError};
 use fast_map::FastMap;
@@ -57,7 +57,9 @@ struct Held {
 pub struct Session {
     pub graph: Graph,
     pub ledger: Ledger,
-    ledger_hash: Hash,
+    /// The ledger's hash tree: a unit taken or returned rehashes one block
+    /// and its ancestors, not every grant.
+    ledger_tree: LedgerTree,
     /// Discovered-resource sets, indexed like `Policy::sets`.
     pub sets: Vec<BTreeSet<String>>,
     /// Call and task ids. They come from the agent's runtime, so the map
@@ -110,7 +112,7 @@ impl Session {
         let ledger = Ledger::initial(policy);
         Session {
             graph,
-            ledger_hash: ledger.hash(),
+            ledger_tree: LedgerTree::new(&ledger),
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
             calls: HashMap::new(),
@@ -131,7 +133,7 @@ impl Session {
     }
 
     pub fn ledger_hash(&self) -> Hash {
-        self.ledger_hash
+        self.ledger_tree.root()
     }
 
     /// The node of call `id`, if the session has seen it.
@@ -391,7 +393,7 @@ impl Monitor {
             path,
             grants,
             refunded: vec![],
-            ledger_hash: self.session.ledger_hash,
+            ledger_hash: self.session.ledger_hash(),
         }
     }
 
@@ -413,7 +415,7 @@ impl Monitor {
             rule,
             reason,
             refunded,
-            ledger_hash: self.session.ledger_hash,
+            ledger_hash: self.session.ledger_hash(),
         }
     }
 
