@@ -272,8 +272,9 @@ fn load_policy(path: &Path, quiet_warnings: bool) -> Result<(agenra_core::Policy
     match agenra_policy::compile(&source, name) {
         Ok(compiled) => {
             if !quiet_warnings {
+                let lines = agenra_policy::diagnostic::Lines::new(&source);
                 for w in &compiled.warnings {
-                    eprint!("{}", w.render(&file, &source));
+                    eprint!("{}", w.render_with(&file, &source, &lines));
                 }
             }
             Ok((compiled.policy, compiled.warnings.len()))

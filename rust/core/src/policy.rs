@@ -402,18 +402,16 @@ impl Policy {
     }
 
     /// The agent and its delegators, nearest first, ending at the root.
-    /// Cycles (rejected by the compiler) are cut off.
+    /// A cycle (rejected by the compiler and by `validate`) is cut off after
+    /// as many steps as there are agents.
     pub fn agent_chain(&self, agent: AgentId) -> Vec<AgentId> {
-        let mut chain = vec![agent];
-        let mut cur = agent;
-        while let Some(p) = self.agents.get(cur).and_then(|a| a.parent) {
-            if chain.contains(&p) {
-                break;
-            }
-            chain.push(p);
-            cur = p;
-        }
-        chain
+        self.chain_iter(agent).collect()
+    }
+
+    /// `agent_chain` without allocating.
+    pub fn chain_iter(&self, agent: AgentId) -> impl Iterator<Item = AgentId> + '_ {
+        std::iter::successors(Some(agent), |&a| self.agents.get(a).and_then(|x| x.parent))
+            .take(self.agents.len().max(1))
     }
 
     pub fn level_name(&self, l: Level) -> &str {

@@ -181,12 +181,12 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                 ))
             }
         }
-        if p.agent_chain(a).last() != Some(&0) {
-            return Err(bad(
-                format!("agents[{a}].parent"),
-                "the delegation chain has a cycle",
-            ));
-        }
+    }
+    if let Some(a) = first_cyclic_agent(p) {
+        return Err(bad(
+            format!("agents[{a}].parent"),
+            "the delegation chain has a cycle",
+        ));
     }
     let mut agent_names = std::collections::BTreeSet::new();
     for (a, agent) in p.agents.iter().enumerate() {
@@ -309,4 +309,36 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         )?;
     }
     Ok(())
+}
+
+/// An agent whose delegation chain never reaches the root, if any. Linear:
+/// each agent's status is settled once (0 unknown, 1 on the walk being
+/// followed, 2 reaches the root).
+fn first_cyclic_agent(p: &Policy) -> Option<usize> {
+    let mut state = vec![0u8; p.agents.len()];
+    if let Some(root) = state.first_mut() {
+        *root = 2;
+    }
+    for start in 0..p.agents.len() {
+        let mut walk = Vec::new();
+        let mut cur = start;
+        loop {
+            match state[cur] {
+                2 => break,
+                1 => return Some(start),
+                _ => {
+                    state[cur] = 1;
+                    walk.push(cur);
+                    match p.agents[cur].parent {
+                        Some(parent) if parent < p.agents.len() => cur = parent,
+                        _ => return Some(start),
+                    }
+                }
+            }
+        }
+        for a in walk {
+            state[a] = 2;
+        }
+    }
+    None
 }

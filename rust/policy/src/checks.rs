@@ -5,27 +5,57 @@ use crate::compile::SourceMap;
 use crate::names::Diags;
 use agenra_core::policy::{FlowEffect, Grant, Quota};
 use agenra_core::Policy;
+use std::collections::{HashMap, HashSet};
 
 /// Rejects delegation cycles, once per cycle (at its first agent).
 pub fn agent_cycles(policy: &Policy, map: &SourceMap, d: &mut Diags) {
-    for start in 0..policy.agents.len() {
-        let mut chain = vec![start];
+    // Each agent is settled once (0 unknown, 1 on the walk being followed,
+    // 2 settled), so a long delegation chain checks in linear time.
+    let n = policy.agents.len();
+    let mut state = vec![0u8; n];
+    for start in 0..n {
+        let mut walk = Vec::new();
         let mut cur = start;
-        while let Some(parent) = policy.agents.get(cur).and_then(|a| a.parent) {
-            if chain.contains(&parent) {
-                if parent == start && chain.iter().min() == Some(&start) {
-                    let names: Vec<&str> = chain
-                        .iter()
-                        .chain(std::iter::once(&start))
-                        .filter_map(|a| policy.agents.get(*a).map(|a| a.name.as_str()))
-                        .collect();
-                    let span = map.agents.get(start).copied().flatten().unwrap_or_default();
-                    d.error(span, format!("agent cycle: {}", names.join(" -> ")));
+        let mut closed_at = None;
+        loop {
+            match state[cur] {
+                2 => break,
+                1 => {
+                    closed_at = Some(cur);
+                    break;
                 }
-                break;
+                _ => {}
             }
-            chain.push(parent);
-            cur = parent;
+            state[cur] = 1;
+            walk.push(cur);
+            match policy.agents[cur].parent.filter(|&p| p < n) {
+                Some(parent) => cur = parent,
+                None => break,
+            }
+        }
+        if let Some(cur) = closed_at {
+            if let Some(at) = walk.iter().position(|&w| w == cur) {
+                // The cycle, named from its first agent, as the delegation
+                // goes: `a -> b -> a`.
+                let cycle = &walk[at..];
+                let first = (0..cycle.len()).min_by_key(|&k| cycle[k]).unwrap_or(0);
+                let names: Vec<&str> = cycle[first..]
+                    .iter()
+                    .chain(&cycle[..first])
+                    .chain(std::iter::once(&cycle[first]))
+                    .filter_map(|a| policy.agents.get(*a).map(|a| a.name.as_str()))
+                    .collect();
+                let span = map
+                    .agents
+                    .get(cycle[first])
+                    .copied()
+                    .flatten()
+                    .unwrap_or_default();
+                d.error(span, format!("agent cycle: {}", names.join(" -> ")));
+            }
+        }
+        for w in walk {
+            state[w] = 2;
         }
     }
 }
@@ -68,6 +98,7 @@ fn not_covered_because(grant: &Grant, parent_grant: &Grant) -> Option<String> {
 /// Each grant of a delegate must be covered by a grant of its delegator
 /// for the same tool (see the language reference, "Agents").
 pub fn attenuation(policy: &Policy, map: &SourceMap, d: &mut Diags) {
+    let by_owner = grants_by_owner(policy);
     for (gi, grant) in policy.grants.iter().enumerate() {
         let Some(agent) = policy.agents.get(grant.agent) else {
             continue;
@@ -82,10 +113,11 @@ pub fn attenuation(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             .tools
             .get(grant.tool)
             .map_or("?", |t| t.name.as_str());
-        let candidates: Vec<&Grant> = policy
-            .grants
+        let candidates: Vec<&Grant> = by_owner
+            .get(&(parent_id, grant.tool))
+            .map_or(&[][..], Vec::as_slice)
             .iter()
-            .filter(|h| h.agent == parent_id && h.tool == grant.tool)
+            .filter_map(|&h| policy.grants.get(h))
             .collect();
         let reason = if candidates.is_empty() {
             Some(format!(
@@ -136,6 +168,22 @@ fn shadows(earlier: &Grant, later: &Grant) -> bool {
         && earlier.args.iter().all(|a| later.args.contains(a))
 }
 
+/// Grant indexes per (agent, tool), in policy order.
+fn grants_by_owner(policy: &Policy) -> HashMap<(usize, usize), Vec<usize>> {
+    let mut out: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    for (g, grant) in policy.grants.iter().enumerate() {
+        out.entry((grant.agent, grant.tool)).or_default().push(g);
+    }
+    out
+}
+
+/// How many earlier grants the shadowing warning compares a grant with
+/// (the most recent ones that could shadow it), so that a policy of many
+/// unlimited grants on one tool still checks in linear time. A grant with
+/// neither resource pattern nor tests shadows everything after it and is
+/// always found.
+const SHADOW_SCAN: usize = 256;
+
 pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
     for (gi, grant) in policy.grants.iter().enumerate() {
         let (Some(set), Some(tool)) = (grant.discovers, policy.tools.get(grant.tool)) else {
@@ -155,8 +203,30 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             );
         }
     }
+    // Per (agent, tool): earlier grants that can shadow (unlimited, no
+    // approval, no expiry), and the first of them that covers everything.
+    let mut shadowing: HashMap<(usize, usize), (Vec<usize>, Option<usize>)> = HashMap::new();
     for (li, later) in policy.grants.iter().enumerate() {
-        if let Some(earlier) = policy.grants.iter().take(li).find(|e| shadows(e, later)) {
+        let key = (later.agent, later.tool);
+        let (earlier_ones, universal) = shadowing.entry(key).or_default();
+        let scanned = earlier_ones
+            .iter()
+            .rev()
+            .take(SHADOW_SCAN)
+            .copied()
+            .filter(|&e| shadows(&policy.grants[e], later))
+            .min();
+        let found = match (*universal, scanned) {
+            (Some(u), Some(s)) => Some(u.min(s)),
+            (u, s) => u.or(s),
+        };
+        if later.quota == Quota::Unlimited && !later.approval && later.expires_at.is_none() {
+            earlier_ones.push(li);
+            if universal.is_none() && later.resource.is_none() && later.args.is_empty() {
+                *universal = Some(li);
+            }
+        }
+        if let Some(earlier) = found.and_then(|e| policy.grants.get(e)) {
             let span = map.grants.get(li).copied().unwrap_or_default();
             d.warn(
                 span,
@@ -167,18 +237,27 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             );
         }
     }
+    let reached: HashSet<usize> = policy
+        .tools
+        .iter()
+        .flat_map(|t| t.sinks.iter().map(|s| s.sink))
+        .collect();
+    let denied: HashSet<usize> = policy
+        .flow_rules
+        .iter()
+        .filter(|r| matches!(r.effect, FlowEffect::Deny(_) | FlowEffect::Pause(_)))
+        .map(|r| r.sink)
+        .collect();
     for (ri, rule) in policy.flow_rules.iter().enumerate() {
         let span = map.flow_sinks.get(ri).copied().unwrap_or_default();
         let sink = policy.sinks.get(rule.sink).map_or("?", String::as_str);
-        if !policy.tools.iter().any(|t| t.reaches(rule.sink)) {
+        if !reached.contains(&rule.sink) {
             d.warn(
                 span,
                 format!("flow rule `{}`: no tool reaches sink `{sink}`", rule.name),
             );
         }
-        let has_deny = policy.flow_rules.iter().any(|r| {
-            r.sink == rule.sink && matches!(r.effect, FlowEffect::Deny(_) | FlowEffect::Pause(_))
-        });
+        let has_deny = denied.contains(&rule.sink);
         if matches!(rule.effect, FlowEffect::Allow(_)) && !has_deny {
             d.warn(
                 span,
@@ -189,10 +268,9 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             );
         }
     }
+    let discovered: HashSet<usize> = policy.grants.iter().filter_map(|g| g.discovers).collect();
     for (si, set) in policy.sets.iter().enumerate() {
-        if !policy.grants.iter().any(|g| g.discovers == Some(si))
-            && !policy.task_seeds.contains(&si)
-        {
+        if !discovered.contains(&si) && !policy.task_seeds.contains(&si) {
             let span = map.sets.get(si).copied().unwrap_or_default();
             d.warn(
                 span,

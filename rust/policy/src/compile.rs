@@ -409,46 +409,66 @@ impl<'a> Compiler<'a> {
                 LabelExpr::Named(_) => Label::BOTTOM,
             })
             .collect();
+        // Each alias is settled once: `done[i]` is the literal it ends at
+        // (`Some(None)`: unknown name or cycle), so chains stay linear.
+        let names = self.labels.to_vec();
+        let mut done: Vec<Option<Option<usize>>> = exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| matches!(e, LabelExpr::Literal { .. }).then_some(Some(i)))
+            .collect();
         for (i, expr) in exprs.iter().enumerate() {
             let LabelExpr::Named(first) = expr else {
                 continue;
             };
+            if done[i].is_some() {
+                continue;
+            }
             let Some(mut next) = self.labels.resolve(first, &mut self.d) else {
+                done[i] = Some(None);
                 continue;
             };
-            let mut chain = vec![i];
-            loop {
-                if chain.contains(&next) {
-                    // Report a cycle once: at its first alias, when `i` is on it.
-                    if next == i && chain.iter().min() == Some(&i) {
-                        let names: Vec<&str> = chain
-                            .iter()
-                            .chain(std::iter::once(&i))
-                            .filter_map(|j| self.labels.names().nth(*j))
-                            .collect();
-                        let span = self.labels.span(i).unwrap_or(first.span);
-                        self.d
-                            .error(span, format!("label alias cycle: {}", names.join(" -> ")));
-                    }
-                    break;
+            let mut walk = vec![i];
+            let end = loop {
+                if let Some(settled) = done.get(next).copied().flatten() {
+                    break settled;
                 }
+                if let Some(at) = walk.iter().position(|&w| w == next) {
+                    // A cycle: reported once, at its first alias.
+                    let cycle = &walk[at..];
+                    let (start, _) = cycle
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, &w)| w)
+                        .unwrap_or((0, &next));
+                    let order: Vec<&str> = cycle[start..]
+                        .iter()
+                        .chain(&cycle[..start])
+                        .chain(std::iter::once(&cycle[start]))
+                        .filter_map(|&w| names.get(w).map(String::as_str))
+                        .collect();
+                    let span = self.labels.span(cycle[start]).unwrap_or(first.span);
+                    self.d
+                        .error(span, format!("label alias cycle: {}", order.join(" -> ")));
+                    break None;
+                }
+                walk.push(next);
                 match exprs.get(next) {
                     Some(LabelExpr::Named(id)) => match self.labels.get(&id.name) {
-                        Some(j) => {
-                            chain.push(next);
-                            next = j;
-                        }
-                        None => break, // reported at that alias
+                        Some(j) => next = j,
+                        None => break None, // reported at that alias
                     },
-                    _ => {
-                        if let (Some(v), Some(slot)) = (
-                            self.label_values.get(next).copied(),
-                            self.label_values.get_mut(i),
-                        ) {
-                            *slot = v;
-                        }
-                        break;
-                    }
+                    _ => break None,
+                }
+            };
+            for w in walk {
+                done[w] = Some(end);
+            }
+        }
+        for (i, settled) in done.into_iter().enumerate() {
+            if let (Some(Some(lit)), true) = (settled, matches!(exprs[i], LabelExpr::Named(_))) {
+                if let Some(v) = self.label_values.get(lit).copied() {
+                    self.label_values[i] = v;
                 }
             }
         }

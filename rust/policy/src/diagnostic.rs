@@ -51,17 +51,18 @@ impl Diagnostic {
     ///    |          ^^^^^^^
     /// ```
     pub fn render(&self, file_name: &str, source: &str) -> String {
+        self.render_with(file_name, source, &Lines::new(source))
+    }
+
+    /// `render` with the source's lines found once, for many diagnostics.
+    pub fn render_with(&self, file_name: &str, source: &str, lines: &Lines) -> String {
         let Span {
             start,
             end,
             line,
             col,
         } = self.span;
-        let line_text = source
-            .split('\n')
-            .nth((line as usize).saturating_sub(1))
-            .unwrap_or("")
-            .trim_end_matches('\r');
+        let line_text = lines.get(source, line).trim_end_matches('\r');
         // Keep tabs in the padding so the carets line up with the source.
         let pad: String = line_text
             .chars()
@@ -90,6 +91,31 @@ impl fmt::Display for Diagnostic {
             "{}:{}: {}: {}",
             self.span.line, self.span.col, self.severity, self.message
         )
+    }
+}
+
+/// Where each line of a source starts, so that rendering many diagnostics
+/// does not split the source again for each.
+pub struct Lines {
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    pub fn new(source: &str) -> Lines {
+        let starts = std::iter::once(0)
+            .chain(source.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Lines { starts }
+    }
+
+    /// Line `line` (1-based) without its newline; empty past the end.
+    pub fn get<'s>(&self, source: &'s str, line: u32) -> &'s str {
+        let i = (line as usize).saturating_sub(1);
+        let Some(&start) = self.starts.get(i) else {
+            return "";
+        };
+        let end = self.starts.get(i + 1).map_or(source.len(), |&e| e - 1);
+        source.get(start..end).unwrap_or("")
     }
 }
 

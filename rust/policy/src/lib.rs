@@ -41,10 +41,11 @@ impl fmt::Display for PolicyError {
 impl PolicyError {
     /// Every diagnostic rendered with its source line, separated by blank lines.
     pub fn render(&self, file_name: &str, source: &str) -> String {
+        let lines = diagnostic::Lines::new(source);
         let parts: Vec<String> = self
             .diagnostics
             .iter()
-            .map(|d| d.render(file_name, source))
+            .map(|d| d.render_with(file_name, source, &lines))
             .collect();
         parts.join("\n")
     }

@@ -14,7 +14,7 @@ impl Monitor {
         let policy = &*self.policy;
         let candidates = &self.index.grants_for_tool[r.req.tool];
         let mut chosen = Vec::with_capacity(1);
-        for &agent in &self.index.chains[r.req.agent] {
+        for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
             let found = candidates.iter().copied().find(|&g| {
                 if !spec::grant_matches(

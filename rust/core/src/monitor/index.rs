@@ -20,16 +20,16 @@ pub(crate) struct Index {
     pub bound_sinks: Vec<bool>,
     /// Per tool: parameter name -> index.
     pub params: Vec<FastMap<String, usize>>,
-    /// Per agent: the agent and its delegators, nearest first.
-    pub chains: Vec<Vec<AgentId>>,
     /// Grants per tool, in policy order.
     pub grants_for_tool: Vec<Vec<GrantId>>,
     /// Per sink: its flow rules, in policy order.
     pub flows_for_sink: Vec<Vec<usize>>,
     /// Per flow rule, per tool: the rule's `when`, resolved for the tool.
     pub flow_when: Vec<Vec<ArgCond>>,
-    /// `scope_ok[agent][tool]`: the first scope on the chain that excludes it.
-    pub scope_ok: Vec<Vec<Option<usize>>>,
+    /// `scope_ok[agent][tool]`: the first scope on the agent's chain that
+    /// excludes the tool; `None` for an agent with no scope on its chain
+    /// (most of them), so the table stays small.
+    pub scope_ok: Vec<Option<Vec<Option<usize>>>>,
     /// Call rules per tool.
     pub call_rules_for_tool: Vec<Vec<usize>>,
     /// Per path rule: each step (the count's one step) by tool.
@@ -114,16 +114,22 @@ impl Index {
         }
         let scope_ok = (0..policy.agents.len())
             .map(|a| {
-                policy
-                    .tools
-                    .iter()
-                    .map(|t| {
-                        policy.agent_chain(a).into_iter().find_map(|x| {
-                            let s = policy.agents[x].scope?;
-                            (!policy.scopes[s].allows(&t.name)).then_some(s)
+                let scopes: Vec<usize> = policy
+                    .chain_iter(a)
+                    .filter_map(|x| policy.agents[x].scope)
+                    .collect();
+                (!scopes.is_empty()).then(|| {
+                    policy
+                        .tools
+                        .iter()
+                        .map(|t| {
+                            scopes
+                                .iter()
+                                .copied()
+                                .find(|&s| !policy.scopes[s].allows(&t.name))
                         })
-                    })
-                    .collect()
+                        .collect()
+                })
             })
             .collect();
         let path_steps = policy
@@ -160,9 +166,6 @@ impl Index {
                 .map(|(i, a)| (a.name.clone(), i))
                 .collect(),
             params,
-            chains: (0..policy.agents.len())
-                .map(|a| policy.agent_chain(a))
-                .collect(),
             grants_for_tool,
             flows_for_sink,
             flow_when,
@@ -182,18 +185,12 @@ impl Index {
                 .collect(),
             has_resource_labels: !policy.resources.is_empty(),
             context_owner: (0..policy.agents.len())
-                .map(|a| {
-                    policy
-                        .agent_chain(a)
-                        .into_iter()
-                        .find(|&x| policy.agents[x].own_context)
-                })
+                .map(|a| policy.chain_iter(a).find(|&x| policy.agents[x].own_context))
                 .collect(),
             merge_into: (0..policy.agents.len())
                 .map(|a| {
                     policy
-                        .agent_chain(a)
-                        .into_iter()
+                        .chain_iter(a)
                         .filter(|&x| policy.agents[x].own_context)
                         .collect()
                 })

@@ -52,7 +52,7 @@ impl Monitor {
         let agent = self.agent_of(call.agent.as_deref()).ok_or_else(|| {
             malformed(Reason::UnknownAgent(call.agent.clone().unwrap_or_default()))
         })?;
-        if let Some(scope) = self.index.scope_ok[agent][tool] {
+        if let Some(scope) = self.index.scope_ok[agent].as_ref().and_then(|t| t[tool]) {
             return Err((Rule::Scope(scope), Reason::OutOfScope { agent }));
         }
         let spec = &policy.tools[tool];
