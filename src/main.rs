@@ -393,27 +393,57 @@ fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Fai
     Ok(())
 }
 
+/// `replay --json` streams: each line is read, decided and printed before
+/// the next is read, so memory does not grow with the trace (beyond the
+/// session itself).
+fn replay_json_streaming(stepper: &mut Stepper, trace: &Path) -> Result<(), Failed> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(trace)
+        .map_err(|e| fail(format!("{}: cannot read: {e}", trace.display())))?;
+    let reader = std::io::BufReader::new(file);
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| fail(format!("{}: cannot read: {e}", trace.display())))?;
+        // A byte order mark before the first event is not part of it.
+        let text = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            &line
+        };
+        match stepper.step_line(text) {
+            None => {}
+            Some(Ok(record)) => println!("{}", serde_json::to_string(&record).map_err(fail)?),
+            Some(Err(source)) => {
+                return Err(fail(agenra::replay::ReplayError {
+                    path: trace.to_path_buf(),
+                    line: i + 1,
+                    applied: stepper.applied() as usize,
+                    source,
+                }))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
     let mut stepper = Stepper::new(sessions_for(policy)?);
+    if json {
+        return replay_json_streaming(&mut stepper, trace);
+    }
     let text = read_trace(trace).map_err(fail)?;
     let (records, error) = match replay(&mut stepper, trace, &text) {
         Ok(r) => (r, None),
         Err((r, e)) => (r, Some(e)),
     };
-    if json {
-        for r in &records {
-            let line = serde_json::to_string(r).map_err(fail)?;
-            println!("{line}");
-        }
-    } else {
-        let sessions = stepper.sessions();
-        let default = sessions
-            .get(None)
-            .ok_or_else(|| fail("no default session"))?;
-        println!("{}", render::policy_line(default));
-        print!("{}", render::table(sessions, &records));
-        println!("{}", render::summary(&records));
-    }
+    // The human table sizes its columns to every record, so it is printed
+    // once the trace has run.
+    let sessions = stepper.sessions();
+    let default = sessions
+        .get(None)
+        .ok_or_else(|| fail("no default session"))?;
+    println!("{}", render::policy_line(default));
+    print!("{}", render::table(sessions, &records));
+    println!("{}", render::summary(&records));
     match error {
         Some(e) => Err(fail(e)),
         None => Ok(()),
