@@ -402,3 +402,28 @@ fn the_library_facade_approves_and_rejects_by_id() {
         "an admitted call cannot be rejected"
     );
 }
+
+#[test]
+fn a_test_that_started_before_an_approved_edit_does_not_cover_it() {
+    let mut s = Session::new(
+        r#"
+        facts tests_passed;
+        tool fs.write(path: string);
+        tool tests.run() { fact tests_passed when output.exit_code == 0; }
+        tool deploy();
+        grant w: fs.write quota unlimited approval;
+        grant t: tests.run quota unlimited;
+        grant d: deploy quota unlimited;
+        obligation tested: require tests_passed since fs.write before deploy;
+        "#,
+    );
+    assert_eq!(s.call("w1", "fs.write", r#"{"path":"a"}"#).0, Pause);
+    assert_eq!(s.call("t1", "tests.run", "{}").0, Allow);
+    assert_eq!(s.approve("w1").verdict, Allow);
+    s.result("t1", "succeeded", r#","output":{"exit_code":0}"#);
+    // The edit was admitted (approved) after the test run was.
+    assert_eq!(s.call("d1", "deploy", "{}"), v(Deny, "tested"));
+    s.call("t2", "tests.run", "{}");
+    s.result("t2", "succeeded", r#","output":{"exit_code":0}"#);
+    assert_eq!(s.call("d2", "deploy", "{}").0, Allow);
+}

@@ -168,6 +168,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    #[test]
+    fn sanitizers_remove_cap_and_vouch_exactly() {
+        let l = Label::new(3, CategorySet::from_indexes([0, 1, 2]), false);
+        let s = Sanitizer {
+            name: "s".into(),
+            removes: CategorySet::from_indexes([1]),
+            max_sensitivity: Some(2),
+            trusts: true,
+        };
+        assert_eq!(
+            s.apply(&l),
+            Label::new(2, CategorySet::from_indexes([0, 2]), true)
+        );
+        let keep = Sanitizer {
+            name: "k".into(),
+            removes: CategorySet::EMPTY,
+            max_sensitivity: Some(5),
+            trusts: false,
+        };
+        assert_eq!(keep.apply(&l), l);
+        assert_eq!(
+            CategorySet::from_indexes([0, 3]).minus(CategorySet::from_indexes([3, 4])),
+            CategorySet::from_indexes([0])
+        );
+    }
+
     fn label() -> impl Strategy<Value = Label> {
         (0u8..4, any::<u8>(), any::<bool>())
             .prop_map(|(s, c, t)| Label::new(s, CategorySet(c as u64), t))

@@ -198,6 +198,35 @@ mod tests {
     }
 
     #[test]
+    fn consume_stops_at_zero_and_refunds_stop_at_the_quota() {
+        let mut policy = crate::policy::Policy::empty("p");
+        for q in [Quota::Limited(1), Quota::Unlimited] {
+            policy.grants.push(crate::policy::Grant {
+                name: "g".into(),
+                agent: 0,
+                tool: 0,
+                resource: None,
+                args: vec![],
+                quota: q,
+                approval: false,
+                expires_at: None,
+                discovers: None,
+            });
+        }
+        let mut l = Ledger::initial(&policy);
+        assert!(l.consume(0));
+        assert_eq!(l.remaining[0], Quota::Limited(0));
+        assert!(!l.consume(0), "nothing left");
+        assert_eq!(l.remaining[0], Quota::Limited(0));
+        assert!(l.consume(1) && l.consume(1));
+        assert_eq!(l.remaining[1], Quota::Unlimited);
+        l.refund(&policy, 0);
+        l.refund(&policy, 0);
+        assert_eq!(l.remaining[0], Quota::Limited(1), "never above the quota");
+        assert!(!l.consume(9), "no such grant");
+    }
+
+    #[test]
     fn incremental_updates_equal_hashing_from_scratch() {
         for n in [0, 1, 3, 64, 65, 130, 4096, 4097, 10_000] {
             let mut l = ledger(n);

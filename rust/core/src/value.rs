@@ -454,3 +454,143 @@ impl NamedCond {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Every operator on its own, at its bounds: the monitor and the
+    //! reference share `ArgOp::eval`, so the differential tests cannot catch
+    //! a bug here.
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn s(x: &str) -> Value {
+        Value::Str(x.into())
+    }
+    fn d(x: &str) -> Decimal {
+        x.parse().expect("a decimal")
+    }
+    fn holds(op: ArgOp, v: Value) -> bool {
+        let sets = vec![BTreeSet::from(["ann@x".to_string()])];
+        op.eval(Quant::All, &v, &sets)
+    }
+
+    #[test]
+    fn equality_and_membership() {
+        assert!(holds(ArgOp::Eq(s("a")), s("a")));
+        assert!(!holds(ArgOp::Eq(s("a")), s("b")));
+        assert!(holds(ArgOp::Eq(Value::Int(98)), Value::Decimal(d("98.00"))));
+        assert!(holds(ArgOp::Ne(s("ceo@corp")), s("bob@corp")));
+        assert!(!holds(ArgOp::Ne(s("ceo@corp")), s("ceo@corp")));
+        assert!(
+            !holds(ArgOp::Ne(s("1")), Value::Int(1)),
+            "!= needs the same type"
+        );
+        assert!(holds(ArgOp::In(vec![s("a"), s("b")]), s("b")));
+        assert!(!holds(ArgOp::In(vec![s("a"), s("b")]), s("c")));
+        assert!(holds(ArgOp::NotIn(vec![s("a")]), s("c")));
+        assert!(!holds(ArgOp::NotIn(vec![s("a")]), s("a")));
+        assert!(holds(ArgOp::InSet(0), s("ann@x")));
+        assert!(!holds(ArgOp::InSet(0), s("bob@x")));
+        assert!(
+            !holds(ArgOp::InSet(1), s("ann@x")),
+            "an unknown set holds nothing"
+        );
+        assert!(holds(ArgOp::NotInSet(0), s("bob@x")));
+        assert!(!holds(ArgOp::NotInSet(0), s("ann@x")));
+    }
+
+    #[test]
+    fn strings() {
+        assert!(holds(ArgOp::Prefix("/src/".into()), s("/src/a")));
+        assert!(!holds(ArgOp::Prefix("/src/".into()), s("/etc/src/a")));
+        assert!(holds(ArgOp::Suffix("@corp".into()), s("a@corp")));
+        assert!(!holds(ArgOp::Suffix("@corp".into()), s("a@corp.evil")));
+        assert!(holds(
+            ArgOp::Matches(Pattern::Glob("*.pdf".into())),
+            s("a.pdf")
+        ));
+        assert!(!holds(
+            ArgOp::Matches(Pattern::Glob("*.pdf".into())),
+            s("a.pdfx")
+        ));
+        assert!(holds(ArgOp::Contains(s("ell")), s("hello")));
+        assert!(!holds(ArgOp::Contains(s("elo")), s("hello")));
+        assert!(
+            !holds(ArgOp::Prefix("1".into()), Value::Int(12)),
+            "wrong type is false"
+        );
+    }
+
+    #[test]
+    fn numbers_at_their_bounds() {
+        let n = |x: &str| Value::Decimal(d(x));
+        assert!(holds(ArgOp::Lt(d("100")), n("99.99")));
+        assert!(!holds(ArgOp::Lt(d("100")), n("100.00")));
+        assert!(holds(ArgOp::Le(d("100")), n("100")));
+        assert!(!holds(ArgOp::Le(d("100")), n("100.01")));
+        assert!(holds(ArgOp::Gt(d("100")), n("100.01")));
+        assert!(!holds(ArgOp::Gt(d("100")), Value::Int(100)));
+        assert!(holds(ArgOp::Ge(d("100")), Value::Int(100)));
+        assert!(!holds(ArgOp::Ge(d("100")), n("99.999")));
+        assert!(!holds(ArgOp::Lt(d("100")), s("5")), "a string is no number");
+    }
+
+    #[test]
+    fn null_and_lists() {
+        assert!(holds(ArgOp::Eq(Value::Null), Value::Null));
+        assert!(!holds(ArgOp::Eq(Value::Null), s("x")));
+        assert!(holds(ArgOp::Ne(Value::Null), s("x")));
+        assert!(!holds(ArgOp::Ne(Value::Null), Value::Null));
+        assert!(!holds(ArgOp::Lt(d("1")), Value::Null));
+        assert!(!holds(ArgOp::NotIn(vec![s("a")]), Value::Null));
+        let list = Value::List(vec![s("a@corp"), s("b@evil")]);
+        let sets: Vec<BTreeSet<String>> = vec![];
+        let op = ArgOp::Suffix("@corp".into());
+        assert!(!op.eval(Quant::All, &list, &sets));
+        assert!(op.eval(Quant::Any, &list, &sets));
+        assert!(op.eval(Quant::All, &Value::List(vec![]), &sets));
+        assert!(!op.eval(Quant::Any, &Value::List(vec![]), &sets));
+        // Whole-value tests ignore the quantifier.
+        assert!(ArgOp::Contains(s("b@evil")).eval(Quant::All, &list, &sets));
+        assert!(!ArgOp::Eq(Value::Null).eval(Quant::Any, &list, &sets));
+    }
+
+    #[test]
+    fn conditions_combine_and_resolve() {
+        let sets: Vec<BTreeSet<String>> = vec![];
+        let args = [s("x"), Value::Int(5)];
+        let t = |p: usize, op: ArgOp| Cond::Test {
+            param: p,
+            quant: Quant::All,
+            op,
+        };
+        let yes = t(0, ArgOp::Eq(s("x")));
+        let no = t(1, ArgOp::Gt(d("5")));
+        assert!(
+            Cond::And(vec![yes.clone(), Cond::Not(Box::new(no.clone()))]).eval(&args, 0, &sets)
+        );
+        assert!(!Cond::And(vec![yes.clone(), no.clone()]).eval(&args, 0, &sets));
+        assert!(Cond::Or(vec![no.clone(), yes.clone()]).eval(&args, 0, &sets));
+        assert!(!Cond::<usize>::FALSE.eval(&args, 0, &sets));
+        assert!(Cond::<usize>::TRUE.eval(&args, 0, &sets));
+        assert!(Cond::<usize>::Agent(vec![2]).eval(&args, 2, &sets));
+        assert!(!Cond::<usize>::Agent(vec![2]).eval(&args, 1, &sets));
+        assert!(
+            !t(7, ArgOp::Eq(Value::Null)).eval(&args, 0, &sets),
+            "no such argument"
+        );
+        let named = Cond::Test {
+            param: "missing".to_string(),
+            quant: Quant::All,
+            op: ArgOp::Ne(s("y")),
+        };
+        assert_eq!(named.resolve(&|_| None), Cond::FALSE);
+        assert_eq!(
+            Cond::Not(Box::new(named))
+                .resolve(&|_| None)
+                .eval(&args, 0, &sets),
+            true,
+            "a test on a parameter the tool lacks is false, and `!` negates it"
+        );
+    }
+}

@@ -61,8 +61,9 @@ fn tool(i: usize) -> impl Strategy<Value = Tool> {
         label(),
         proptest::collection::vec((0usize..2, sink_params()), 0..2),
         any::<bool>(),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(move |(output, sinks, fact)| {
+        .prop_map(move |(output, sinks, fact, sanitized)| {
             let mut sinks = sinks;
             sinks.sort_by_key(|s| s.0);
             sinks.dedup_by_key(|s| s.0);
@@ -80,7 +81,7 @@ fn tool(i: usize) -> impl Strategy<Value = Tool> {
                     .map(|(sink, params)| SinkUse { sink, params })
                     .collect(),
                 output,
-                sanitizer: None,
+                sanitizer: sanitized.then_some(0),
                 facts: if fact {
                     vec![FactRule {
                         fact: 0,
@@ -208,6 +209,14 @@ pub fn ledger_policy() -> impl Strategy<Value = Policy> {
             p.sinks = vec!["net".into(), "mail".into()];
             p.sets = vec!["found".into()];
             p.facts = vec!["ok".into()];
+            // A trusted sanitizer some tools apply: removes category `b`,
+            // caps at `internal`, vouches for trust.
+            p.sanitizers = vec![agenra_core::Sanitizer {
+                name: "clean".into(),
+                removes: CategorySet::single(1),
+                max_sensitivity: Some(1),
+                trusts: true,
+            }];
             p.tools = vec![t0, t1, t2];
             for a in 1..agents {
                 p.agents.push(Agent {
