@@ -87,6 +87,15 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
         agents_ok(format!("{what}.agent"), c.agents())
     };
+    let effect_ok = |what: String, effect: crate::policy::FlowEffect| match effect {
+        crate::policy::FlowEffect::Allow(l) => label_ok(format!("{what}.ceiling"), &l),
+        crate::policy::FlowEffect::Deny(pat) | crate::policy::FlowEffect::Pause(pat) => {
+            match pat.min_sensitivity {
+                Some(l) => level_ok(format!("{what}.pattern"), l),
+                None => Ok(()),
+            }
+        }
+    };
     let step_ok = |what: String, s: &StepPattern| -> Result<(), ModelError> {
         if let Some(sink) = s.sink {
             index(format!("{what}.sink"), sink, p.sinks.len(), "sinks")?;
@@ -237,16 +246,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             p.sinks.len(),
             "sinks",
         )?;
-        match rule.effect {
-            crate::policy::FlowEffect::Allow(l) => {
-                label_ok(format!("flow_rules[{r}].ceiling"), &l)?
-            }
-            crate::policy::FlowEffect::Deny(pat) | crate::policy::FlowEffect::Pause(pat) => {
-                if let Some(l) = pat.min_sensitivity {
-                    level_ok(format!("flow_rules[{r}].pattern"), l)?;
-                }
-            }
-        }
+        effect_ok(format!("flow_rules[{r}]"), rule.effect)?;
         named_cond_ok(format!("flow_rules[{r}].when"), &rule.when)?;
     }
     for (r, rule) in p.receive_rules.iter().enumerate() {
@@ -256,16 +256,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             p.agents.len(),
             "agents",
         )?;
-        match rule.effect {
-            crate::policy::FlowEffect::Allow(l) => {
-                label_ok(format!("receive_rules[{r}].ceiling"), &l)?
-            }
-            crate::policy::FlowEffect::Deny(pat) | crate::policy::FlowEffect::Pause(pat) => {
-                if let Some(l) = pat.min_sensitivity {
-                    level_ok(format!("receive_rules[{r}].pattern"), l)?;
-                }
-            }
-        }
+        effect_ok(format!("receive_rules[{r}]"), rule.effect)?;
         named_cond_ok(format!("receive_rules[{r}].when"), &rule.when)?;
     }
     for (r, rule) in p.call_rules.iter().enumerate() {

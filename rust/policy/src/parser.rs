@@ -1214,22 +1214,10 @@ impl Parser {
 
     /// An integer or decimal literal.
     fn number(&mut self) -> PResult<ValueLit> {
-        let tok = self.peek().clone();
-        let value = match &tok.kind {
-            TokenKind::Int(i) => Value::Int(*i),
-            TokenKind::Decimal(d, _) => Value::Decimal(*d),
-            _ => return Err(self.unexpected("a number")),
-        };
-        self.bump();
-        let text = match &tok.kind {
-            TokenKind::Decimal(_, t) => Some(t.clone()),
-            _ => None,
-        };
-        Ok(ValueLit {
-            value,
-            span: tok.span,
-            text,
-        })
+        match self.peek().kind {
+            TokenKind::Int(_) | TokenKind::Decimal(..) => self.value(),
+            _ => Err(self.unexpected("a number")),
+        }
     }
 
     fn step(&mut self) -> PResult<StepExpr> {
