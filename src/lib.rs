@@ -17,6 +17,7 @@
 //! ```
 
 pub mod bench;
+pub mod bench_scale;
 pub mod render;
 pub mod replay;
 pub mod sessions;

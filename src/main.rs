@@ -164,6 +164,24 @@ enum BenchKind {
         #[arg(long, value_enum, default_value_t = WorkloadArg::Standard)]
         workload: WorkloadArg,
     },
+    /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
+    /// 10^5 events (10^6 with --full), with and without flow DENYs, with
+    /// normal and colliding call ids, on 3 and 10^4 grants, and checking a
+    /// 10^5-rule policy. Each measurement runs in its own process.
+    Scale {
+        /// One JSON object per measurement, then the summary on the last line.
+        #[arg(long)]
+        json: bool,
+        /// Go up to sessions of 10^6 events.
+        #[arg(long)]
+        full: bool,
+        /// Run one measurement in this process and print it (used by the
+        /// parent run).
+        #[arg(long, hide = true)]
+        one: Option<String>,
+        #[arg(long, hide = true, default_value_t = 1000)]
+        events: u64,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -220,6 +238,15 @@ fn main() -> ExitCode {
                     workload,
                 },
         } => bench_monitor(workload.into(), json, samples as usize),
+        Command::Bench {
+            which:
+                BenchKind::Scale {
+                    json,
+                    full,
+                    one,
+                    events,
+                },
+        } => bench_scale(json, full, one.as_deref(), events),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -519,6 +546,49 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
         "{}",
         render::explanation(monitor, &record, target.line, &before, &before_hash)
     );
+    Ok(())
+}
+
+fn bench_scale(json: bool, full: bool, one: Option<&str>, events: u64) -> Result<(), Failed> {
+    use agenra::bench_scale;
+    if let Some(name) = one {
+        let m = bench_scale::one(name, events).map_err(fail)?;
+        println!("{}", serde_json::to_string(&m).map_err(fail)?);
+        return Ok(());
+    }
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find myself: {e}")))?;
+    let mut rows = Vec::new();
+    if !json {
+        println!(
+            "{:<14} {:>9} {:>10} {:>10} {:>9}",
+            "measurement", "events", "seconds", "µs/event", "peak MB"
+        );
+    }
+    for (name, n) in bench_scale::plan(if full { 1_000_000 } else { 100_000 }) {
+        let out = std::process::Command::new(&exe)
+            .args(["bench", "scale", "--one", name, "--events", &n.to_string()])
+            .output()
+            .map_err(|e| fail(format!("cannot run a measurement: {e}")))?;
+        if !out.status.success() {
+            return Err(fail(format!(
+                "measurement {name} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let m: bench_scale::Measure = serde_json::from_slice(&out.stdout)
+            .map_err(|e| fail(format!("measurement {name}: {e}")))?;
+        if json {
+            println!("{}", serde_json::to_string(&m).map_err(fail)?);
+        } else {
+            println!(
+                "{:<14} {:>9} {:>10.3} {:>10.2} {:>9.1}",
+                m.name, m.events, m.seconds, m.us_per_event, m.peak_rss_mb
+            );
+        }
+        rows.push(m);
+    }
+    let summary = bench_scale::summarize(&rows);
+    println!("{}", serde_json::to_string(&summary).map_err(fail)?);
     Ok(())
 }
 

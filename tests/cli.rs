@@ -887,3 +887,20 @@ fn fmt_reports_every_broken_file_and_still_checks_the_others() {
     assert!(err.contains("messy.agr: not formatted"), "{err}");
     assert!(!err.contains("coding-agent"), "{err}");
 }
+
+#[test]
+fn bench_scale_measures_one_thing_per_process() {
+    let out = agenra(&["bench", "scale", "--one", "deny", "--events", "140"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let m: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("one JSON object");
+    assert_eq!(m["name"], "deny");
+    assert_eq!(m["events"], 140);
+    assert!(m["peak_rss_mb"].as_f64().is_some_and(|v| v > 0.0), "{m}");
+    let out = agenra(&["bench", "scale", "--one", "nope"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("unknown measurement `nope`"),
+        "{}",
+        stderr(&out)
+    );
+}
