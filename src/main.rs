@@ -257,7 +257,8 @@ fn main() -> ExitCode {
 /// Prints one error line; control characters in it (from events or file
 /// names) are escaped.
 fn fail(message: impl std::fmt::Display) -> Failed {
-    eprintln!("agenra: error: {}", render::escape(&message.to_string()));
+    let message = agenra::trace::shorten(&message.to_string());
+    eprintln!("agenra: error: {}", render::escape(&message));
     Failed(1)
 }
 

@@ -84,11 +84,31 @@ pub fn parse_trace(path: &Path, text: &str) -> Result<Vec<TraceEvent>, TraceErro
 
 /// serde's messages mention Rust types; say it in the trace's terms.
 fn describe_json_error(e: &serde_json::Error) -> String {
+    shorten(&describe_json_error_in_full(e))
+}
+
+/// The most characters of an event's error message: a 16 MB line must not
+/// come back in full.
+pub const MAX_MESSAGE: usize = 300;
+
+/// `text`, cut to `MAX_MESSAGE` characters with a note of how much was left out.
+pub fn shorten(text: &str) -> String {
+    match text.char_indices().nth(MAX_MESSAGE) {
+        None => text.to_string(),
+        Some((cut, _)) => format!(
+            "{}… ({} more characters)",
+            &text[..cut],
+            text[cut..].chars().count()
+        ),
+    }
+}
+
+fn describe_json_error_in_full(e: &serde_json::Error) -> String {
     let msg = e.to_string();
     // Drop serde's own " at line L column C" suffix: we print our own.
     let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
     if msg.contains("missing field `kind`") {
-        "event has no `kind` (one of call, result, approve, reject)".into()
+        "event has no `kind` (one of call, result, approve, reject, task)".into()
     } else if msg.starts_with("unknown variant") {
         format!(
             "unknown event {}",
