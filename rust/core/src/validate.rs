@@ -333,3 +333,78 @@ fn first_cyclic_agent(p: &Policy) -> Option<usize> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Grant, Param, Quota, Tool};
+    use crate::value::{ArgOp, Quant, Value};
+
+    fn policy_with(cond: Cond<usize>) -> Policy {
+        let mut p = Policy::empty("p");
+        p.sets = vec!["s".into()];
+        p.tools.push(Tool {
+            name: "t".into(),
+            params: vec![Param {
+                name: "a".into(),
+                ty: crate::value::ParamType::Str,
+                list: false,
+                optional: false,
+            }],
+            resource: None,
+            sinks: vec![],
+            output: crate::label::Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        });
+        p.grants.push(Grant {
+            name: "g".into(),
+            agent: 0,
+            tool: 0,
+            resource: None,
+            args: vec![cond],
+            quota: Quota::Unlimited,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        });
+        p
+    }
+
+    fn test(param: usize, op: ArgOp) -> Cond<usize> {
+        Cond::Not(Box::new(Cond::Or(vec![Cond::Test {
+            param,
+            quant: Quant::All,
+            op,
+        }])))
+    }
+
+    #[test]
+    fn conditions_may_only_name_what_exists() {
+        assert!(validate(&policy_with(test(0, ArgOp::InSet(0)))).is_ok());
+        let err = validate(&policy_with(test(1, ArgOp::Eq(Value::Null)))).unwrap_err();
+        assert_eq!(err.what, "grants[0].args[0].param");
+        let err = validate(&policy_with(test(0, ArgOp::NotInSet(1)))).unwrap_err();
+        assert_eq!(err.what, "grants[0].args[0].op");
+        let err = validate(&policy_with(Cond::Agent(vec![0, 5]))).unwrap_err();
+        assert_eq!(err.what, "grants[0].args[0].agent");
+    }
+
+    #[test]
+    fn delegation_cycles_are_found_in_linear_time() {
+        let mut p = Policy::empty("p");
+        for i in 1..2_000 {
+            p.agents.push(crate::policy::Agent {
+                name: format!("a{i}"),
+                parent: Some(i - 1),
+                scope: None,
+                own_context: false,
+            });
+        }
+        assert!(validate(&p).is_ok());
+        // Close a loop between the last two.
+        p.agents[1_998].parent = Some(1_999);
+        let err = validate(&p).unwrap_err();
+        assert_eq!(err.problem, "the delegation chain has a cycle");
+    }
+}

@@ -592,4 +592,102 @@ mod tests {
             "a test on a parameter the tool lacks is false, and `!` negates it"
         );
     }
+
+    #[test]
+    fn names_conversions_and_rendering() {
+        assert_eq!(ParamType::Decimal.to_string(), "decimal");
+        assert_eq!(
+            [ParamType::Str, ParamType::Int, ParamType::Bool].map(|t| t.name()),
+            ["string", "int", "bool"]
+        );
+        assert!(ParamType::Int.accepts(ParamType::Decimal));
+        assert!(!ParamType::Str.accepts(ParamType::Int));
+        assert_eq!(s("a").as_str(), Some("a"));
+        assert_eq!(Value::Int(1).as_str(), None);
+        assert_eq!(
+            Value::List(vec![s("a"), s("b")]).scalars(),
+            &[s("a"), s("b")]
+        );
+        assert_eq!(s("a").scalars(), &[s("a")]);
+        let j = |t: &str| serde_json::from_str::<serde_json::Value>(t).expect("json");
+        assert_eq!(Value::from_json(&j(r#""x""#)), Some(s("x")));
+        assert_eq!(Value::from_json(&j("true")), Some(Value::Bool(true)));
+        assert_eq!(Value::from_json(&j("-3")), Some(Value::Int(-3)));
+        assert_eq!(Value::from_json(&j("2.50")), Some(Value::Decimal(d("2.5"))));
+        assert_eq!(Value::from_json(&j("null")), Some(Value::Null));
+        assert_eq!(Value::from_json(&j("[1]")), None);
+        assert_eq!(
+            Value::from_json_typed(&j("false"), ParamType::Bool, false),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            Value::from_json_typed(&j(r#"["a", 1]"#), ParamType::Str, true).map_err(|e| e.got),
+            Err("element 1 is int".to_string())
+        );
+        for (text, name) in [
+            ("null", "null"),
+            ("true", "bool"),
+            ("1", "int"),
+            (
+                "18446744073709551615",
+                "an integer beyond the 64-bit signed range",
+            ),
+            ("1.5", "a non-integer number"),
+            (r#""s""#, "string"),
+            ("[]", "array"),
+            ("{}", "object"),
+        ] {
+            assert_eq!(json_type_name(&j(text)), name, "{text}");
+        }
+        assert_eq!(
+            Value::List(vec![s("a"), Value::Decimal(d("1.50")), Value::Null]).to_string(),
+            r#"["a", 1.5, null]"#
+        );
+        assert_eq!(Value::List(vec![]).to_string(), "[]");
+    }
+
+    #[test]
+    fn what_tests_read() {
+        assert_eq!(ArgOp::Lt(d("1")).operand_type(), Some(ParamType::Decimal));
+        assert_eq!(
+            ArgOp::In(vec![Value::Int(1)]).operand_type(),
+            Some(ParamType::Int)
+        );
+        assert_eq!(ArgOp::NotInSet(3).operand_type(), Some(ParamType::Str));
+        assert_eq!(
+            ArgOp::Contains(Value::Bool(true)).operand_type(),
+            Some(ParamType::Bool)
+        );
+        assert_eq!(ArgOp::InSet(2).set(), Some(2));
+        assert_eq!(ArgOp::NotInSet(4).set(), Some(4));
+        assert_eq!(ArgOp::Eq(s("x")).set(), None);
+        let c: Cond<usize> = Cond::And(vec![
+            Cond::Test {
+                param: 1,
+                quant: Quant::Any,
+                op: ArgOp::InSet(0),
+            },
+            Cond::Not(Box::new(Cond::Or(vec![
+                Cond::Agent(vec![3, 4]),
+                Cond::Test {
+                    param: 2,
+                    quant: Quant::All,
+                    op: ArgOp::Eq(Value::Null),
+                },
+            ]))),
+        ]);
+        assert_eq!(
+            c.tests(),
+            vec![(&1, &ArgOp::InSet(0)), (&2, &ArgOp::Eq(Value::Null))]
+        );
+        assert_eq!(c.agents(), vec![3, 4]);
+        // `all` is the default and is left out of the encoding; `any` is kept.
+        let text = serde_json::to_string(&c).expect("serializes");
+        assert!(text.contains(r#""quant":"Any""#), "{text}");
+        assert_eq!(text.matches("quant").count(), 1, "{text}");
+        assert_eq!(
+            serde_json::from_str::<Cond<usize>>(&text).expect("decodes"),
+            c
+        );
+    }
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Opt-in mutation testing (not part of .ci/run): cargo-mutants on
+# rust/core, tested by the core crate's own tests. Lists the mutants that
+# survive (the suite still passes with the code changed); equivalent ones
+# are listed with a reason in scripts/mutants-equivalent.txt.
+#   scripts/mutants.sh [FILE...]    e.g. scripts/mutants.sh rust/core/src/value.rs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo-mutants >/dev/null 2>&1 || cargo install cargo-mutants --locked
+files=()
+for f in "$@"; do files+=(--file "$f"); done
+if [ ${#files[@]} -eq 0 ]; then files=(--dir rust/core); fi
+# The core crate's tests only (the workspace's would take far longer and add
+# nothing for mutants of rust/core that the reference tests do not see).
+cargo mutants --package agenra-core --test-package agenra-core "${files[@]}" \
+  --output target/mutants || true
+echo "== survivors (missed):"
+cat target/mutants/mutants.out/missed.txt 2>/dev/null || echo "(none)"
+if [ -f scripts/mutants-equivalent.txt ]; then
+  echo "== of which listed as equivalent:"
+  grep -F -f <(cut -d'#' -f1 scripts/mutants-equivalent.txt | sed '/^\s*$/d') \
+    target/mutants/mutants.out/missed.txt 2>/dev/null || echo "(none)"
+fi
