@@ -169,6 +169,46 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn category_sets_hold_exactly_their_indexes() {
+        let s = CategorySet::from_indexes([0, 5, 63]);
+        assert_eq!(s, CategorySet((1 << 0) | (1 << 5) | (1 << 63)));
+        assert_eq!(CategorySet::single(7), CategorySet(1 << 7));
+        assert_eq!(s.indexes().collect::<Vec<_>>(), vec![0, 5, 63]);
+        assert!(s.contains(5) && s.contains(63) && !s.contains(4) && !s.contains(64));
+        assert!(!CategorySet::single(0).contains(1));
+        assert_eq!(
+            s.intersection(CategorySet::from_indexes([5, 6])),
+            CategorySet::single(5)
+        );
+        assert!(CategorySet::EMPTY.is_empty() && !s.is_empty());
+        assert!(s.intersection(CategorySet::single(6)).is_empty());
+    }
+
+    #[test]
+    fn label_patterns_test_each_part() {
+        let l = |s: Level, cats: &[usize], trusted: bool| {
+            Label::new(s, CategorySet::from_indexes(cats.iter().copied()), trusted)
+        };
+        let p = |min: Option<Level>, cats: &[usize], untrusted: bool| LabelPattern {
+            min_sensitivity: min,
+            any_category: CategorySet::from_indexes(cats.iter().copied()),
+            untrusted,
+        };
+        assert!(LabelPattern::ANY.matches(&Label::BOTTOM));
+        assert!(p(Some(2), &[], false).matches(&l(2, &[], true)));
+        assert!(!p(Some(2), &[], false).matches(&l(1, &[], true)));
+        assert!(p(None, &[1, 2], false).matches(&l(0, &[2], true)));
+        assert!(!p(None, &[1, 2], false).matches(&l(0, &[3], true)));
+        assert!(p(None, &[], true).matches(&l(0, &[], false)));
+        assert!(!p(None, &[], true).matches(&l(0, &[], true)));
+        // All parts must hold.
+        assert!(p(Some(1), &[0], true).matches(&l(1, &[0], false)));
+        assert!(!p(Some(1), &[0], true).matches(&l(0, &[0], false)));
+        assert!(!p(Some(1), &[0], true).matches(&l(1, &[1], false)));
+        assert!(!p(Some(1), &[0], true).matches(&l(1, &[0], true)));
+    }
+
+    #[test]
     fn sanitizers_remove_cap_and_vouch_exactly() {
         let l = Label::new(3, CategorySet::from_indexes([0, 1, 2]), false);
         let s = Sanitizer {

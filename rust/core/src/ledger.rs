@@ -214,7 +214,9 @@ mod tests {
             });
         }
         let mut l = Ledger::initial(&policy);
+        assert!(l.has_quota(0) && l.has_quota(1) && !l.has_quota(2));
         assert!(l.consume(0));
+        assert!(!l.has_quota(0), "the last unit is taken");
         assert_eq!(l.remaining[0], Quota::Limited(0));
         assert!(!l.consume(0), "nothing left");
         assert_eq!(l.remaining[0], Quota::Limited(0));
