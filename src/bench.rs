@@ -148,43 +148,7 @@ pub fn workload_policy() -> Policy {
             },
         });
     }
-    for r in 0..PATH_RULES {
-        let kind = if r % 2 == 0 {
-            PathKind::Sequence(vec![
-                StepPattern {
-                    tool: Some(format!("tool{}.*", r % 6)),
-                    sink: None,
-                    reads: Some(LabelPattern {
-                        min_sensitivity: Some(3),
-                        ..LabelPattern::ANY
-                    }),
-                    when: None,
-                },
-                StepPattern {
-                    tool: None,
-                    sink: Some(r % SINKS),
-                    reads: None,
-                    when: None,
-                },
-            ])
-        } else {
-            PathKind::AtMost {
-                max: 1_000_000,
-                step: StepPattern {
-                    tool: Some(format!("tool{}.op", r % TOOLS)),
-                    sink: None,
-                    reads: None,
-                    when: None,
-                },
-            }
-        };
-        p.path_rules.push(PathRule {
-            name: format!("path{r}"),
-            effect: RuleEffect::Deny,
-            kind,
-            reset: None,
-        });
-    }
+    p.path_rules = path_rules(false);
     p
 }
 

@@ -162,13 +162,14 @@ impl Graph {
         if kind == EdgeKind::Data && self.node(to).is_some_and(|n| n.kind == NodeKind::Context) {
             let label = self.node(from).map_or(Label::BOTTOM, |n| n.label);
             let edge = self.edges.len() as u32;
-            let log = match self.merges.iter().position(|(n, _)| *n == to) {
-                Some(i) => &mut self.merges[i].1,
+            let i = match self.merges.iter().position(|(n, _)| *n == to) {
+                Some(i) => i,
                 None => {
                     self.merges.push((to, Vec::new()));
-                    &mut self.merges.last_mut().expect("just pushed").1
+                    self.merges.len() - 1
                 }
             };
+            let log = &mut self.merges[i].1;
             let joined = log.last().map_or(label, |m| m.joined.join(&label));
             log.push(Merge { edge, from, joined });
         }
