@@ -18,6 +18,6 @@ echo "== survivors (missed):"
 cat target/mutants/mutants.out/missed.txt 2>/dev/null || echo "(none)"
 if [ -f scripts/mutants-equivalent.txt ]; then
   echo "== of which listed as equivalent:"
-  grep -F -f <(cut -d'#' -f1 scripts/mutants-equivalent.txt | sed '/^\s*$/d') \
+  grep -F -f <(grep -v '^#' scripts/mutants-equivalent.txt | cut -d'#' -f1 | sed 's/[[:space:]]*$//; /^$/d') \
     target/mutants/mutants.out/missed.txt 2>/dev/null || echo "(none)"
 fi

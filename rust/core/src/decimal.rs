@@ -206,5 +206,16 @@ mod tests {
         assert_eq!(Decimal::from_json_number(&n("0.1")), Some(d("0.1")));
         assert_eq!(Decimal::from_json_number(&n("1e2")), Some(d("100")));
         assert_eq!(Decimal::from_json_number(&n("0.12345678901234567")), None);
+        // 15 significant digits are exact; 16 are not trusted.
+        assert_eq!(
+            Decimal::from_json_number(&n("0.123456789012345")),
+            Some(d("0.123456789012345"))
+        );
+        assert_eq!(Decimal::from_json_number(&n("0.1234567890123456")), None);
+        // Serialized as a string, and read back.
+        let json = serde_json::to_string(&d("98.70")).unwrap();
+        assert_eq!(json, r#""98.7""#);
+        assert_eq!(serde_json::from_str::<Decimal>(&json).unwrap(), d("98.7"));
+        assert!(serde_json::from_str::<Decimal>(r#""1,5""#).is_err());
     }
 }

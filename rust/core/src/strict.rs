@@ -151,6 +151,17 @@ mod tests {
         assert!(
             err(r#"{"kind":"call","id":"c","id":"d","time":1,"tool":"t"}"#).contains("duplicate")
         );
+        // Scalars come through unchanged.
+        let out = r#"{"a":true,"b":-1,"c":"s","d":null,"e":[2.5,18446744073709551615]}"#;
+        match serde_json::from_str::<Event>(&format!(
+            r#"{{"kind":"result","call":"c","status":"succeeded","output":{out}}}"#
+        )) {
+            Ok(Event::Result(r)) => assert_eq!(
+                r.output,
+                serde_json::from_str::<serde_json::Value>(out).unwrap()
+            ),
+            other => panic!("{other:?}"),
+        }
         // Without duplicates, the same shapes decode.
         assert!(serde_json::from_str::<Event>(&call(
             r#""args":{"a":[{"k":1}],"b":null},"lineage":{"a":[]}"#
