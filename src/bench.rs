@@ -854,7 +854,7 @@ pub fn run_workload(
             let before = read();
             play(&mut m, &mut r, workload, 0, 10_000);
             let after = read();
-            let events = m.session().seq.max(1);
+            let events = m.state().seq.max(1);
             drop(m);
             after.saturating_sub(before) as f64 / events as f64
         }

@@ -536,8 +536,8 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
             &fresh
         }
     };
-    let before = before_monitor.session().ledger.clone();
-    let before_hash = before_monitor.session().ledger_hash().to_string();
+    let before = before_monitor.state().ledger.clone();
+    let before_hash = before_monitor.state().ledger_hash().to_string();
     let record = step(&mut stepper, target)?;
     let monitor = stepper
         .sessions()

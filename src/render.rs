@@ -174,7 +174,7 @@ pub fn describe_path(monitor: &Monitor, path: &[NodeId]) -> String {
 
 /// `n3 c3 fs.read` (escaped)
 pub fn describe_node(monitor: &Monitor, id: NodeId) -> String {
-    let session = monitor.session();
+    let session = monitor.state();
     let Some(node) = session.graph.node(id) else {
         return id.to_string();
     };
@@ -257,7 +257,7 @@ pub fn explanation(
         escape(r.rule.as_deref().unwrap_or("-"))
     );
     let _ = writeln!(out, "reason:   {}", escape(&r.reason));
-    if let Some(node) = monitor.session().graph.node(r.node) {
+    if let Some(node) = monitor.state().graph.node(r.node) {
         let _ = writeln!(
             out,
             "node:     {} ({:?}, {:?})",
@@ -280,7 +280,7 @@ pub fn explanation(
             .iter()
             .map(|n| {
                 let label = monitor
-                    .session()
+                    .state()
                     .graph
                     .node(*n)
                     .map(|x| policy.show_label(&x.label))
@@ -291,7 +291,7 @@ pub fn explanation(
         let (lines, _) = layout(&["", ""], &[false, false], &rows);
         push_indented(&mut out, &lines[1..]);
     }
-    let after = &monitor.session().ledger;
+    let after = &monitor.state().ledger;
     let _ = writeln!(out, "ledger (grant: before -> after):");
     let quotas: Vec<(String, String)> = (0..policy.grants.len())
         .map(|g| (quota(before.remaining[g]), quota(after.remaining[g])))

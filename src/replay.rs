@@ -107,7 +107,7 @@ pub fn apply(sessions: &mut Sessions, seq: u64, event: &Event) -> Result<Record,
         match event {
             Event::Call(c) => Some(c.tool.clone()),
             _ => monitor
-                .session()
+                .state()
                 .graph
                 .node(node)
                 .and_then(|n| policy.tools.get(n.tool as usize))

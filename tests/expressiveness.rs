@@ -77,8 +77,8 @@ fn a_paused_network_call_is_denied_after_a_credential_read_in_between() {
     let d = s.approve("p");
     assert_eq!((d.verdict, d.rule.name(s.m.policy())), v(Deny, "exfil"));
     // The path names the credential read, then the call.
-    let r = s.m.session().call_node("r").expect("node");
-    let p = s.m.session().call_node("p").expect("node");
+    let r = s.m.state().call_node("r").expect("node");
+    let p = s.m.state().call_node("p").expect("node");
     assert_eq!(d.path, vec![r, p]);
     assert_eq!(s.remaining("post"), Quota::Limited(2));
 }
@@ -192,8 +192,8 @@ fn an_untrusted_read_taints_only_the_arguments_it_reaches() {
         v(Allow, "payees_only")
     );
     // The recipient's edge says how it is known: by value, from the task.
-    let graph = &s.m.session().graph;
-    let task = s.m.session().call_node("t").expect("task node");
+    let graph = &s.m.state().graph;
+    let task = s.m.state().call_node("t").expect("task node");
     assert!(graph
         .edges
         .iter()
@@ -653,7 +653,7 @@ fn a_delegate_with_its_own_context_is_judged_on_what_it_saw() {
     );
     // What the browser reads flows back to main's (shared) context too.
     s.result("b1", "succeeded", "");
-    let ctx = s.m.session().graph.nodes[0].label;
+    let ctx = s.m.state().graph.nodes[0].label;
     assert!(!ctx.trusted);
 }
 

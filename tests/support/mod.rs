@@ -81,7 +81,7 @@ impl Session {
             .iter()
             .position(|g| g.name == grant)
             .expect("grant exists");
-        self.m.session().ledger.remaining[g]
+        self.m.state().ledger.remaining[g]
     }
 
     /// The decision's reason as a person reads it.

@@ -286,6 +286,46 @@ pub struct Applied {
     pub ledger_hash: Hash,
 }
 
+/// A rule that stops a call: one entry of [`crate::Session::check_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stop {
+    /// `Deny` or `Pause`.
+    pub verdict: Verdict,
+    pub rule: Rule,
+    pub reason: Reason,
+    /// As in [`Decision::path`].
+    pub path: Vec<NodeId>,
+}
+
+impl Stop {
+    pub(crate) fn new(
+        effect: crate::policy::RuleEffect,
+        rule: Rule,
+        reason: Reason,
+        path: Vec<NodeId>,
+    ) -> Stop {
+        let verdict = match effect {
+            crate::policy::RuleEffect::Deny => Verdict::Deny,
+            crate::policy::RuleEffect::Pause => Verdict::Pause,
+        };
+        Stop {
+            verdict,
+            rule,
+            reason,
+            path,
+        }
+    }
+
+    pub(crate) fn deny(rule: Rule, reason: Reason, path: Vec<NodeId>) -> Stop {
+        Stop {
+            verdict: Verdict::Deny,
+            rule,
+            reason,
+            path,
+        }
+    }
+}
+
 /// What one step returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StepOutput {
@@ -311,6 +351,8 @@ pub enum StepError {
     TimeWentBackwards { time: u64, last: u64 },
     #[error("the session graph is full (2^32 nodes)")]
     GraphFull,
+    #[error("call `{call}` uses a {handle} handle of another policy or tool")]
+    ForeignHandle { call: String, handle: &'static str },
     #[error("task `{task}` seeds unknown set `{set}`")]
     UnknownSet { task: String, set: String },
     #[error("task `{task}` seeds set `{set}`, which the policy does not let tasks seed (add `task seeds {set};`)")]

@@ -24,6 +24,9 @@ pub mod spec;
 pub mod strict;
 pub mod validate;
 
-pub use decision::{Decision, StepError, StepOutput, Verdict};
+pub use decision::{Decision, StepError, StepOutput, Stop, Verdict};
 pub use event::{Call, Event, Report, Resolve, Task, TaskScope};
-pub use monitor::{Monitor, MonitorError};
+pub use monitor::{
+    AgentHandle, CallArg, CompiledPolicy, LookupError, Monitor, MonitorError, ParamHandle, Session,
+    ToolHandle, TypedCall,
+};

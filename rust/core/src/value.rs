@@ -65,6 +65,62 @@ pub enum Value {
     Null,
 }
 
+impl From<&str> for Value {
+    fn from(s: &str) -> Value {
+        Value::Str(s.to_string())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Value {
+        Value::Str(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(i: i64) -> Value {
+        Value::Int(i)
+    }
+}
+
+impl From<i32> for Value {
+    fn from(i: i32) -> Value {
+        Value::Int(i64::from(i))
+    }
+}
+
+impl From<u32> for Value {
+    fn from(i: u32) -> Value {
+        Value::Int(i64::from(i))
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Value {
+        Value::Bool(b)
+    }
+}
+
+impl From<Decimal> for Value {
+    fn from(d: Decimal) -> Value {
+        Value::Decimal(d)
+    }
+}
+
+/// A list argument (`list<T>` parameters).
+impl<T: Into<Value>> From<Vec<T>> for Value {
+    fn from(items: Vec<T>) -> Value {
+        Value::List(items.into_iter().map(Into::into).collect())
+    }
+}
+
+/// `None` is an absent optional argument.
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
 /// Why a JSON value is not a value of the parameter's type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypeMismatch {

@@ -93,9 +93,9 @@ proptest! {
                 (want, got) => prop_assert!(false, "spec {:?} but monitor {:?} on {:?}", want, got, e),
             }
             state = next;
-            prop_assert_eq!(&monitor.session().ledger, &state.ledger);
-            prop_assert_eq!(&monitor.session().sets, &state.sets);
-            prop_assert_eq!(monitor.session().ledger_hash(), state.ledger.hash());
+            prop_assert_eq!(&monitor.state().ledger, &state.ledger);
+            prop_assert_eq!(&monitor.state().sets, &state.sets);
+            prop_assert_eq!(monitor.state().ledger_hash(), state.ledger.hash());
         }
     }
 
@@ -131,8 +131,8 @@ proptest! {
                 (Err(_), Err(_)) => {}
                 (want, got) => prop_assert!(false, "reference {:?} but monitor {:?} on {:?}", want, got, e),
             }
-            prop_assert_eq!(&monitor.session().ledger, &reference.ledger.ledger);
-            prop_assert_eq!(&monitor.session().sets, &reference.ledger.sets);
+            prop_assert_eq!(&monitor.state().ledger, &reference.ledger.ledger);
+            prop_assert_eq!(&monitor.state().sets, &reference.ledger.sets);
         }
     }
 
@@ -149,12 +149,12 @@ proptest! {
         // Units each call holds; removed when refunded.
         let mut held: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for e in &events {
-            let before = monitor.session().ledger.clone();
+            let before = monitor.state().ledger.clone();
             let out = monitor.step(e);
             match (&out, e) {
                 (Ok(StepOutput::Decision(d)), Event::Call(c)) => {
                     if d.verdict == Verdict::Deny {
-                        prop_assert_eq!(&monitor.session().ledger, &before);
+                        prop_assert_eq!(&monitor.state().ledger, &before);
                         prop_assert!(d.grants.is_empty());
                     } else {
                         held.insert(c.id.clone(), d.grants.clone());
@@ -169,11 +169,11 @@ proptest! {
                         prop_assert_eq!(held.remove(id), Some(a.refunded.clone()));
                     }
                 }
-                (Err(_), _) => prop_assert_eq!(&monitor.session().ledger, &before),
+                (Err(_), _) => prop_assert_eq!(&monitor.state().ledger, &before),
                 _ => {}
             }
             for (g, grant) in policy.grants.iter().enumerate() {
-                if let (Quota::Limited(cap), Quota::Limited(left)) = (grant.quota, monitor.session().ledger.remaining[g]) {
+                if let (Quota::Limited(cap), Quota::Limited(left)) = (grant.quota, monitor.state().ledger.remaining[g]) {
                     let in_use = held.values().flatten().filter(|&&h| h == g).count() as u64;
                     prop_assert!(left <= cap);
                     prop_assert_eq!(cap - left, in_use, "grant {} accounting", g);
@@ -195,7 +195,7 @@ proptest! {
             if let Event::Call(c) = e {
                 if !c.lineage.is_empty() {
                     let calls: Vec<String> = events.iter().filter_map(|x| match x {
-                        Event::Call(y) if y.id != c.id && monitor.session().call_node(&y.id).is_some() => Some(y.id.clone()),
+                        Event::Call(y) if y.id != c.id && monitor.state().call_node(&y.id).is_some() => Some(y.id.clone()),
                         _ => None,
                     }).collect();
                     if !calls.is_empty() {
@@ -229,7 +229,7 @@ proptest! {
         for e in &events {
             if let Ok(StepOutput::Decision(d)) = m.step(e) {
                 if let agenra_core::decision::Rule::Flow(r) = d.rule {
-                    let graph = &m.session().graph;
+                    let graph = &m.state().graph;
                     prop_assert_eq!(d.path.last(), Some(&d.node));
                     for pair in d.path.windows(2) {
                         prop_assert!(graph.data_preds(pair[1]).contains(&pair[0]), "{:?} not an edge", pair);
@@ -258,7 +258,7 @@ proptest! {
         let events = events(&policy, &steps);
         let run = || {
             let mut m = Monitor::new(policy.clone()).expect("valid policy");
-            events.iter().map(|e| (m.step(e), m.session().ledger_hash())).collect::<Vec<_>>()
+            events.iter().map(|e| (m.step(e), m.state().ledger_hash())).collect::<Vec<_>>()
         };
         prop_assert_eq!(run(), run());
     }
@@ -272,12 +272,12 @@ proptest! {
         let events = events(&policy, &steps);
         let mut m = Monitor::new(policy.clone()).expect("valid policy");
         for e in &events {
-            let seq = m.session().seq;
+            let seq = m.state().seq;
             let (pure, next) = m.step_pure(e);
-            prop_assert_eq!(m.session().seq, seq);
+            prop_assert_eq!(m.state().seq, seq);
             let in_place = m.step(e);
             prop_assert_eq!(pure, in_place);
-            prop_assert_eq!(next.session().ledger_hash(), m.session().ledger_hash());
+            prop_assert_eq!(next.state().ledger_hash(), m.state().ledger_hash());
         }
     }
 }

@@ -8,29 +8,29 @@
 //! answered. The ledger is not re-checked: the units were reserved while
 //! the grant was valid.
 
-use super::Monitor;
+use super::Session;
 use crate::decision::{Decision, Reason, Rule, StepError, Verdict};
 use crate::event::Resolve;
 use crate::graph::Status;
 use crate::policy::RuleEffect;
 
-impl Monitor {
+impl Session {
     pub(crate) fn approve_at(&mut self, a: &Resolve) -> Result<Decision, StepError> {
         let time = self.advance_time(a.time)?;
         let node = self.node_in(&a.call, Status::Paused, "an approval")?;
         // A paused call always holds its units and its resolved call.
-        let Some(held) = self.session.held.get(&node).cloned() else {
+        let Some(held) = self.state.held.get(&node).cloned() else {
             return Err(StepError::UnknownCall(a.call.clone()));
         };
         let Some(pending) = held.pending.as_deref() else {
             return Err(StepError::UnknownCall(a.call.clone()));
         };
-        self.session.time = time;
-        self.session.seq += 1;
-        let seq = self.session.seq;
+        self.state.time = time;
+        self.state.seq += 1;
+        let seq = self.state.seq;
         let tool = Some(pending.req.tool);
         let labels = self.call_labels(pending);
-        let flows = self.check_flows(pending, &labels);
+        let flows = self.check_flows(pending, &labels, false);
         let denial = match flows.deny {
             Some(hit) => {
                 let (rule, reason) = hit.rule_and_reason();
@@ -43,7 +43,7 @@ impl Monitor {
                 .map(|v| (v.rule, v.reason, v.path)),
         };
         if let Some((rule, reason, path)) = denial {
-            self.session.held.remove(&node);
+            self.state.held.remove(&node);
             self.set_status(node, Status::Denied);
             self.refund(&held.grants);
             let mut d = self.decide(
@@ -58,7 +58,7 @@ impl Monitor {
             d.refunded = held.grants;
             return Ok(d);
         }
-        if let Some(h) = self.session.held.get_mut(&node) {
+        if let Some(h) = self.state.held.get_mut(&node) {
             h.admitted_at = seq;
             h.pending = None;
         }
@@ -78,10 +78,10 @@ impl Monitor {
     pub(crate) fn reject_at(&mut self, r: &Resolve) -> Result<crate::decision::Applied, StepError> {
         let time = self.advance_time(r.time)?;
         let node = self.node_in(&r.call, Status::Paused, "a rejection")?;
-        self.session.time = time;
-        self.session.seq += 1;
+        self.state.time = time;
+        self.state.seq += 1;
         let held = self
-            .session
+            .state
             .held
             .remove(&node)
             .map(|h| h.grants)

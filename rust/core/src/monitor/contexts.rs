@@ -8,20 +8,20 @@
 //! what those calls return merges into it, into the own contexts of the
 //! agents above it, and into the shared context (it reports back).
 
-use super::{Monitor, CONTEXT};
+use super::{Session, CONTEXT};
 use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
 use crate::policy::AgentId;
 
-impl Monitor {
+impl Session {
     /// The label of the context an agent's arguments read, now.
     pub(crate) fn context_label_of(&self, agent: AgentId) -> Label {
         let node = match self.index.context_owner.get(agent).copied().flatten() {
             None => Some(CONTEXT),
-            Some(owner) => self.session.agent_contexts[owner],
+            Some(owner) => self.state.agent_contexts[owner],
         };
         // An own context not created yet holds nothing.
-        node.and_then(|n| self.session.graph.node(n))
+        node.and_then(|n| self.state.graph.node(n))
             .map_or(Label::BOTTOM, |n| n.label)
     }
 
@@ -34,20 +34,20 @@ impl Monitor {
     }
 
     fn own_context(&mut self, owner: AgentId) -> NodeId {
-        if let Some(n) = self.session.agent_contexts[owner] {
+        if let Some(n) = self.state.agent_contexts[owner] {
             return n;
         }
-        let n = self.session.graph.push_node(Node {
+        let n = self.state.graph.push_node(Node {
             kind: NodeKind::Context,
             status: Status::Context,
             evidence: Evidence::Results,
             agent: owner as u16,
             tool: NO_TOOL,
             label: Label::BOTTOM,
-            time: self.session.time,
+            time: self.state.time,
             first_edge: 0,
         });
-        self.session.agent_contexts[owner] = Some(n);
+        self.state.agent_contexts[owner] = Some(n);
         n
     }
 
@@ -69,10 +69,10 @@ impl Monitor {
         let targets =
             std::iter::once(CONTEXT).chain(owners.into_iter().map(|o| self.own_context(o)));
         for ctx in targets.collect::<Vec<_>>() {
-            if let Some(c) = self.session.graph.node_mut(ctx) {
+            if let Some(c) = self.state.graph.node_mut(ctx) {
                 c.label = c.label.join(&label);
             }
-            self.session
+            self.state
                 .graph
                 .push_edge(node, ctx, EdgeKind::Data, trust, NO_PARAM);
         }

@@ -12,11 +12,11 @@
 
 use super::lineage::CallLabels;
 use super::wellformed::Resolved;
-use super::Monitor;
+use super::Session;
 use crate::decision::{Reason, Rule};
 use crate::graph::{NodeId, NO_PARAM};
 use crate::label::{Label, LabelPattern};
-use crate::policy::{AgentId, FlowEffect, SinkId, SinkUse};
+use crate::policy::{AgentId, FlowEffect, RuleEffect, SinkId, SinkUse};
 use crate::spec;
 
 /// Where a flow goes: a sink, or (a receive rule) the calling agent.
@@ -46,6 +46,9 @@ pub(crate) struct FlowHit {
 pub(crate) struct FlowCheck {
     pub deny: Option<FlowHit>,
     pub pause: Option<FlowHit>,
+    /// Every rule that stops the call, when asked for (`check_all`); the
+    /// first deny and the first pause are the same as without it.
+    pub all: Option<Vec<(FlowHit, RuleEffect)>>,
 }
 
 /// The label that reaches `sink`: the bound arguments' join (or the whole
@@ -64,13 +67,22 @@ pub(crate) fn sink_label(sink: &SinkUse, labels: &CallLabels) -> Label {
     }
 }
 
-impl Monitor {
-    /// The first flow rule that denies the call, and the first that pauses it.
-    pub(crate) fn check_flows(&self, r: &Resolved, labels: &CallLabels) -> FlowCheck {
+impl Session {
+    /// The first flow rule that denies the call, and the first that pauses
+    /// it; with `collect`, every rule that stops it as well.
+    pub(crate) fn check_flows(
+        &self,
+        r: &Resolved,
+        labels: &CallLabels,
+        collect: bool,
+    ) -> FlowCheck {
         let policy = &*self.policy;
         let req = &r.req;
         let spec = &policy.tools[req.tool];
-        let mut out = FlowCheck::default();
+        let mut out = FlowCheck {
+            all: collect.then(Vec::new),
+            ..FlowCheck::default()
+        };
         for sink in &spec.sinks {
             let label = sink_label(sink, labels);
             let rules = self.index.flows_for_sink[sink.sink].iter().map(|&i| {
@@ -125,7 +137,7 @@ impl Monitor {
         out: &mut FlowCheck,
     ) -> bool {
         let req = &r.req;
-        let holds = |c: &crate::value::ArgCond| c.eval(&req.args, req.agent, &self.session.sets);
+        let holds = |c: &crate::value::ArgCond| c.eval(&req.args, req.agent, &self.state.sets);
         let exempt = rules.clone().any(|(_, effect, when)| match effect {
             FlowEffect::Allow(ceiling) => label.flows_to(&ceiling) && holds(when),
             _ => false,
@@ -145,6 +157,25 @@ impl Monitor {
                 .and_then(|_| spec::resource_of(&self.policy, req.tool, &req.args))
                 .map(str::to_string),
         };
+        if let Some(all) = &mut out.all {
+            for (i, effect, when) in rules {
+                let (p, effect) = match effect {
+                    FlowEffect::Deny(p) => (p, RuleEffect::Deny),
+                    FlowEffect::Pause(p) => (p, RuleEffect::Pause),
+                    FlowEffect::Allow(_) => continue,
+                };
+                if p.matches(&label) && holds(when) {
+                    let first = match effect {
+                        RuleEffect::Deny => &mut out.deny,
+                        RuleEffect::Pause => &mut out.pause,
+                    };
+                    first.get_or_insert_with(|| hit(i, p));
+                    all.push((hit(i, p), effect));
+                }
+            }
+            // Keep going: every sink's rules are collected.
+            return false;
+        }
         for (i, effect, when) in rules.clone() {
             if let FlowEffect::Deny(p) = effect {
                 if p.matches(&label) && holds(when) {
@@ -189,7 +220,7 @@ impl Monitor {
                 }
             }
         };
-        self.session
+        self.state
             .graph
             .explain_path(node, |l| hit.pattern.matches(l), |e| bound(e.param))
     }

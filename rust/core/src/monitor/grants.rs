@@ -3,12 +3,13 @@
 //! quota left serves it; one unit of each is taken, all or nothing.
 
 use super::wellformed::Resolved;
-use super::Monitor;
+use super::Session;
 use crate::decision::Reason;
 use crate::policy::GrantId;
 use crate::spec;
+use std::sync::Arc;
 
-impl Monitor {
+impl Session {
     /// The serving grant of every agent on the chain, or why there is none.
     pub(crate) fn select_chain(&self, r: &Resolved) -> Result<Vec<GrantId>, Reason> {
         let policy = &*self.policy;
@@ -17,16 +18,11 @@ impl Monitor {
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
             let found = candidates.iter().copied().find(|&g| {
-                if !spec::grant_matches(
-                    policy,
-                    &policy.grants[g],
-                    agent,
-                    &r.req,
-                    &self.session.sets,
-                ) {
+                if !spec::grant_matches(policy, &policy.grants[g], agent, &r.req, &self.state.sets)
+                {
                     return false;
                 }
-                if self.session.ledger.has_quota(g) {
+                if self.state.ledger.has_quota(g) {
                     true
                 } else {
                     exhausted.get_or_insert(g);
@@ -44,8 +40,8 @@ impl Monitor {
     /// Takes one unit of each grant.
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            if self.session.ledger.consume(g) && self.session.ledger.is_limited(g) {
-                self.session.ledger_tree.update(&self.session.ledger, g);
+            if self.state.ledger.consume(g) && self.state.ledger.is_limited(g) {
+                Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
             }
         }
     }
@@ -54,9 +50,9 @@ impl Monitor {
     /// approval whose re-check denies).
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            self.session.ledger.refund(&self.policy, g);
-            if self.session.ledger.is_limited(g) {
-                self.session.ledger_tree.update(&self.session.ledger, g);
+            self.state.ledger.refund(&self.policy, g);
+            if self.state.ledger.is_limited(g) {
+                Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
             }
         }
     }

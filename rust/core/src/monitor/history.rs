@@ -9,7 +9,7 @@
 
 use super::index::StepByTool;
 use super::wellformed::Resolved;
-use super::Monitor;
+use super::Session;
 use crate::decision::{Reason, Rule};
 use crate::graph::{Node, NodeId};
 use crate::policy::{PathKind, RuleEffect, StepPattern};
@@ -25,7 +25,7 @@ pub(crate) struct Violation {
     pub path: Vec<NodeId>,
 }
 
-impl Monitor {
+impl Session {
     /// Whether the call at `node` (resolved as `r`) matches a step.
     pub(crate) fn step_matches(
         &self,
@@ -39,7 +39,7 @@ impl Monitor {
             .and_then(Option::as_ref)
             .is_some_and(|cond| {
                 step.reads.is_none_or(|p| p.matches(&node.label))
-                    && cond.eval(&r.req.args, r.req.agent, &self.session.sets)
+                    && cond.eval(&r.req.args, r.req.agent, &self.state.sets)
             })
     }
 
@@ -47,12 +47,12 @@ impl Monitor {
     pub(crate) fn history_violations(&self, node: NodeId, r: &Resolved) -> Vec<Violation> {
         let policy = &*self.policy;
         let mut out = Vec::new();
-        let Some(n) = self.session.graph.node(node).copied() else {
+        let Some(n) = self.state.graph.node(node).copied() else {
             return out;
         };
         for &c in &self.index.call_rules_for_tool[r.req.tool] {
             let rule = &policy.call_rules[c];
-            if rule.when.eval(&r.req.args, r.req.agent, &self.session.sets) {
+            if rule.when.eval(&r.req.args, r.req.agent, &self.state.sets) {
                 out.push(Violation {
                     rule: Rule::Call(c),
                     reason: Reason::CallForbidden,
@@ -62,7 +62,7 @@ impl Monitor {
             }
         }
         for (i, rule) in policy.path_rules.iter().enumerate() {
-            let progress = self.session.path_progress[i];
+            let progress = self.state.path_progress[i];
             let steps = &self.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
@@ -72,7 +72,7 @@ impl Monitor {
                             .get(last)
                             .is_some_and(|s| self.step_matches(&steps[last], s, &n, r))
                     {
-                        let mut path = self.session.path_witness[i].clone();
+                        let mut path = self.state.path_witness[i].clone();
                         path.push(node);
                         out.push(Violation {
                             rule: Rule::Path(i),
@@ -98,8 +98,8 @@ impl Monitor {
             if !self.index.obligation_before[o][n.tool as usize] {
                 continue;
             }
-            let since = self.session.since_seen[o];
-            let met = match (self.session.fact_seen[ob.fact], since) {
+            let since = self.state.since_seen[o];
+            let met = match (self.state.fact_seen[ob.fact], since) {
                 (None, _) => false,
                 (Some(_), None) => true,
                 (Some(f), Some((s, _))) => f > s,
@@ -125,30 +125,30 @@ impl Monitor {
     /// `since` marks move on; the node becomes running.
     pub(crate) fn admit(&mut self, node: NodeId, r: &Resolved, seq: u64) {
         self.set_status(node, crate::graph::Status::Running);
-        let Some(n) = self.session.graph.node(node).copied() else {
+        let Some(n) = self.state.graph.node(node).copied() else {
             return;
         };
         let policy = std::sync::Arc::clone(&self.policy);
         for (i, rule) in policy.path_rules.iter().enumerate() {
             if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.index.path_reset[i]) {
                 if self.step_matches(by_tool, reset, &n, r) {
-                    self.session.path_progress[i] = 0;
-                    self.session.path_witness[i].clear();
+                    self.state.path_progress[i] = 0;
+                    self.state.path_witness[i].clear();
                 }
             }
-            let progress = self.session.path_progress[i];
+            let progress = self.state.path_progress[i];
             let steps = &self.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let k = progress as usize;
                     if k + 1 < pattern.len() && self.step_matches(&steps[k], &pattern[k], &n, r) {
-                        self.session.path_progress[i] += 1;
-                        self.session.path_witness[i].push(node);
+                        self.state.path_progress[i] += 1;
+                        self.state.path_witness[i].push(node);
                     }
                 }
                 PathKind::AtMost { step, .. } => {
                     if self.step_matches(&steps[0], step, &n, r) {
-                        self.session.path_progress[i] += 1;
+                        self.state.path_progress[i] += 1;
                     }
                 }
             }
@@ -156,7 +156,7 @@ impl Monitor {
         for o in 0..policy.obligations.len() {
             if let Some(ok) = &self.index.obligation_since[o] {
                 if ok.get(n.tool as usize).copied().unwrap_or(false) {
-                    self.session.since_seen[o] = Some((seq, node));
+                    self.state.since_seen[o] = Some((seq, node));
                 }
             }
         }

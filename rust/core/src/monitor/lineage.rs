@@ -5,7 +5,7 @@
 //! the session has read), through one conservative edge from the context.
 
 use super::wellformed::Resolved;
-use super::Monitor;
+use super::Session;
 use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
 use crate::policy::ToolId;
@@ -56,11 +56,11 @@ impl CallLabels {
     }
 }
 
-impl Monitor {
+impl Session {
     /// Labels of the call's arguments as of now: the context's label is
     /// read at this moment (for an approval, at approval time).
     pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
-        let graph = &self.session.graph;
+        let graph = &self.state.graph;
         let context = self.context_label_of(r.req.agent);
         let by_value = self.policy.provenance_by_value;
         let per_arg = by_value || self.index.bound_sinks[r.req.tool];
@@ -94,12 +94,7 @@ impl Monitor {
                     ArgSource::Observed,
                 ),
                 None => match by_value
-                    .then(|| {
-                        r.req
-                            .args
-                            .get(i)
-                            .and_then(|v| self.session.values.lookup(v))
-                    })
+                    .then(|| r.req.args.get(i).and_then(|v| self.state.values.lookup(v)))
                     .flatten()
                 {
                     Some((label, nodes)) => (label, ArgSource::Value(nodes)),
@@ -148,12 +143,12 @@ impl Monitor {
     /// Records a call that failed well-formedness (for the audit trail).
     pub(crate) fn append_denied(
         &mut self,
-        id: &str,
+        id: String,
         tool: Option<ToolId>,
         agent: usize,
         time: u64,
     ) -> NodeId {
-        let node = self.session.graph.push_node(Node {
+        let node = self.state.graph.push_node(Node {
             kind: NodeKind::Tool,
             status: Status::Denied,
             evidence: Evidence::Policy,
@@ -164,22 +159,22 @@ impl Monitor {
             first_edge: 0,
         });
         self.link_control(node);
-        self.session.calls.insert(id.to_string(), node);
+        self.state.calls.insert(id, node);
         node
     }
 
     fn link_control(&mut self, node: NodeId) {
-        if let Some(prev) = self.session.last_call {
-            self.session
+        if let Some(prev) = self.state.last_call {
+            self.state
                 .graph
                 .push_edge(prev, node, EdgeKind::Control, Trust::Observed, NO_PARAM);
         }
-        self.session.last_call = Some(node);
+        self.state.last_call = Some(node);
     }
 
     /// Appends the call node with its edges. Its label is what the call
     /// returns: `sanitize(input) ⊔ source label ⊔ resource labels`.
-    pub(crate) fn append_call(&mut self, id: &str, r: &Resolved, labels: &CallLabels) -> NodeId {
+    pub(crate) fn append_call(&mut self, id: String, r: &Resolved, labels: &CallLabels) -> NodeId {
         let policy = Arc::clone(&self.policy);
         let spec = &policy.tools[r.req.tool];
         let (through, evidence) = match spec.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
@@ -199,8 +194,12 @@ impl Monitor {
         } else {
             NodeKind::Tool
         };
-        let needs_context = labels.uses_context(r);
-        let node = self.session.graph.push_node(Node {
+        // An agent's own context is created before the call's node: a
+        // node's incoming edges must directly follow it in the edge list.
+        let context = labels
+            .uses_context(r)
+            .then(|| self.context_node_of(r.req.agent));
+        let node = self.state.graph.push_node(Node {
             kind,
             status: Status::Running,
             evidence,
@@ -211,14 +210,13 @@ impl Monitor {
             first_edge: 0,
         });
         self.link_control(node);
-        self.session.calls.insert(id.to_string(), node);
-        if needs_context {
-            let ctx = self.context_node_of(r.req.agent);
-            self.session
+        self.state.calls.insert(id, node);
+        if let Some(ctx) = context {
+            self.state
                 .graph
                 .push_edge(ctx, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
         }
-        let graph = &mut self.session.graph;
+        let graph = &mut self.state.graph;
         for (param, sources) in r.lineage.iter().enumerate() {
             for s in sources.iter().flatten() {
                 graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);
@@ -236,13 +234,13 @@ impl Monitor {
         }
         // A delegate acts for its delegator: link the delegator's latest call.
         if let Some(parent) = policy.agents.get(r.req.agent).and_then(|a| a.parent) {
-            if let Some(p) = self.session.last_by_agent.get(parent).copied().flatten() {
-                self.session
+            if let Some(p) = self.state.last_by_agent.get(parent).copied().flatten() {
+                self.state
                     .graph
                     .push_edge(p, node, EdgeKind::Parent, Trust::Policy, NO_PARAM);
             }
         }
-        if let Some(slot) = self.session.last_by_agent.get_mut(r.req.agent) {
+        if let Some(slot) = self.state.last_by_agent.get_mut(r.req.agent) {
             *slot = Some(node);
         }
         node

@@ -1,7 +1,7 @@
 //! The monitor: `step(state, event) -> (decision, state')` of DESIGN §2.
 //!
 //! The step is deterministic and does no I/O; time comes with the event.
-//! `Monitor::step` updates the session in place (the hot path); `step_pure`
+//! `Session::step` updates the session in place (the hot path); `step_pure`
 //! is the same function on values. Each stage of a call's step has its own
 //! module, named as in `docs/semantics.md`, in the order that makes a
 //! denied call consume nothing:
@@ -24,11 +24,12 @@ mod index;
 mod lineage;
 mod results;
 mod tasks;
+mod typed;
 mod values;
 mod wellformed;
 
-use crate::decision::{Applied, Decision, Reason, Rule, StepError, StepOutput, Verdict};
-use crate::event::{Call, Event, Resolve};
+use crate::decision::{Applied, Decision, Reason, Rule, StepError, StepOutput, Stop, Verdict};
+use crate::event::{Event, Resolve};
 use crate::graph::{Evidence, Graph, Node, NodeId, NodeKind, Status, NO_TOOL};
 use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
@@ -40,7 +41,58 @@ use history::Violation;
 use index::Index;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+pub use typed::{AgentHandle, CallArg, LookupError, ParamHandle, ToolHandle, TypedCall};
 use wellformed::Resolved;
+
+/// A call evaluated but not yet committed.
+struct Evaluation {
+    verdict: Verdict,
+    rule: Rule,
+    reason: Reason,
+    node: NodeId,
+    tool: Option<ToolId>,
+    path: Vec<NodeId>,
+    /// The serving grants (empty for a DENY).
+    grants: Vec<GrantId>,
+    /// The resolved call (`None` for a DENY).
+    resolved: Option<Resolved>,
+    /// Every rule that stops the call (collected on request).
+    stops: Vec<Stop>,
+}
+
+impl Evaluation {
+    fn deny(
+        rule: Rule,
+        reason: Reason,
+        node: NodeId,
+        tool: Option<ToolId>,
+        path: Vec<NodeId>,
+        stops: Vec<Stop>,
+    ) -> Evaluation {
+        Evaluation {
+            verdict: Verdict::Deny,
+            rule,
+            reason,
+            node,
+            tool,
+            path,
+            grants: vec![],
+            resolved: None,
+            stops,
+        }
+    }
+}
+
+/// The session as it was before a speculative call.
+struct Mark {
+    id: String,
+    nodes: usize,
+    edges: usize,
+    seq: u64,
+    time: u64,
+    last_call: Option<NodeId>,
+    last_by_agent: Vec<Option<NodeId>>,
+}
 
 /// Units a paused or running call holds, and when it was admitted.
 #[derive(Clone, Debug)]
@@ -54,12 +106,13 @@ struct Held {
 
 /// Everything the monitor knows about one session.
 #[derive(Clone, Debug)]
-pub struct Session {
+pub struct SessionState {
     pub graph: Graph,
     pub ledger: Ledger,
     /// The ledger's hash tree: a unit taken or returned rehashes one block
-    /// and its ancestors, not every grant.
-    ledger_tree: LedgerTree,
+    /// and its ancestors, not every grant. Shared with the policy's initial
+    /// tree until the first unit is taken (a new session hashes nothing).
+    ledger_tree: Arc<LedgerTree>,
     /// Discovered-resource sets, indexed like `Policy::sets`.
     pub sets: Vec<BTreeSet<String>>,
     /// Call and task ids. They come from the agent's runtime, so the map
@@ -96,8 +149,14 @@ pub struct Session {
 /// The session's context node: everything the agents have read.
 pub const CONTEXT: NodeId = NodeId(0);
 
-impl Session {
-    pub fn new(policy: &Policy) -> Session {
+impl SessionState {
+    pub fn new(policy: &Policy) -> SessionState {
+        let ledger = Ledger::initial(policy);
+        let tree = Arc::new(LedgerTree::new(&ledger));
+        SessionState::with_ledger(policy, ledger, tree)
+    }
+
+    fn with_ledger(policy: &Policy, ledger: Ledger, ledger_tree: Arc<LedgerTree>) -> SessionState {
         let mut graph = Graph::default();
         graph.push_node(Node {
             kind: NodeKind::Context,
@@ -109,10 +168,9 @@ impl Session {
             time: 0,
             first_edge: 0,
         });
-        let ledger = Ledger::initial(policy);
-        Session {
+        SessionState {
             graph,
-            ledger_tree: LedgerTree::new(&ledger),
+            ledger_tree,
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
             calls: HashMap::new(),
@@ -156,14 +214,75 @@ impl Session {
     }
 }
 
-/// A monitor for one session under one policy.
+/// A validated policy with its lookup tables, ready to decide: immutable,
+/// `Send + Sync`, and cheap to clone (reference-counted inside). Every
+/// [`Session`] created from it shares it.
 #[derive(Clone, Debug)]
-pub struct Monitor {
+pub struct CompiledPolicy {
+    policy: Arc<Policy>,
+    index: Arc<Index>,
+    hash: Hash,
+    /// The hash tree of the initial ledger, shared by new sessions until
+    /// they take their first unit.
+    initial_tree: Arc<LedgerTree>,
+}
+
+impl CompiledPolicy {
+    /// Checks the policy's internal references (a policy read from JSON may
+    /// be corrupt) and builds its lookup tables.
+    pub fn new(policy: Policy) -> Result<CompiledPolicy, MonitorError> {
+        validate(&policy)?;
+        let hash = content_hash(&policy)?;
+        let index = Index::new(&policy);
+        let initial_tree = Arc::new(LedgerTree::new(&Ledger::initial(&policy)));
+        Ok(CompiledPolicy {
+            policy: Arc::new(policy),
+            index: Arc::new(index),
+            hash,
+            initial_tree,
+        })
+    }
+
+    /// A new, empty session under this policy.
+    pub fn session(&self) -> Session {
+        Session {
+            state: SessionState::with_ledger(
+                &self.policy,
+                Ledger::initial(&self.policy),
+                Arc::clone(&self.initial_tree),
+            ),
+            policy: Arc::clone(&self.policy),
+            index: Arc::clone(&self.index),
+            policy_hash: self.hash,
+            initial_tree: Arc::clone(&self.initial_tree),
+        }
+    }
+
+    /// The policy's model.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The policy's content hash (what audit records and certificates name).
+    pub fn hash(&self) -> Hash {
+        self.hash
+    }
+}
+
+/// One session under one policy: its graph, its ledger, its pending
+/// approvals. Create it with [`CompiledPolicy::session`].
+#[derive(Clone, Debug)]
+pub struct Session {
     policy: Arc<Policy>,
     index: Arc<Index>,
     policy_hash: Hash,
-    session: Session,
+    initial_tree: Arc<LedgerTree>,
+    state: SessionState,
 }
+
+/// The name of [`Session`] before sessions and policies were separate
+/// types; kept so that existing code compiles.
+pub type Monitor = Session;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MonitorError {
@@ -173,30 +292,26 @@ pub enum MonitorError {
     Encode(#[from] EncodeError),
 }
 
-impl Monitor {
-    /// Checks the policy's internal references (a policy read from JSON may
-    /// be corrupt) and starts an empty session.
-    pub fn new(policy: Policy) -> Result<Monitor, MonitorError> {
-        validate(&policy)?;
-        let policy_hash = content_hash(&policy)?;
-        let index = Index::new(&policy);
-        let session = Session::new(&policy);
-        Ok(Monitor {
-            policy: Arc::new(policy),
-            index: Arc::new(index),
-            policy_hash,
-            session,
-        })
+impl Session {
+    /// Compiles `policy` for a single session. With several sessions, build
+    /// one [`CompiledPolicy`] and call [`CompiledPolicy::session`] instead.
+    pub fn new(policy: Policy) -> Result<Session, MonitorError> {
+        Ok(CompiledPolicy::new(policy)?.session())
     }
 
     /// A fresh session under the same policy (no re-validation, shared
     /// lookup tables).
-    pub fn new_session(&self) -> Monitor {
-        Monitor {
+    pub fn new_session(&self) -> Session {
+        self.compiled().session()
+    }
+
+    /// The shared policy this session runs under.
+    pub fn compiled(&self) -> CompiledPolicy {
+        CompiledPolicy {
             policy: Arc::clone(&self.policy),
             index: Arc::clone(&self.index),
-            policy_hash: self.policy_hash,
-            session: Session::new(&self.policy),
+            hash: self.policy_hash,
+            initial_tree: Arc::clone(&self.initial_tree),
         }
     }
 
@@ -206,8 +321,9 @@ impl Monitor {
     pub fn policy_hash(&self) -> Hash {
         self.policy_hash
     }
-    pub fn session(&self) -> &Session {
-        &self.session
+    /// Everything the session holds (graph, ledger, discovered sets).
+    pub fn state(&self) -> &SessionState {
+        &self.state
     }
 
     /// Applies one event. On error the session is unchanged.
@@ -222,59 +338,192 @@ impl Monitor {
     }
 
     /// `step` as a pure function: the input monitor is left as it was.
-    pub fn step_pure(&self, event: &Event) -> (Result<StepOutput, StepError>, Monitor) {
+    pub fn step_pure(&self, event: &Event) -> (Result<StepOutput, StepError>, Session) {
         let mut next = self.clone();
         let out = next.step(event);
         (out, next)
     }
 
     fn advance_time(&mut self, time: Option<u64>) -> Result<u64, StepError> {
-        let time = time.unwrap_or(self.session.time);
-        if time < self.session.time {
+        let time = time.unwrap_or(self.state.time);
+        if time < self.state.time {
             return Err(StepError::TimeWentBackwards {
                 time,
-                last: self.session.time,
+                last: self.state.time,
             });
         }
         Ok(time)
     }
 
-    /// Decides a call: ALLOW, DENY or PAUSE.
-    pub fn authorize(&mut self, call: &Call) -> Result<Decision, StepError> {
-        let time = self.advance_time(Some(call.time))?;
-        if self.session.calls.contains_key(&call.id) {
-            return Err(StepError::DuplicateCall(call.id.clone()));
+    /// Decides a call: ALLOW, DENY or PAUSE, and records it (an ALLOW or a
+    /// PAUSE takes its units). Takes a JSON [`Call`] or a [`TypedCall`].
+    pub fn authorize<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
+        let e = self.evaluate(call.into(), false)?;
+        if e.verdict == Verdict::Deny {
+            return Ok(self.finish(e, None));
         }
-        if self.session.graph.nodes.len() >= u32::MAX as usize {
+        let Some(resolved) = e.resolved.clone() else {
+            return Ok(self.finish(e, None));
+        };
+        self.consume(&e.grants);
+        let seq = self.state.seq;
+        let held = Held {
+            grants: e.grants.clone(),
+            admitted_at: seq,
+            pending: None,
+        };
+        if e.verdict == Verdict::Allow {
+            self.admit(e.node, &resolved, seq);
+            self.state.held.insert(e.node, held);
+        } else {
+            self.set_status(e.node, Status::Paused);
+            self.state.held.insert(
+                e.node,
+                Held {
+                    pending: Some(Box::new(resolved)),
+                    ..held
+                },
+            );
+        }
+        let left = self.left_after(&e, 0);
+        Ok(self.finish(e, left))
+    }
+
+    /// The decision `call` would get now, recording nothing and consuming
+    /// nothing: the session is left exactly as it was. The decision names
+    /// the node the call would get; its ledger hash is the current one.
+    pub fn check<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
+        let call = call.into();
+        let mark = self.mark(call.id());
+        let out = self.evaluate(call, false);
+        self.rollback(mark);
+        let e = out?;
+        let taken = e.grants.first().map_or(0, |own| {
+            e.grants.iter().filter(|g| *g == own).count() as u64
+        });
+        let left = self.left_after(&e, taken);
+        Ok(self.finish(e, left))
+    }
+
+    /// Every rule that would stop `call` now (DENY and PAUSE alike, in the
+    /// order the step checks them), recording nothing: empty when the call
+    /// would be allowed. The first DENY (else the first PAUSE) is the one
+    /// [`Session::check`] names.
+    pub fn check_all<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Vec<Stop>, StepError> {
+        let call = call.into();
+        let mark = self.mark(call.id());
+        let out = self.evaluate(call, true);
+        self.rollback(mark);
+        Ok(out?.stops)
+    }
+
+    /// Units of the serving grant left once `e`'s units are taken (`taken`:
+    /// how many are still to be taken). `None` for unlimited grants.
+    fn left_after(&self, e: &Evaluation, taken: u64) -> Option<u64> {
+        match e.reason {
+            Reason::Granted { .. } => {}
+            _ => return None,
+        }
+        match self.state.ledger.remaining.get(*e.grants.first()?) {
+            Some(Quota::Limited(n)) => Some(n.saturating_sub(taken)),
+            _ => None,
+        }
+    }
+
+    fn finish(&self, e: Evaluation, left: Option<u64>) -> Decision {
+        let reason = match e.reason {
+            Reason::Granted { agent, .. } => Reason::Granted { agent, left },
+            other => other,
+        };
+        self.decide(e.verdict, e.rule, reason, e.node, e.tool, e.path, e.grants)
+    }
+
+    /// What is needed to undo a speculative call (`check`).
+    fn mark(&self, id: &str) -> Mark {
+        Mark {
+            id: id.to_string(),
+            nodes: self.state.graph.nodes.len(),
+            edges: self.state.graph.edges.len(),
+            seq: self.state.seq,
+            time: self.state.time,
+            last_call: self.state.last_call,
+            last_by_agent: self.state.last_by_agent.clone(),
+        }
+    }
+
+    /// Undoes everything `evaluate` did: a call only appends to the graph
+    /// (its node, the edges into it, maybe an agent's new context node) and
+    /// moves the counters; nothing is consumed before `authorize` commits.
+    fn rollback(&mut self, mark: Mark) {
+        let state = &mut self.state;
+        if state.graph.nodes.len() > mark.nodes {
+            state.calls.remove(&mark.id);
+        }
+        state.graph.nodes.truncate(mark.nodes);
+        state.graph.edges.truncate(mark.edges);
+        for slot in &mut state.agent_contexts {
+            if slot.is_some_and(|n| n.0 as usize >= mark.nodes) {
+                *slot = None;
+            }
+        }
+        state.seq = mark.seq;
+        state.time = mark.time;
+        state.last_call = mark.last_call;
+        state.last_by_agent = mark.last_by_agent;
+    }
+
+    /// Steps 1 to 5 for one call: appends its node and decides, without
+    /// taking units or admitting it (`authorize` commits, `check` rolls
+    /// back). With `collect`, every rule that stops the call is gathered.
+    fn evaluate(&mut self, call: CallArg<'_>, collect: bool) -> Result<Evaluation, StepError> {
+        let time = self.advance_time(Some(call.time()))?;
+        if let Some(e) = call.foreign(self) {
+            return Err(e);
+        }
+        if self.state.calls.contains_key(call.id()) {
+            return Err(StepError::DuplicateCall(call.id().to_string()));
+        }
+        if self.state.graph.nodes.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
-        self.session.time = time;
-        self.session.seq += 1;
+        self.state.time = time;
+        self.state.seq += 1;
+        let mut stops = Vec::new();
 
         // 1. Well-formedness (fail closed, naming the field).
-        let resolved = match self.resolve(call) {
+        let (id, resolved) = call.into_parts(self);
+        let resolved = match resolved {
             Ok(r) => r,
-            Err((rule, reason)) => {
-                let tool = self.tool_of(&call.tool);
-                let agent = self.agent_of(call.agent.as_deref()).unwrap_or(0);
-                let node = self.append_denied(&call.id, tool, agent, time);
-                return Ok(self.decide(Verdict::Deny, rule, reason, node, tool, vec![], vec![]));
+            Err(((rule, reason), tool, agent)) => {
+                let node = self.append_denied(id, tool, agent, time);
+                if collect {
+                    stops.push(Stop::deny(rule, reason.clone(), vec![]));
+                }
+                return Ok(Evaluation::deny(rule, reason, node, tool, vec![], stops));
             }
         };
         let tool = Some(resolved.req.tool);
 
         // 2. Append the call and label each argument.
         let labels = self.call_labels(&resolved);
-        let node = self.append_call(&call.id, &resolved, &labels);
+        let node = self.append_call(id, &resolved, &labels);
 
         // 3. Flows into every sink the call reaches.
-        let flows = self.check_flows(&resolved, &labels);
-        if let Some(hit) = flows.deny {
-            self.set_status(node, Status::Denied);
-            let path = self.flow_path(node, &hit, &labels, &resolved);
+        let flows = self.check_flows(&resolved, &labels, collect);
+        for (hit, effect) in flows.all.iter().flatten() {
             let (rule, reason) = hit.rule_and_reason();
-            return Ok(self.decide(Verdict::Deny, rule, reason, node, tool, path, vec![]));
+            let path = self.flow_path(node, hit, &labels, &resolved);
+            stops.push(Stop::new(*effect, rule, reason, path));
         }
+        let mut denied: Option<Violation> = flows.deny.map(|hit| {
+            let (rule, reason) = hit.rule_and_reason();
+            Violation {
+                rule,
+                path: self.flow_path(node, &hit, &labels, &resolved),
+                reason,
+                effect: RuleEffect::Deny,
+            }
+        });
         let mut pause: Option<Violation> = flows.pause.map(|hit| {
             let (rule, reason) = hit.rule_and_reason();
             Violation {
@@ -286,48 +535,72 @@ impl Monitor {
         });
 
         // 4. Call rules, path rules, counts and obligations.
-        for v in self.history_violations(node, &resolved) {
-            match v.effect {
-                RuleEffect::Deny => {
-                    self.set_status(node, Status::Denied);
-                    return Ok(self.decide(
-                        Verdict::Deny,
+        if denied.is_none() || collect {
+            for v in self.history_violations(node, &resolved) {
+                if collect {
+                    stops.push(Stop::new(
+                        v.effect,
                         v.rule,
-                        v.reason,
-                        node,
-                        tool,
-                        v.path,
-                        vec![],
+                        v.reason.clone(),
+                        v.path.clone(),
                     ));
                 }
-                RuleEffect::Pause => {
-                    pause.get_or_insert(v);
+                match v.effect {
+                    RuleEffect::Deny => {
+                        denied.get_or_insert(v);
+                        if !collect {
+                            break;
+                        }
+                    }
+                    RuleEffect::Pause => {
+                        pause.get_or_insert(v);
+                    }
                 }
             }
         }
 
         // 5. The ledger: one unit of the first matching grant with quota,
         //    along the delegation chain.
-        let grants = match self.select_chain(&resolved) {
-            Ok(g) => g,
-            Err(reason) => {
-                self.set_status(node, Status::Denied);
-                return Ok(self.decide(
-                    Verdict::Deny,
-                    Rule::NoGrant,
+        let chain = if denied.is_none() || collect {
+            Some(self.select_chain(&resolved))
+        } else {
+            None
+        };
+        let grants = match chain {
+            Some(Ok(g)) => g,
+            Some(Err(reason)) => {
+                if collect {
+                    stops.push(Stop::deny(Rule::NoGrant, reason.clone(), vec![]));
+                }
+                denied.get_or_insert(Violation {
+                    rule: Rule::NoGrant,
                     reason,
-                    node,
-                    tool,
-                    vec![],
+                    path: vec![],
+                    effect: RuleEffect::Deny,
+                });
+                vec![]
+            }
+            None => vec![],
+        };
+        // The chain always holds the caller itself, so `grants` is not empty.
+        let approval = grants.iter().find(|&&g| self.policy.grants[g].approval);
+        if collect {
+            if let Some(&g) = approval {
+                stops.push(Stop::new(
+                    RuleEffect::Pause,
+                    Rule::Grant(g),
+                    Reason::NeedsApproval { grant: g },
                     vec![],
                 ));
             }
-        };
-        self.consume(&grants);
-        // The chain always holds the caller itself, so `grants` is not empty.
+        }
+        if let Some(v) = denied {
+            self.set_status(node, Status::Denied);
+            return Ok(Evaluation::deny(
+                v.rule, v.reason, node, tool, v.path, stops,
+            ));
+        }
         let own = grants.first().copied().unwrap_or_default();
-        let approval = grants.iter().find(|&&g| self.policy.grants[g].approval);
-        let seq = self.session.seq;
         let (verdict, rule, reason, path) = match (pause, approval) {
             (Some(v), _) => (Verdict::Pause, v.rule, v.reason, v.path),
             (None, Some(&g)) => (
@@ -341,36 +614,22 @@ impl Monitor {
                 Rule::Grant(own),
                 Reason::Granted {
                     agent: resolved.req.agent,
-                    left: match self.session.ledger.remaining.get(own) {
-                        Some(Quota::Limited(n)) => Some(*n),
-                        _ => None,
-                    },
+                    left: None,
                 },
                 vec![],
             ),
         };
-        if verdict == Verdict::Allow {
-            self.admit(node, &resolved, seq);
-            self.session.held.insert(
-                node,
-                Held {
-                    grants: grants.clone(),
-                    admitted_at: seq,
-                    pending: None,
-                },
-            );
-        } else {
-            self.set_status(node, Status::Paused);
-            self.session.held.insert(
-                node,
-                Held {
-                    grants: grants.clone(),
-                    admitted_at: seq,
-                    pending: Some(Box::new(resolved)),
-                },
-            );
-        }
-        Ok(self.decide(verdict, rule, reason, node, tool, path, grants))
+        Ok(Evaluation {
+            verdict,
+            rule,
+            reason,
+            node,
+            tool,
+            path,
+            grants,
+            resolved: Some(resolved),
+            stops,
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -393,12 +652,12 @@ impl Monitor {
             path,
             grants,
             refunded: vec![],
-            ledger_hash: self.session.ledger_hash(),
+            ledger_hash: self.state.ledger_hash(),
         }
     }
 
     fn set_status(&mut self, node: NodeId, status: Status) {
-        if let Some(n) = self.session.graph.node_mut(node) {
+        if let Some(n) = self.state.graph.node_mut(node) {
             n.status = status;
         }
     }
@@ -415,7 +674,7 @@ impl Monitor {
             rule,
             reason,
             refunded,
-            ledger_hash: self.session.ledger_hash(),
+            ledger_hash: self.state.ledger_hash(),
         }
     }
 
@@ -436,13 +695,13 @@ impl Monitor {
     /// The node of `call` if it is in `want`; otherwise the error.
     fn node_in(&self, call: &str, want: Status, event: &'static str) -> Result<NodeId, StepError> {
         let node = self
-            .session
+            .state
             .calls
             .get(call)
             .copied()
             .ok_or_else(|| StepError::UnknownCall(call.to_string()))?;
         let status = self
-            .session
+            .state
             .graph
             .node(node)
             .map_or(Status::Denied, |n| n.status);

@@ -2,27 +2,27 @@
 //! context, adds discovered resources and establishes facts; `failed`
 //! returns the units; `unknown` keeps them spent and merges the output.
 
-use super::{Held, Monitor};
+use super::{Held, Session};
 use crate::decision::{Applied, Rule, StepError};
 use crate::event::{Outcome, Report};
 use crate::graph::{Node, NodeId, Status, Trust};
 use std::sync::Arc;
 
-impl Monitor {
+impl Session {
     /// Applies the result of an admitted call.
     pub fn report(&mut self, report: &Report) -> Result<Applied, StepError> {
         let time = self.advance_time(report.time)?;
         let node = self.node_in(&report.call, Status::Running, "a result")?;
-        self.session.time = time;
-        self.session.seq += 1;
-        let held = self.session.held.remove(&node).unwrap_or(Held {
+        self.state.time = time;
+        self.state.seq += 1;
+        let held = self.state.held.remove(&node).unwrap_or(Held {
             grants: vec![],
-            admitted_at: self.session.seq,
+            admitted_at: self.state.seq,
             pending: None,
         });
         let rule = held.grants.first().map(|&g| Rule::Grant(g));
         let policy = Arc::clone(&self.policy);
-        let n = self.session.graph.nodes[node.0 as usize];
+        let n = self.state.graph.nodes[node.0 as usize];
         match report.status {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
@@ -53,11 +53,11 @@ impl Monitor {
                     .first()
                     .and_then(|&g| policy.grants[g].discovers);
                 if let Some(set) = target {
-                    let before = self.session.sets[set].len();
-                    self.session.sets[set].extend(report.discovered.iter().cloned());
+                    let before = self.state.sets[set].len();
+                    self.state.sets[set].extend(report.discovered.iter().cloned());
                     notes.push(format!(
                         "{} new in `{}`",
-                        self.session.sets[set].len() - before,
+                        self.state.sets[set].len() - before,
                         policy.sets[set]
                     ));
                 }
@@ -66,9 +66,9 @@ impl Monitor {
                         let holds = rule
                             .when
                             .as_ref()
-                            .is_none_or(|t| t.holds(&report.output, &self.session.sets));
+                            .is_none_or(|t| t.holds(&report.output, &self.state.sets));
                         if holds {
-                            let seen = &mut self.session.fact_seen[rule.fact];
+                            let seen = &mut self.state.fact_seen[rule.fact];
                             *seen =
                                 Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
                             notes.push(format!("fact `{}` seen", policy.facts[rule.fact]));
@@ -85,9 +85,7 @@ impl Monitor {
     fn read_output(&mut self, node: NodeId, n: &Node, report: &Report, trust: Trust) {
         self.merge_into_contexts(node, n.agent as usize, n.label, trust);
         if self.policy.provenance_by_value {
-            self.session
-                .values
-                .add_output(node, n.label, &report.output);
+            self.state.values.add_output(node, n.label, &report.output);
         }
     }
 }

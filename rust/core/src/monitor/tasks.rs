@@ -3,20 +3,20 @@
 //! discovered sets the policy lets tasks seed, and a scope that narrows
 //! (never widens) the policy's static scopes.
 
-use super::{Monitor, CONTEXT};
+use super::{Session, CONTEXT};
 use crate::decision::{Applied, StepError};
 use crate::event::Task;
 use crate::graph::{EdgeKind, Evidence, Node, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
 use crate::value::SetId;
 
-impl Monitor {
+impl Session {
     pub(crate) fn task(&mut self, t: &Task) -> Result<Applied, StepError> {
         let time = self.advance_time(t.time)?;
-        if self.session.calls.contains_key(&t.id) {
+        if self.state.calls.contains_key(&t.id) {
             return Err(StepError::DuplicateCall(t.id.clone()));
         }
-        if self.session.graph.nodes.len() >= u32::MAX as usize {
+        if self.state.graph.nodes.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
         // Check every seeded set before changing anything.
@@ -39,9 +39,9 @@ impl Monitor {
             }
             seeds.push((set, values));
         }
-        self.session.time = time;
-        self.session.seq += 1;
-        let node = self.session.graph.push_node(Node {
+        self.state.time = time;
+        self.state.seq += 1;
+        let node = self.state.graph.push_node(Node {
             kind: NodeKind::Task,
             status: Status::Task,
             evidence: Evidence::Policy,
@@ -51,31 +51,31 @@ impl Monitor {
             time,
             first_edge: 0,
         });
-        self.session.calls.insert(t.id.clone(), node);
+        self.state.calls.insert(t.id.clone(), node);
         // The agents read the task: an edge into the context (its label,
         // trusted and lowest, changes nothing).
-        self.session
+        self.state
             .graph
             .push_edge(node, CONTEXT, EdgeKind::Data, Trust::Observed, NO_PARAM);
         if self.policy.provenance_by_value {
-            self.session.values.add_task(node, &t.text);
+            self.state.values.add_task(node, &t.text);
         }
         let mut notes = vec![format!("task `{}` recorded", t.id)];
         for (set, values) in seeds {
-            let before = self.session.sets[set].len();
+            let before = self.state.sets[set].len();
             for v in values {
-                if self.session.sets[set].insert(v.clone()) {
-                    self.session.seeded.push((set, v.clone(), node));
+                if self.state.sets[set].insert(v.clone()) {
+                    self.state.seeded.push((set, v.clone(), node));
                 }
             }
             notes.push(format!(
                 "{} seeded into `{}`",
-                self.session.sets[set].len() - before,
+                self.state.sets[set].len() - before,
                 self.policy.sets[set]
             ));
         }
         if let Some(scope) = &t.scope {
-            self.session.task_scope = Some(scope.clone());
+            self.state.task_scope = Some(scope.clone());
             notes.push("scope opened".into());
         }
         Ok(self.applied(node, None, notes.join("; "), vec![]))

@@ -3,7 +3,7 @@
 //! declared type, lineage naming known calls. Anything else is a DENY that
 //! names the field (fail closed).
 
-use super::Monitor;
+use super::Session;
 use crate::decision::{Reason, Rule};
 use crate::event::Call;
 use crate::graph::NodeId;
@@ -26,11 +26,11 @@ pub(crate) struct Resolved {
     pub inferred: Vec<(u16, NodeId)>,
 }
 
-fn malformed(reason: Reason) -> Malformed {
+pub(crate) fn malformed(reason: Reason) -> Malformed {
     (Rule::WellFormed, reason)
 }
 
-impl Monitor {
+impl Session {
     pub(crate) fn tool_of(&self, name: &str) -> Option<ToolId> {
         self.index.tools.get(name).copied()
     }
@@ -40,6 +40,25 @@ impl Monitor {
             None => Some(0),
             Some(n) => self.index.agents.get(n).copied(),
         }
+    }
+
+    /// The static scopes: the first on the agent's chain that excludes the tool.
+    pub(crate) fn check_static_scope(&self, agent: AgentId, tool: ToolId) -> Result<(), Malformed> {
+        match self.index.scope_ok[agent].as_ref().and_then(|t| t[tool]) {
+            Some(scope) => Err((Rule::Scope(scope), Reason::OutOfScope { agent })),
+            None => Ok(()),
+        }
+    }
+
+    /// The scope the session's latest task opened.
+    pub(crate) fn check_task_scope(&self, tool: ToolId, args: &[Value]) -> Result<(), Malformed> {
+        if let Some(scope) = &self.state.task_scope {
+            let resource = crate::spec::resource_of(&self.policy, tool, args);
+            if let Some(forbidden) = scope.excludes(&self.policy.tools[tool].name, resource) {
+                return Err((Rule::TaskScope, Reason::OutOfTaskScope { forbidden }));
+            }
+        }
+        Ok(())
     }
 
     /// Resolves a call, or says why it is not well-formed. Argument names
@@ -52,9 +71,7 @@ impl Monitor {
         let agent = self.agent_of(call.agent.as_deref()).ok_or_else(|| {
             malformed(Reason::UnknownAgent(call.agent.clone().unwrap_or_default()))
         })?;
-        if let Some(scope) = self.index.scope_ok[agent].as_ref().and_then(|t| t[tool]) {
-            return Err((Rule::Scope(scope), Reason::OutOfScope { agent }));
-        }
+        self.check_static_scope(agent, tool)?;
         let spec = &policy.tools[tool];
         // Each argument by parameter index; on the stack for most tools.
         let n = spec.params.len();
@@ -93,12 +110,7 @@ impl Monitor {
             };
             args.push(value);
         }
-        if let Some(scope) = &self.session.task_scope {
-            let resource = crate::spec::resource_of(policy, tool, &args);
-            if let Some(forbidden) = scope.excludes(&spec.name, resource) {
-                return Err((Rule::TaskScope, Reason::OutOfTaskScope { forbidden }));
-            }
-        }
+        self.check_task_scope(tool, &args)?;
         let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
             let index = self.index.param(tool, param).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
@@ -108,7 +120,7 @@ impl Monitor {
             let nodes = ids
                 .iter()
                 .map(|id| {
-                    self.session.calls.get(id).copied().ok_or_else(|| {
+                    self.state.calls.get(id).copied().ok_or_else(|| {
                         malformed(Reason::UnknownLineage {
                             param: param.to_string(),
                             call: id.clone(),

@@ -1,0 +1,399 @@
+//! Typed calls: tools, parameters and agents resolved once by name into
+//! handles, so that deciding a call compares indexes, not strings. Owned
+//! JSON calls ([`Call`]) stay accepted; both resolve to the same
+//! [`Resolved`] request, and so get the same decision.
+
+use super::wellformed::{malformed, Malformed, Resolved};
+use super::{CompiledPolicy, Session};
+use crate::decision::{Reason, StepError};
+use crate::event::Call;
+use crate::graph::NodeId;
+use crate::policy::{AgentId, ToolId};
+use crate::value::{Decimal, ParamType, TypeMismatch, Value};
+
+/// Identifies the policy a handle was resolved in: handles are indexes, so
+/// one used with another policy would name the wrong tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Stamp(u64);
+
+impl Stamp {
+    fn of(policy: &CompiledPolicy) -> Stamp {
+        let bytes = policy.hash.0;
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&bytes[..8]);
+        Stamp(u64::from_le_bytes(first))
+    }
+}
+
+/// A tool of a compiled policy, found once by name ([`CompiledPolicy::tool`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ToolHandle {
+    stamp: Stamp,
+    tool: ToolId,
+    params: usize,
+}
+
+/// A parameter of one tool ([`CompiledPolicy::param`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ParamHandle {
+    stamp: Stamp,
+    tool: ToolId,
+    index: usize,
+}
+
+/// An agent of a compiled policy ([`CompiledPolicy::agent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AgentHandle {
+    stamp: Stamp,
+    agent: AgentId,
+}
+
+/// A name that the policy does not declare.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    #[error("the policy has no tool `{0}`")]
+    Tool(String),
+    #[error("tool `{tool}` has no parameter `{param}`")]
+    Param { tool: String, param: String },
+    #[error("the policy has no agent `{0}`")]
+    Agent(String),
+}
+
+impl CompiledPolicy {
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Result<ToolHandle, LookupError> {
+        let tool = *self
+            .index
+            .tools
+            .get(name)
+            .ok_or_else(|| LookupError::Tool(name.to_string()))?;
+        Ok(ToolHandle {
+            stamp: Stamp::of(self),
+            tool,
+            params: self.policy.tools[tool].params.len(),
+        })
+    }
+
+    /// Parameter `name` of `tool`.
+    pub fn param(&self, tool: ToolHandle, name: &str) -> Result<ParamHandle, LookupError> {
+        let spec = self
+            .policy
+            .tools
+            .get(tool.tool)
+            .filter(|_| tool.stamp == Stamp::of(self));
+        let index = spec
+            .and_then(|_| self.index.param(tool.tool, name))
+            .ok_or_else(|| LookupError::Param {
+                tool: spec.map_or_else(|| "?".to_string(), |t| t.name.clone()),
+                param: name.to_string(),
+            })?;
+        Ok(ParamHandle {
+            stamp: tool.stamp,
+            tool: tool.tool,
+            index,
+        })
+    }
+
+    /// The agent named `name` (`main` is always there).
+    pub fn agent(&self, name: &str) -> Result<AgentHandle, LookupError> {
+        let agent = *self
+            .index
+            .agents
+            .get(name)
+            .ok_or_else(|| LookupError::Agent(name.to_string()))?;
+        Ok(AgentHandle {
+            stamp: Stamp::of(self),
+            agent,
+        })
+    }
+}
+
+/// A call built from handles: arguments by parameter index, typed values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedCall {
+    id: String,
+    time: u64,
+    tool: ToolHandle,
+    agent: Option<AgentHandle>,
+    /// By parameter index; `None`: not given.
+    args: Vec<Option<Value>>,
+    /// Observed lineage: (parameter index, call ids).
+    lineage: Vec<(usize, Vec<String>)>,
+    /// A parameter handle of another tool or policy was passed.
+    foreign: Option<&'static str>,
+}
+
+impl TypedCall {
+    /// A call of `tool` with id `id` (unique in the session) at `time`.
+    pub fn new(tool: ToolHandle, id: impl Into<String>, time: u64) -> TypedCall {
+        TypedCall {
+            id: id.into(),
+            time,
+            tool,
+            agent: None,
+            args: vec![None; tool.params],
+            lineage: Vec::new(),
+            foreign: None,
+        }
+    }
+
+    /// The calling agent (default: `main`).
+    pub fn agent(mut self, agent: AgentHandle) -> TypedCall {
+        if agent.stamp != self.tool.stamp {
+            self.foreign = Some("agent");
+        }
+        self.agent = Some(agent);
+        self
+    }
+
+    /// Sets argument `param` (a later value for the same parameter replaces
+    /// an earlier one).
+    pub fn arg(mut self, param: ParamHandle, value: impl Into<Value>) -> TypedCall {
+        match self.slot(param) {
+            Some(i) => self.args[i] = Some(value.into()),
+            None => self.foreign = Some("parameter"),
+        }
+        self
+    }
+
+    /// Observed lineage of argument `param`: the calls (or tasks) whose
+    /// outputs it came from. Without it, the argument reads the context.
+    pub fn lineage<S: Into<String>>(
+        mut self,
+        param: ParamHandle,
+        calls: impl IntoIterator<Item = S>,
+    ) -> TypedCall {
+        match self.slot(param) {
+            Some(i) => {
+                let calls = calls.into_iter().map(Into::into).collect();
+                match self.lineage.iter_mut().find(|(p, _)| *p == i) {
+                    Some(entry) => entry.1 = calls,
+                    None => self.lineage.push((i, calls)),
+                }
+            }
+            None => self.foreign = Some("parameter"),
+        }
+        self
+    }
+
+    /// The call's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn slot(&self, param: ParamHandle) -> Option<usize> {
+        (param.stamp == self.tool.stamp && param.tool == self.tool.tool).then_some(param.index)
+    }
+}
+
+/// A call as [`Session::authorize`] and [`Session::check`] take it: a JSON
+/// [`Call`], a [`TypedCall`] by reference (its values are copied) or by
+/// value (moved, nothing copied).
+pub struct CallArg<'a>(Input<'a>);
+
+enum Input<'a> {
+    Json(&'a Call),
+    Typed(&'a TypedCall),
+    Owned(TypedCall),
+}
+
+impl<'a> From<&'a Call> for CallArg<'a> {
+    fn from(c: &'a Call) -> Self {
+        CallArg(Input::Json(c))
+    }
+}
+
+impl<'a> From<&'a TypedCall> for CallArg<'a> {
+    fn from(c: &'a TypedCall) -> Self {
+        CallArg(Input::Typed(c))
+    }
+}
+
+impl From<TypedCall> for CallArg<'_> {
+    fn from(c: TypedCall) -> Self {
+        CallArg(Input::Owned(c))
+    }
+}
+
+impl CallArg<'_> {
+    /// The call's id.
+    pub fn id(&self) -> &str {
+        match &self.0 {
+            Input::Json(c) => &c.id,
+            Input::Typed(c) => &c.id,
+            Input::Owned(c) => &c.id,
+        }
+    }
+
+    pub(crate) fn time(&self) -> u64 {
+        match &self.0 {
+            Input::Json(c) => c.time,
+            Input::Typed(c) => c.time,
+            Input::Owned(c) => c.time,
+        }
+    }
+
+    fn typed(&self) -> Option<&TypedCall> {
+        match &self.0 {
+            Input::Json(_) => None,
+            Input::Typed(c) => Some(c),
+            Input::Owned(c) => Some(c),
+        }
+    }
+
+    /// A handle that does not belong to the session's policy: a programming
+    /// error, not a call to decide.
+    pub(crate) fn foreign(&self, session: &Session) -> Option<StepError> {
+        let c = self.typed()?;
+        let stamp = Stamp::of(&session.compiled());
+        let what = if c.tool.stamp != stamp {
+            Some("tool")
+        } else {
+            c.foreign
+        };
+        what.map(|handle| StepError::ForeignHandle {
+            call: c.id.clone(),
+            handle,
+        })
+    }
+
+    /// The call's id (moved out of an owned call) and its resolution; a
+    /// call that is not well-formed comes back with its tool and agent, as
+    /// far as they are known, for the record.
+    pub(crate) fn into_parts(self, session: &Session) -> (String, Result<Resolved, Failed>) {
+        match self.0 {
+            Input::Json(c) => (
+                c.id.clone(),
+                session.resolve(c).map_err(|m| {
+                    let agent = session.agent_of(c.agent.as_deref()).unwrap_or(0);
+                    (m, session.tool_of(&c.tool), agent)
+                }),
+            ),
+            Input::Typed(c) => (c.id.clone(), resolve_owned(session, c.clone())),
+            Input::Owned(mut c) => (std::mem::take(&mut c.id), resolve_owned(session, c)),
+        }
+    }
+}
+
+/// A call that is not well-formed: why, and its tool and agent.
+pub(crate) type Failed = (Malformed, Option<ToolId>, AgentId);
+
+fn resolve_owned(session: &Session, c: TypedCall) -> Result<Resolved, Failed> {
+    let (tool, agent) = (c.tool.tool, c.agent.map_or(0, |a| a.agent));
+    session.resolve_typed(c).map_err(|m| (m, Some(tool), agent))
+}
+
+/// Checks a typed value against a parameter's declared type, as
+/// [`Value::from_json_typed`] does for JSON: decimals accept integers and
+/// exact decimal strings.
+fn conform(value: Value, ty: ParamType, list: bool) -> Result<Value, TypeMismatch> {
+    if list {
+        let Value::List(items) = value else {
+            return Err(TypeMismatch {
+                got: kind_name(&value).into(),
+            });
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            out.push(conform_scalar(item, ty).map_err(|e| TypeMismatch {
+                got: format!("element {i} is {}", e.got),
+            })?);
+        }
+        return Ok(Value::List(out));
+    }
+    conform_scalar(value, ty)
+}
+
+fn conform_scalar(value: Value, ty: ParamType) -> Result<Value, TypeMismatch> {
+    match (ty, value) {
+        (ParamType::Str, v @ Value::Str(_))
+        | (ParamType::Int, v @ Value::Int(_))
+        | (ParamType::Bool, v @ Value::Bool(_))
+        | (ParamType::Decimal, v @ Value::Decimal(_)) => Ok(v),
+        (ParamType::Decimal, Value::Int(i)) => Ok(Value::Decimal(Decimal::from(i))),
+        (ParamType::Decimal, Value::Str(s)) => {
+            s.parse::<Decimal>()
+                .map(Value::Decimal)
+                .map_err(|e| TypeMismatch {
+                    got: format!("string {s:?} ({e})"),
+                })
+        }
+        (_, v) => Err(TypeMismatch {
+            got: kind_name(&v).into(),
+        }),
+    }
+}
+
+fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Str(_) => "string",
+        Value::Int(_) => "int",
+        Value::Bool(_) => "bool",
+        Value::Decimal(_) => "decimal",
+        Value::List(_) => "list",
+        Value::Null => "null",
+    }
+}
+
+impl Session {
+    /// Resolves a typed call: the same checks as for JSON, by index.
+    fn resolve_typed(&self, call: TypedCall) -> Result<Resolved, Malformed> {
+        let tool = call.tool.tool;
+        let agent = call.agent.map_or(0, |a| a.agent);
+        self.check_static_scope(agent, tool)?;
+        let spec = &self.policy.tools[tool];
+        let mut args = Vec::with_capacity(spec.params.len());
+        for (p, value) in spec.params.iter().zip(call.args) {
+            let value = match value {
+                None | Some(Value::Null) if p.optional => Value::Null,
+                None => {
+                    return Err(malformed(Reason::MissingArg {
+                        param: p.name.clone(),
+                    }))
+                }
+                Some(v) => conform(v, p.ty, p.list).map_err(|e| {
+                    malformed(Reason::IllTyped {
+                        param: p.name.clone(),
+                        expected: p.type_name(),
+                        got: e.got,
+                    })
+                })?,
+            };
+            args.push(value);
+        }
+        self.check_task_scope(tool, &args)?;
+        let mut lineage = vec![None; spec.params.len()];
+        for (param, ids) in &call.lineage {
+            let nodes = ids
+                .iter()
+                .map(|id| self.lineage_node(*param, tool, id))
+                .collect::<Result<Vec<_>, _>>()?;
+            lineage[*param] = Some(nodes);
+        }
+        Ok(Resolved {
+            req: crate::spec::Request {
+                agent,
+                tool,
+                args,
+                time: call.time,
+            },
+            lineage,
+            inferred: Vec::new(),
+        })
+    }
+
+    /// The node of call `id`, or why lineage cannot name it.
+    pub(crate) fn lineage_node(
+        &self,
+        param: usize,
+        tool: ToolId,
+        id: &str,
+    ) -> Result<NodeId, Malformed> {
+        self.state.calls.get(id).copied().ok_or_else(|| {
+            malformed(Reason::UnknownLineage {
+                param: self.policy.tools[tool].params[param].name.clone(),
+                call: id.to_string(),
+            })
+        })
+    }
+}

@@ -1,0 +1,197 @@
+//! The embedding API against the event API: `check` predicts `authorize`
+//! and changes nothing, `check_all` agrees with the decision, and a typed
+//! call gets the decision of the same call as JSON.
+
+mod common;
+
+use agenra_core::decision::{StepOutput, Verdict};
+use agenra_core::policy::Policy;
+use agenra_core::{Call, CompiledPolicy, Event, Session, TypedCall, Value};
+use common::*;
+use proptest::prelude::*;
+
+/// What a session holds that later decisions can read, compared by value.
+fn fingerprint(s: &Session) -> String {
+    let st = s.state();
+    format!(
+        "{:?}|{:?}|{:?}|{}|{}|{}",
+        st.graph,
+        st.ledger,
+        st.sets,
+        st.seq,
+        st.time,
+        st.ledger_hash()
+    )
+}
+
+/// The typed form of a JSON call, when it has one (known tool, agent and
+/// parameters; arguments that are JSON scalars or arrays of them).
+fn typed(policy: &CompiledPolicy, c: &Call) -> Option<TypedCall> {
+    let tool = policy.tool(&c.tool).ok()?;
+    let mut t = TypedCall::new(tool, c.id.clone(), c.time);
+    if let Some(a) = &c.agent {
+        t = t.agent(policy.agent(a).ok()?);
+    }
+    for (name, v) in &c.args {
+        let value = match v {
+            serde_json::Value::Array(items) => Value::List(
+                items
+                    .iter()
+                    .map(Value::from_json)
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            other => Value::from_json(other)?,
+        };
+        t = t.arg(policy.param(tool, name).ok()?, value);
+    }
+    for (name, ids) in &c.lineage {
+        t = t.lineage(policy.param(tool, name).ok()?, ids.iter().cloned());
+    }
+    if !c.inferred.is_empty() {
+        return None;
+    }
+    Some(t)
+}
+
+fn strategy() -> impl Strategy<Value = (Policy, Vec<Step>)> {
+    full_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(300)))]
+
+    /// `check` returns the decision `authorize` then gives (the same
+    /// verdict, rule, reason, path and grants), leaves the session exactly
+    /// as it was, and a session that checks before every call decides the
+    /// whole trace as one that never checks.
+    #[test]
+    fn check_predicts_authorize_and_records_nothing((policy, steps) in strategy()) {
+        let events = events(&policy, &steps);
+        let mut plain = Session::new(policy.clone()).expect("valid policy");
+        let mut checked = plain.new_session();
+        for e in &events {
+            if let Event::Call(c) = e {
+                let before = fingerprint(&checked);
+                let predicted = checked.check(c);
+                prop_assert_eq!(&fingerprint(&checked), &before, "check changed the session on {:?}", c);
+                let stops = checked.check_all(c);
+                prop_assert_eq!(&fingerprint(&checked), &before, "check_all changed the session on {:?}", c);
+                let got = checked.authorize(c);
+                match (&predicted, &got, &stops) {
+                    (Ok(p), Ok(d), Ok(stops)) => {
+                        prop_assert_eq!(
+                            (p.verdict, p.rule, &p.reason, &p.path, &p.grants, p.node),
+                            (d.verdict, d.rule, &d.reason, &d.path, &d.grants, d.node)
+                        );
+                        let first = |v: Verdict| stops.iter().find(|s| s.verdict == v);
+                        match d.verdict {
+                            Verdict::Allow => prop_assert!(stops.is_empty(), "{:?}", stops),
+                            Verdict::Deny => {
+                                let s = first(Verdict::Deny).expect("a deny");
+                                prop_assert_eq!((s.rule, &s.reason, &s.path), (d.rule, &d.reason, &d.path));
+                            }
+                            Verdict::Pause => {
+                                prop_assert!(first(Verdict::Deny).is_none());
+                                let s = first(Verdict::Pause).expect("a pause");
+                                prop_assert_eq!((s.rule, &s.reason), (d.rule, &d.reason));
+                            }
+                        }
+                    }
+                    (Err(a), Err(b), Err(c)) => {
+                        prop_assert_eq!(a, b);
+                        prop_assert_eq!(a, c);
+                    }
+                    other => prop_assert!(false, "check and authorize disagree: {:?}", other),
+                }
+            }
+            let want = plain.step(e);
+            let got = checked.step(e);
+            if let (Ok(StepOutput::Decision(w)), Ok(StepOutput::Decision(g))) = (&want, &got) {
+                prop_assert_eq!(w, g);
+            } else if !matches!(e, Event::Call(_)) {
+                prop_assert_eq!(want, got);
+            }
+            prop_assert_eq!(fingerprint(&plain), fingerprint(&checked));
+        }
+    }
+
+    /// A call built from handles gets the decision of the same call sent as
+    /// JSON, and leaves the session in the same state.
+    #[test]
+    fn typed_calls_decide_as_json_calls((policy, steps) in strategy()) {
+        let events = events(&policy, &steps);
+        let compiled = CompiledPolicy::new(policy.clone()).expect("valid policy");
+        let mut json = compiled.session();
+        let mut typed_session = compiled.session();
+        for e in &events {
+            match e {
+                Event::Call(c) => {
+                    let Some(t) = typed(&compiled, c) else { continue };
+                    let want = json.authorize(c);
+                    let got = if c.id.len() % 2 == 0 {
+                        typed_session.authorize(&t)
+                    } else {
+                        typed_session.authorize(t)
+                    };
+                    prop_assert_eq!(want, got, "on {:?}", c);
+                }
+                other => {
+                    prop_assert_eq!(json.step(other), typed_session.step(other));
+                }
+            }
+            prop_assert_eq!(fingerprint(&json), fingerprint(&typed_session));
+        }
+    }
+}
+
+/// A handle from another policy is an error, not a decision.
+#[test]
+fn handles_of_another_policy_are_refused() {
+    use agenra_core::policy::{Param, Tool};
+    use agenra_core::{Label, ParamType};
+    let mut a = Policy::empty("a");
+    a.tools.push(Tool {
+        name: "fs.read".into(),
+        params: vec![Param {
+            name: "path".into(),
+            ty: ParamType::Str,
+            list: false,
+            optional: false,
+        }],
+        resource: Some(0),
+        sinks: vec![],
+        output: Label::BOTTOM,
+        sanitizer: None,
+        facts: vec![],
+    });
+    let mut b = a.clone();
+    b.name = "b".into();
+    let (a, b) = (
+        CompiledPolicy::new(a).expect("valid"),
+        CompiledPolicy::new(b).expect("valid"),
+    );
+    let read_b = b.tool("fs.read").expect("tool");
+    let mut session = a.session();
+    let err = session
+        .authorize(TypedCall::new(read_b, "c1", 1))
+        .expect_err("foreign tool");
+    assert_eq!(
+        err.to_string(),
+        "call `c1` uses a tool handle of another policy or tool"
+    );
+    let read_a = a.tool("fs.read").expect("tool");
+    let path_b = b.param(read_b, "path").expect("param");
+    let err = session
+        .authorize(TypedCall::new(read_a, "c1", 1).arg(path_b, "x"))
+        .expect_err("foreign parameter");
+    assert!(err.to_string().contains("parameter handle"), "{err}");
+    assert_eq!(session.state().seq, 0, "errors leave the session unchanged");
+    assert!(a.param(read_a, "nope").is_err());
+    assert_eq!(
+        a.tool("nope").expect_err("unknown").to_string(),
+        "the policy has no tool `nope`"
+    );
+}
