@@ -137,18 +137,109 @@ const MERGE_SCAN: usize = 64;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Graph {
+    /// The nodes from `base` on (all of them, unless the session is
+    /// compact), indexed by `id - base`.
     pub nodes: Vec<Node>,
+    /// The edges from `edge_base` on, indexed by `index - edge_base`.
     pub edges: Vec<Edge>,
     /// Per context node (the shared one, and agents' own): its merges in
     /// order. A handful of contexts, so a list.
     pub merges: Vec<(NodeId, Vec<Merge>)>,
+    /// A compact session forgets old nodes: the id of `nodes[0]`, and the
+    /// index of `edges[0]`. Ids and edge indexes never change.
+    pub base: u32,
+    pub edge_base: u32,
+    /// Nodes older than `base` that are still needed (contexts, tasks,
+    /// paused and running calls), without their edges.
+    pub pinned: std::collections::BTreeMap<u32, Node>,
 }
 
 impl Graph {
     pub fn push_node(&mut self, mut node: Node) -> NodeId {
-        node.first_edge = self.edges.len() as u32;
+        node.first_edge = self.edge_count() as u32;
         self.nodes.push(node);
-        NodeId((self.nodes.len() - 1) as u32)
+        NodeId((self.len() - 1) as u32)
+    }
+
+    /// Node ids handed out so far (the next node's id).
+    pub fn len(&self) -> usize {
+        self.base as usize + self.nodes.len()
+    }
+
+    /// Whether no node was ever added.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Edges added so far (the next edge's index).
+    pub fn edge_count(&self) -> usize {
+        self.edge_base as usize + self.edges.len()
+    }
+
+    /// Edge `i` (an absolute index), unless it was forgotten.
+    pub fn edge(&self, i: usize) -> Option<&Edge> {
+        self.edges.get(i.checked_sub(self.edge_base as usize)?)
+    }
+
+    /// Removes the nodes and edges added after the first `nodes` nodes and
+    /// `edges` edges (undoing a speculative call; never below `base`).
+    pub fn truncate(&mut self, nodes: usize, edges: usize) {
+        self.nodes
+            .truncate(nodes.saturating_sub(self.base as usize));
+        self.edges
+            .truncate(edges.saturating_sub(self.edge_base as usize));
+    }
+
+    /// Forgets the nodes older than `keep_from` (a compact session): those
+    /// `pin` keeps move to `pinned` without their edges; every other one is
+    /// handed to `forget` with its incoming edges, in id order. Merges made
+    /// through forgotten edges go too (they only explain paths).
+    pub fn forget_before(
+        &mut self,
+        keep_from: u32,
+        pin: impl Fn(NodeId, &Node) -> bool,
+        mut forget: impl FnMut(NodeId, &Node, &[Edge]),
+    ) {
+        let keep_from = keep_from.min(self.len() as u32);
+        if keep_from <= self.base {
+            return;
+        }
+        let cut = (keep_from - self.base) as usize;
+        let edge_cut = self
+            .nodes
+            .get(cut)
+            .map_or(self.edge_count(), |n| n.first_edge as usize);
+        for i in 0..cut {
+            let id = NodeId(self.base + i as u32);
+            let node = self.nodes[i];
+            if pin(id, &node) {
+                self.pinned.insert(id.0, node);
+                continue;
+            }
+            let end = self
+                .nodes
+                .get(i + 1)
+                .map_or(self.edge_count(), |n| n.first_edge as usize);
+            let range = (node.first_edge as usize).saturating_sub(self.edge_base as usize)
+                ..end.saturating_sub(self.edge_base as usize);
+            let edges = self.edges.get(range).unwrap_or(&[]);
+            forget(id, &node, edges);
+        }
+        self.nodes.drain(..cut);
+        let drop_edges = edge_cut.saturating_sub(self.edge_base as usize);
+        self.edges.drain(..drop_edges.min(self.edges.len()));
+        self.base = keep_from;
+        self.edge_base = edge_cut as u32;
+        for (_, log) in &mut self.merges {
+            let first = log.partition_point(|m| (m.edge as usize) < edge_cut);
+            // The label a context had stays in the first kept merge's join.
+            log.drain(..first);
+        }
+    }
+
+    /// Drops pinned nodes that `keep` no longer needs.
+    pub fn unpin(&mut self, keep: impl Fn(NodeId, &Node) -> bool) {
+        self.pinned.retain(|&id, n| keep(NodeId(id), n));
     }
 
     pub fn push_edge(
@@ -161,7 +252,7 @@ impl Graph {
     ) {
         if kind == EdgeKind::Data && self.node(to).is_some_and(|n| n.kind == NodeKind::Context) {
             let label = self.node(from).map_or(Label::BOTTOM, |n| n.label);
-            let edge = self.edges.len() as u32;
+            let edge = self.edge_count() as u32;
             let i = match self.merges.iter().position(|(n, _)| *n == to) {
                 Some(i) => i,
                 None => {
@@ -183,11 +274,17 @@ impl Graph {
     }
 
     pub fn node(&self, id: NodeId) -> Option<&Node> {
-        self.nodes.get(id.0 as usize)
+        match id.0.checked_sub(self.base) {
+            Some(i) => self.nodes.get(i as usize),
+            None => self.pinned.get(&id.0),
+        }
     }
 
     pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
-        self.nodes.get_mut(id.0 as usize)
+        match id.0.checked_sub(self.base) {
+            Some(i) => self.nodes.get_mut(i as usize),
+            None => self.pinned.get_mut(&id.0),
+        }
     }
 
     /// The merges into a context node made before edge `horizon`.
@@ -203,17 +300,21 @@ impl Graph {
     /// Indexes of the edges into the call node `to` appended before
     /// `horizon` (they all come right after the node).
     fn in_edges(&self, to: NodeId, horizon: usize) -> Vec<usize> {
-        let Some(node) = self.node(to) else {
+        // A pinned node's edges were forgotten with its neighbours.
+        let Some(slot) = to.0.checked_sub(self.base) else {
             return vec![];
         };
-        let start = node.first_edge as usize;
+        let Some(node) = self.nodes.get(slot as usize) else {
+            return vec![];
+        };
+        let start = (node.first_edge as usize).max(self.edge_base as usize);
         let end = self
             .nodes
-            .get(to.0 as usize + 1)
-            .map_or(self.edges.len(), |n| n.first_edge as usize)
+            .get(slot as usize + 1)
+            .map_or(self.edge_count(), |n| n.first_edge as usize)
             .min(horizon);
         (start..end.max(start))
-            .filter(|&i| self.edges[i].to == to)
+            .filter(|&i| self.edge(i).is_some_and(|e| e.to == to))
             .collect()
     }
 
@@ -222,14 +323,14 @@ impl Graph {
         let is_context = self.node(to).is_some_and(|n| n.kind == NodeKind::Context);
         if is_context {
             return self
-                .merges_before(to, self.edges.len())
+                .merges_before(to, self.edge_count())
                 .iter()
                 .map(|m| m.from)
                 .collect();
         }
-        self.in_edges(to, self.edges.len())
+        self.in_edges(to, self.edge_count())
             .into_iter()
-            .map(|i| self.edges[i])
+            .filter_map(|i| self.edge(i).copied())
             .filter(|e| e.kind == EdgeKind::Data && e.trust != Trust::Inferred)
             .map(|e| e.from)
             .collect()
@@ -255,7 +356,7 @@ impl Graph {
     ) -> Vec<NodeId> {
         let mut path = vec![sink];
         let mut cur = sink;
-        let mut horizon = self.edges.len();
+        let mut horizon = self.edge_count();
         loop {
             let next = if self.node(cur).is_some_and(|n| n.kind == NodeKind::Context) {
                 let merges = self.merges_before(cur, horizon);
@@ -271,7 +372,7 @@ impl Graph {
             } else {
                 let mut best: Option<(usize, NodeId)> = None;
                 for i in self.in_edges(cur, horizon) {
-                    let e = self.edges[i];
+                    let Some(&e) = self.edge(i) else { continue };
                     if e.kind != EdgeKind::Data
                         || e.trust == Trust::Inferred
                         || path.contains(&e.from)
@@ -313,5 +414,269 @@ impl Graph {
             Some(n) => bad(&n.label),
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::CategorySet;
+
+    fn node(kind: NodeKind, label: Label) -> Node {
+        Node {
+            kind,
+            status: Status::Succeeded,
+            evidence: Evidence::Policy,
+            agent: 0,
+            tool: 0,
+            label,
+            time: 0,
+            first_edge: 0,
+        }
+    }
+
+    fn context() -> Node {
+        node(NodeKind::Context, Label::BOTTOM)
+    }
+
+    /// Public, trusted, with the given categories.
+    fn cats(c: u64) -> Label {
+        Label::new(0, CategorySet(c), true)
+    }
+
+    const SECRET: Label = Label {
+        sensitivity: 2,
+        categories: CategorySet(1),
+        trusted: true,
+    };
+
+    fn secret(l: &Label) -> bool {
+        l.sensitivity >= 2
+    }
+
+    fn data(g: &mut Graph, from: NodeId, to: NodeId, param: u16) {
+        g.push_edge(from, to, EdgeKind::Data, Trust::Observed, param);
+    }
+
+    #[test]
+    fn node_ids_print_with_an_n() {
+        assert_eq!(NodeId(7).to_string(), "n7");
+        assert_eq!(format!("{} {}", NodeId(0), NodeId(12)), "n0 n12");
+    }
+
+    #[test]
+    fn nodes_get_consecutive_ids_and_remember_the_edge_count() {
+        let mut g = Graph::default();
+        let a = g.push_node(context());
+        let b = g.push_node(node(NodeKind::Source, SECRET));
+        data(&mut g, b, a, NO_PARAM);
+        g.push_edge(a, b, EdgeKind::Control, Trust::Observed, NO_PARAM);
+        let c = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        assert_eq!((a, b, c), (NodeId(0), NodeId(1), NodeId(2)));
+        assert_eq!(g.node(c).unwrap().first_edge, 2);
+        assert_eq!(g.node(b).unwrap().first_edge, 0);
+        assert_eq!(g.node(b).unwrap().label, SECRET);
+        assert!(g.node(NodeId(3)).is_none());
+        assert!(g.node_mut(NodeId(3)).is_none());
+        g.node_mut(a).unwrap().label = SECRET;
+        assert_eq!(g.node(a).unwrap().label, SECRET);
+        assert_eq!(g.nodes.len(), 3);
+    }
+
+    #[test]
+    fn edges_are_kept_and_only_data_into_a_context_is_a_merge() {
+        let mut g = Graph::default();
+        let shared = g.push_node(context());
+        let own = g.push_node(context());
+        let a = g.push_node(node(NodeKind::Source, cats(1)));
+        let b = g.push_node(node(NodeKind::Source, cats(2)));
+        let call = g.push_node(node(NodeKind::Tool, Label::BOTTOM));
+        data(&mut g, a, call, 0); // into a call: no merge
+        g.push_edge(b, shared, EdgeKind::Control, Trust::Observed, NO_PARAM); // control: no merge
+        g.push_edge(a, shared, EdgeKind::Parent, Trust::Policy, NO_PARAM); // parent: no merge
+        data(&mut g, a, shared, NO_PARAM); // edge 3
+        data(&mut g, b, own, NO_PARAM); // edge 4
+        data(&mut g, b, shared, NO_PARAM); // edge 5
+        data(&mut g, NodeId(99), own, NO_PARAM); // edge 6: unknown source, bottom
+        assert_eq!(g.edges.len(), 7);
+        assert_eq!(
+            g.edges[2],
+            Edge {
+                from: a,
+                to: shared,
+                kind: EdgeKind::Parent,
+                trust: Trust::Policy,
+                param: NO_PARAM
+            }
+        );
+        assert_eq!(g.edges[0].param, 0);
+        assert_eq!(
+            g.merges,
+            vec![
+                (
+                    shared,
+                    vec![
+                        Merge {
+                            edge: 3,
+                            from: a,
+                            joined: cats(1)
+                        },
+                        Merge {
+                            edge: 5,
+                            from: b,
+                            joined: cats(3)
+                        },
+                    ]
+                ),
+                (
+                    own,
+                    vec![
+                        Merge {
+                            edge: 4,
+                            from: b,
+                            joined: cats(2)
+                        },
+                        Merge {
+                            edge: 6,
+                            from: NodeId(99),
+                            joined: cats(2)
+                        },
+                    ]
+                ),
+            ]
+        );
+        assert_eq!(g.merges_before(shared, 5).len(), 1);
+        assert_eq!(g.merges_before(shared, 6).len(), 2);
+        assert_eq!(g.merges_before(shared, 3).len(), 0);
+        assert_eq!(g.merges_before(own, 5)[0].from, b);
+        assert!(g.merges_before(call, 7).is_empty());
+    }
+
+    /// n0 context; n1, n2 sources; n3 a call reading both plus a control
+    /// and an inferred edge; n4 a sink; then n3's result merges into the
+    /// context (an edge after n4's own edges).
+    fn chain() -> (Graph, [NodeId; 5]) {
+        let mut g = Graph::default();
+        let ctx = g.push_node(context());
+        let s1 = g.push_node(node(NodeKind::Source, SECRET));
+        let s2 = g.push_node(node(NodeKind::Source, cats(2)));
+        data(&mut g, s1, ctx, NO_PARAM); // e0
+        let call = g.push_node(node(NodeKind::Tool, SECRET));
+        g.push_edge(s1, call, EdgeKind::Control, Trust::Observed, NO_PARAM); // e1
+        data(&mut g, s2, call, 0); // e2
+        g.push_edge(ctx, call, EdgeKind::Data, Trust::Inferred, 1); // e3
+        g.push_edge(s1, call, EdgeKind::Data, Trust::Value, 2); // e4
+        let sink = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut g, s2, sink, 0); // e5
+        data(&mut g, call, sink, 1); // e6
+        data(&mut g, s2, ctx, NO_PARAM); // e7
+        (g, [ctx, s1, s2, call, sink])
+    }
+
+    #[test]
+    fn data_predecessors_skip_control_and_inferred_edges() {
+        let (g, [ctx, s1, s2, call, sink]) = chain();
+        assert_eq!(g.data_preds(call), vec![s2, s1]);
+        assert_eq!(g.data_preds(sink), vec![s2, call]);
+        assert_eq!(g.data_preds(ctx), vec![s1, s2]);
+        assert!(g.data_preds(s1).is_empty());
+        assert!(g.data_preds(NodeId(42)).is_empty());
+        assert_eq!(g.in_edges(call, g.edges.len()), vec![1, 2, 3, 4]);
+        assert_eq!(g.in_edges(sink, g.edges.len()), vec![5, 6]);
+        assert_eq!(g.in_edges(sink, 6), vec![5]);
+    }
+
+    #[test]
+    fn a_path_runs_from_the_source_through_calls_to_the_sink() {
+        let (g, [ctx, s1, s2, call, sink]) = chain();
+        assert_eq!(g.explain_path(sink, secret, |_| true), vec![s1, call, sink]);
+        // Only the arguments bound to the sink are followed out of it.
+        assert_eq!(g.explain_path(sink, secret, |e| e.param == 0), vec![sink]);
+        assert_eq!(
+            g.explain_path(sink, secret, |e| e.param == 1),
+            vec![s1, call, sink]
+        );
+        // Nothing bad: the path is the sink alone.
+        assert_eq!(
+            g.explain_path(sink, |l| l.sensitivity > 2, |_| true),
+            vec![sink]
+        );
+        // From the context: the read that brought the label in.
+        assert_eq!(g.explain_path(ctx, secret, |_| true), vec![s1, ctx]);
+        // Category 1 came in with s2, bound to the sink's parameter 0.
+        let cat2 = |l: &Label| l.categories.contains(1);
+        assert_eq!(g.explain_path(sink, cat2, |e| e.param == 0), vec![s2, sink]);
+    }
+
+    #[test]
+    fn a_path_prefers_the_earliest_bad_argument() {
+        let mut g = Graph::default();
+        let _ctx = g.push_node(context());
+        let a = g.push_node(node(NodeKind::Source, SECRET));
+        let b = g.push_node(node(NodeKind::Source, SECRET));
+        let c = g.push_node(node(NodeKind::Source, SECRET));
+        let sink = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut g, c, sink, 0);
+        data(&mut g, b, sink, 1);
+        data(&mut g, a, sink, 2);
+        data(&mut g, b, sink, 3);
+        assert_eq!(g.explain_path(sink, secret, |_| true), vec![a, sink]);
+        assert_eq!(
+            g.explain_path(sink, secret, |e| e.param != 2),
+            vec![b, sink]
+        );
+    }
+
+    #[test]
+    fn a_path_through_the_context_stops_at_the_read_that_carried_the_label() {
+        // Sensitivity and category 0 together are bad: n1 brings one, n2
+        // the other, so the context is bad from n2's merge on although
+        // neither read is; n3 is a read that is bad by itself, and it also
+        // read the context.
+        let bad = |l: &Label| l.sensitivity >= 1 && l.categories.contains(0);
+        let mut g = Graph::default();
+        let ctx = g.push_node(context());
+        let n1 = g.push_node(node(NodeKind::Source, Label::new(1, CategorySet(0), true)));
+        data(&mut g, n1, ctx, NO_PARAM); // e0
+        let n2 = g.push_node(node(NodeKind::Source, cats(1)));
+        data(&mut g, n2, ctx, NO_PARAM); // e1
+        let n3 = g.push_node(node(NodeKind::Source, Label::new(1, CategorySet(1), true)));
+        data(&mut g, ctx, n3, 0); // e2
+        data(&mut g, n3, ctx, NO_PARAM); // e3
+        let sink = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut g, ctx, sink, 0); // e4
+        assert_eq!(g.explain_path(sink, bad, |_| true), vec![n3, ctx, sink]);
+        // Before n3's merge, no single read carried it: the context is the source.
+        let mut early = Graph::default();
+        let ctx = early.push_node(context());
+        let n1 = early.push_node(node(NodeKind::Source, Label::new(1, CategorySet(0), true)));
+        data(&mut early, n1, ctx, NO_PARAM);
+        let n2 = early.push_node(node(NodeKind::Source, cats(1)));
+        data(&mut early, n2, ctx, NO_PARAM);
+        let sink = early.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut early, ctx, sink, 0);
+        assert_eq!(early.explain_path(sink, bad, |_| true), vec![ctx, sink]);
+        // The context is judged as it was when the sink used it: a bad read
+        // merged after the sink is not on the path.
+        let late = early.push_node(node(NodeKind::Source, SECRET));
+        data(&mut early, late, ctx, NO_PARAM);
+        assert_eq!(early.explain_path(sink, secret, |_| true), vec![sink]);
+        assert_eq!(early.explain_path(ctx, secret, |_| true), vec![late, ctx]);
+    }
+
+    #[test]
+    fn each_context_keeps_its_own_merges() {
+        let mut g = Graph::default();
+        let shared = g.push_node(context());
+        let own = g.push_node(context());
+        let a = g.push_node(node(NodeKind::Source, SECRET));
+        let b = g.push_node(node(NodeKind::Source, SECRET));
+        data(&mut g, a, shared, NO_PARAM);
+        data(&mut g, b, own, NO_PARAM);
+        let sink = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut g, own, sink, 0);
+        assert_eq!(g.data_preds(own), vec![b]);
+        assert_eq!(g.data_preds(shared), vec![a]);
+        assert_eq!(g.explain_path(sink, secret, |_| true), vec![b, own, sink]);
     }
 }

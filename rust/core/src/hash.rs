@@ -79,3 +79,53 @@ pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Decode
 pub fn content_hash<T: Serialize>(value: &T) -> Result<Hash, EncodeError> {
     Ok(Hash::of_bytes(&to_cbor(value)?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn hashes_print_as_sha256_hex() {
+        let h = Hash::of_bytes(b"abc");
+        assert_eq!(h.hex(), ABC);
+        assert_eq!(h.short(), "ba7816bf8f01");
+        assert_eq!(h.to_string(), format!("sha256:{ABC}"));
+        assert_eq!(format!("{h:?}"), format!("sha256:{ABC}"));
+        assert_eq!(
+            serde_json::to_string(&h).unwrap(),
+            format!("\"sha256:{ABC}\"")
+        );
+        assert_ne!(Hash::of_bytes(b""), h);
+    }
+
+    #[test]
+    fn encodings_are_the_canonical_bytes_and_text() {
+        assert_eq!(to_cbor(&"abc").unwrap(), vec![0x63, b'a', b'b', b'c']);
+        assert_eq!(to_cbor(&vec![1u8, 2]).unwrap(), vec![0x82, 0x01, 0x02]);
+        assert_eq!(to_json(&vec![1, 2]).unwrap(), "[\n  1,\n  2\n]");
+        // The content hash is SHA-256 of the CBOR bytes `63 61 62 63`.
+        assert_eq!(
+            content_hash(&"abc").unwrap().hex(),
+            "a6d89baf01ac02637da09835b28485b2db68576834d01869fc15e36b124c617c"
+        );
+        assert_ne!(content_hash(&"abc").unwrap(), content_hash(&"abd").unwrap());
+    }
+
+    #[test]
+    fn decoders_read_back_and_reject_garbage() {
+        let v: Vec<String> = from_cbor(&to_cbor(&vec!["x", "yz"]).unwrap()).unwrap();
+        assert_eq!(v, vec!["x".to_string(), "yz".to_string()]);
+        let v: Vec<u32> = from_json("[1, 2]").unwrap();
+        assert_eq!(v, vec![1, 2]);
+        assert!(matches!(
+            from_cbor::<Vec<u32>>(&[0xff, 0x00]),
+            Err(DecodeError::Cbor(_))
+        ));
+        assert!(matches!(
+            from_json::<Vec<u32>>("[1,"),
+            Err(DecodeError::Json(_))
+        ));
+    }
+}

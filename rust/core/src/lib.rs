@@ -27,6 +27,6 @@ pub mod validate;
 pub use decision::{Decision, StepError, StepOutput, Stop, Verdict};
 pub use event::{Call, Event, Report, Resolve, Task, TaskScope};
 pub use monitor::{
-    AgentHandle, CallArg, CompiledPolicy, LookupError, Monitor, MonitorError, ParamHandle, Session,
-    ToolHandle, TypedCall,
+    AgentHandle, AuditSink, CallArg, CompiledPolicy, Forgotten, LookupError, Monitor, MonitorError,
+    ParamHandle, Session, SessionOptions, ToolHandle, TypedCall,
 };

@@ -433,3 +433,174 @@ impl Policy {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::CategorySet;
+    use crate::value::{Quant, Value};
+    use serde_json::json;
+
+    fn param(name: &str, ty: ParamType, list: bool, optional: bool) -> Param {
+        Param {
+            name: name.into(),
+            ty,
+            list,
+            optional,
+        }
+    }
+
+    fn tool(name: &str, sinks: &[SinkId]) -> Tool {
+        Tool {
+            name: name.into(),
+            params: vec![
+                param("to", ParamType::Str, false, false),
+                param("n", ParamType::Int, true, true),
+            ],
+            resource: None,
+            sinks: sinks
+                .iter()
+                .map(|&sink| SinkUse { sink, params: None })
+                .collect(),
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        }
+    }
+
+    #[test]
+    fn parameters_print_their_type_and_omit_defaults_in_json() {
+        let t = tool("send", &[]);
+        assert_eq!(t.params[0].type_name(), "string");
+        assert_eq!(t.params[1].type_name(), "list<int>");
+        assert_eq!(
+            serde_json::to_value(&t.params[0]).unwrap(),
+            json!({"name": "to", "ty": "Str"})
+        );
+        assert_eq!(
+            serde_json::to_value(&t.params[1]).unwrap(),
+            json!({"name": "n", "ty": "Int", "list": true, "optional": true})
+        );
+        assert_eq!(t.param_index("n"), Some(1));
+        assert_eq!(t.param_index("to"), Some(0));
+        assert_eq!(t.param_index("x"), None);
+        let mut p = Policy::empty("p");
+        let v = serde_json::to_value(&p).unwrap();
+        assert!(v.get("provenance_by_value").is_none());
+        p.provenance_by_value = true;
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(v["provenance_by_value"], json!(true));
+    }
+
+    #[test]
+    fn tools_reach_their_sinks_only() {
+        let t = tool("send", &[1, 3]);
+        assert!(t.reaches(1) && t.reaches(3));
+        assert!(!t.reaches(0) && !t.reaches(2));
+        assert!(!tool("read", &[]).reaches(0));
+        let step = |tool: Option<&str>, sink: Option<SinkId>| StepPattern {
+            tool: tool.map(String::from),
+            sink,
+            ..StepPattern::default()
+        };
+        assert!(step(None, None).matches_tool(&t));
+        assert!(step(Some("se*"), None).matches_tool(&t));
+        assert!(!step(Some("read*"), None).matches_tool(&t));
+        assert!(step(Some("se*"), Some(3)).matches_tool(&t));
+        assert!(!step(Some("se*"), Some(2)).matches_tool(&t));
+        assert!(!step(None, Some(2)).matches_tool(&t));
+        assert!(step(None, Some(1)).matches_tool(&t));
+    }
+
+    #[test]
+    fn output_tests_look_at_the_pointed_value() {
+        let sets = [std::collections::BTreeSet::from(["a".to_string()])];
+        let test = |pointer: &str, quant, op| OutputTest {
+            pointer: pointer.into(),
+            quant,
+            op,
+        };
+        let out = json!({"status": "ok", "ids": ["a", "b"], "n": 3, "deep": {"x": [1, {"y": 2}]}});
+        let ok = ArgOp::Eq(Value::Str("ok".into()));
+        assert!(test("/status", Quant::All, ok.clone()).holds(&out, &sets));
+        assert!(
+            !test("/status", Quant::All, ArgOp::Eq(Value::Str("no".into()))).holds(&out, &sets)
+        );
+        assert!(
+            !test("/missing", Quant::All, ArgOp::Ne(Value::Str("x".into()))).holds(&out, &sets)
+        );
+        // An array is tested element by element.
+        assert!(test("/ids", Quant::Any, ArgOp::InSet(0)).holds(&out, &sets));
+        assert!(!test("/ids", Quant::All, ArgOp::InSet(0)).holds(&out, &sets));
+        assert!(test("/n", Quant::All, ArgOp::Ge(3.into())).holds(&out, &sets));
+        // An array holding an object, or an object, is never a value.
+        assert!(!test("/deep/x", Quant::Any, ArgOp::Ne(Value::Int(5))).holds(&out, &sets));
+        assert!(!test("/deep", Quant::All, ArgOp::Ne(Value::Null)).holds(&out, &sets));
+        // `""` is the whole output: a text result.
+        assert!(test("", Quant::All, ok.clone()).holds(&json!("ok"), &sets));
+        assert!(!test("", Quant::All, ok).holds(&json!("nok"), &sets));
+    }
+
+    #[test]
+    fn scopes_and_quotas() {
+        let s = Scope {
+            name: "s".into(),
+            tools: vec!["read_*".into(), "list".into()],
+        };
+        assert!(s.allows("read_file") && s.allows("list"));
+        assert!(!s.allows("send") && !s.allows("lists"));
+        assert!(Quota::Unlimited.is_available());
+        assert!(Quota::Limited(1).is_available());
+        assert!(!Quota::Limited(0).is_available());
+    }
+
+    #[test]
+    fn policies_look_up_names_and_chains() {
+        let mut p = Policy::empty("demo");
+        assert_eq!(p.name, "demo");
+        assert_eq!(p.levels, vec!["public".to_string()]);
+        assert_eq!(p.agents.len(), 1);
+        assert_eq!(p.agents[0].name, ROOT_AGENT);
+        assert_eq!(p.agents[0].parent, None);
+        assert!(p.tools.is_empty() && p.grants.is_empty() && !p.provenance_by_value);
+        p.tools = vec![tool("read", &[]), tool("send", &[0])];
+        for (name, parent) in [("helper", 0), ("sub", 1)] {
+            p.agents.push(Agent {
+                name: name.into(),
+                parent: Some(parent),
+                scope: None,
+                own_context: false,
+            });
+        }
+        assert_eq!(p.tool_id("send"), Some(1));
+        assert_eq!(p.tool_id("read"), Some(0));
+        assert_eq!(p.tool_id("nope"), None);
+        assert_eq!(p.agent_id("sub"), Some(2));
+        assert_eq!(p.agent_id(ROOT_AGENT), Some(0));
+        assert_eq!(p.agent_id("nope"), None);
+        assert_eq!(p.agent_chain(2), vec![2, 1, 0]);
+        assert_eq!(p.agent_chain(0), vec![0]);
+        // A cycle is cut off after as many steps as there are agents.
+        p.agents[1].parent = Some(2);
+        assert_eq!(p.agent_chain(2), vec![2, 1, 2]);
+        assert_eq!(p.chain_iter(1).count(), 3);
+        // With no agents at all, the chain is still the agent asked about.
+        p.agents.clear();
+        assert_eq!(p.agent_chain(0), vec![0]);
+    }
+
+    #[test]
+    fn labels_print_in_the_surface_syntax() {
+        let mut p = Policy::empty("p");
+        p.levels = vec!["public".into(), "secret".into()];
+        p.categories = vec!["pii".into(), "finance".into()];
+        assert_eq!(p.level_name(1), "secret");
+        assert_eq!(p.level_name(0), "public");
+        assert_eq!(p.level_name(2), "?");
+        assert_eq!(p.show_label(&Label::BOTTOM), "<public, {}, trusted>");
+        assert_eq!(
+            p.show_label(&Label::new(1, CategorySet(0b111), false)),
+            "<secret, {pii, finance, ?}, untrusted>"
+        );
+    }
+}

@@ -262,4 +262,122 @@ mod tests {
         assert!(keys.contains(&value_key(&Value::Decimal("12.5".parse().unwrap())).unwrap()));
         assert!(!keys.contains(&Key::Word("contacts".to_string())));
     }
+
+    #[test]
+    fn words_are_cut_at_separators_and_sentence_ends() {
+        let ws: Vec<&str> = words("a,b;(c) [d] {e} \"f\" 'g' <h> i. j?! k:  ").collect();
+        assert_eq!(ws, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]);
+        assert_eq!(words("x-y/z").collect::<Vec<_>>(), ["x-y/z"]);
+        assert_eq!(words(" . ").count(), 0);
+        assert_eq!(canonical_words("Hi, Bob!"), ["Hi", "Bob"]);
+        assert!(canonical_words("  ").is_empty());
+    }
+
+    #[test]
+    fn canonical_forms_of_short_and_odd_words() {
+        // Short words: no e-mail, URL or IBAN shape to look at.
+        for w in ["a", "ab", "abc", "x1", "http", "DE8", "AB12"] {
+            assert_eq!(canonical(w), w);
+        }
+        // Only a word with exactly one `@` and no space is an address.
+        assert_eq!(canonical("A@B@C"), "A@B@C");
+        assert_eq!(canonical("Meet @ Noon"), "Meet @ Noon");
+        assert_eq!(canonical("mailto:Bob@X.org"), "bob@x.org");
+        assert_eq!(canonical("HTTP://A.B/C/"), "http://a.b/C/");
+        assert_eq!(canonical("https://A.B/"), "https://a.b");
+        assert_eq!(canonical("httpx://A.B"), "httpx://A.B");
+        // Too short for an IBAN once the spaces are gone: kept as written.
+        assert_eq!(canonical("de89 3704 0044 0"), "de89 3704 0044 0");
+        assert_eq!(
+            canonical("de89 3704 0044 0532 0130 00"),
+            "DE89370400440532013000"
+        );
+        // IBAN-like length and head but not alphanumeric.
+        assert_eq!(canonical("DE89-3704-0044-05"), "DE89-3704-0044-05");
+        assert_eq!(
+            canonical("D189370400440532013000"),
+            "D189370400440532013000"
+        );
+        assert_eq!(
+            canonical("DEX9370400440532013000"),
+            "DEX9370400440532013000"
+        );
+    }
+
+    #[test]
+    fn grouped_ibans_are_found_only_whole() {
+        let keys = text_keys("pay de89 3704 0044 0532 0130 00 now");
+        assert!(keys.contains(&Key::Word("DE89370400440532013000".into())));
+        assert!(keys.contains(&Key::Word("de89".into())));
+        assert!(keys.contains(&Key::Number(Decimal::from(3704))));
+        for part in ["DE89", "DE893704", "DE8937040044"] {
+            assert!(!keys.contains(&Key::Word(part.into())), "{part}");
+        }
+        // Four characters that do not start an IBAN start no group.
+        let keys = text_keys("abcd 3704 0044 0532 0130 0000 x");
+        assert!(!keys
+            .iter()
+            .any(|k| matches!(k, Key::Word(w) if w.starts_with("ABCD"))));
+        let keys = text_keys("a1b2 3704 0044 0532 0130 00");
+        assert!(!keys
+            .iter()
+            .any(|k| matches!(k, Key::Word(w) if w.starts_with("A1B2"))));
+        let keys = text_keys("12ab 3704 0044 0532 0130 00");
+        assert!(!keys
+            .iter()
+            .any(|k| matches!(k, Key::Word(w) if w.starts_with("12AB"))));
+        // Words of other lengths are never an IBAN's first group.
+        assert_eq!(
+            text_keys("a bc"),
+            vec![Key::Word("a".into()), Key::Word("bc".into())]
+        );
+    }
+
+    #[test]
+    fn values_are_keys_phrases_or_nothing() {
+        let s = |t: &str| Value::Str(t.into());
+        assert_eq!(value_key(&s("Bob")), Some(Key::Word("Bob".into())));
+        assert_eq!(value_key(&s("Bob Smith")), None);
+        assert_eq!(value_key(&s("done.")), None);
+        assert_eq!(value_key(&s("")), None);
+        assert_eq!(value_key(&s("  ")), None);
+        assert_eq!(
+            value_key(&s("DE89 3704 0044 0532 0130 00")),
+            Some(Key::Word("DE89370400440532013000".into()))
+        );
+        assert_eq!(value_key(&Value::Null), None);
+        assert_eq!(
+            phrase(&s("Bob  Smith")),
+            Some(vec!["Bob".to_string(), "Smith".to_string()])
+        );
+        assert_eq!(phrase(&s("Bob")), None);
+        assert_eq!(phrase(&s(" , ")), None);
+        assert_eq!(phrase(&Value::Int(3)), None);
+        assert!(matches!(lookup_of(&s("Bob"), true), Lookup::Key(Key::Word(w)) if w == "Bob"));
+        assert!(matches!(
+            lookup_of(&s("de89 3704 0044 0532 0130 00"), false),
+            Lookup::Key(Key::Word(w)) if w == "DE89370400440532013000"
+        ));
+        assert!(matches!(lookup_of(&s("Bob Smith"), true), Lookup::Phrase(p) if p.len() == 2));
+        assert!(matches!(lookup_of(&s("Bob Smith"), false), Lookup::Nothing));
+        assert!(matches!(lookup_of(&s(" ; "), true), Lookup::Nothing));
+        assert!(matches!(
+            lookup_of(&Value::Int(2), true),
+            Lookup::Key(Key::Number(_))
+        ));
+        assert!(matches!(
+            lookup_of(&Value::Bool(true), true),
+            Lookup::Nothing
+        ));
+    }
+
+    #[test]
+    fn phrases_occur_as_consecutive_words() {
+        let p = |t: &str| canonical_words(t);
+        assert!(text_has_phrase("to Bob Smith, today", &p("Bob Smith")));
+        assert!(!text_has_phrase("to Bob and Smith", &p("Bob Smith")));
+        assert!(!text_has_phrase("to Smith Bob", &p("Bob Smith")));
+        assert!(!text_has_phrase("anything", &[]));
+        assert!(!text_has_phrase("", &p("Bob")));
+    }
 }

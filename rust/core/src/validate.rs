@@ -408,3 +408,164 @@ mod tests {
         assert_eq!(err.problem, "the delegation chain has a cycle");
     }
 }
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+    use crate::label::{CategorySet, Label};
+    use crate::policy::{Agent, Grant, Param, Quota, Tool};
+    use crate::value::ParamType;
+
+    fn tool(name: &str, params: &[&str], output: Label) -> Tool {
+        Tool {
+            name: name.into(),
+            params: params
+                .iter()
+                .map(|p| Param {
+                    name: p.to_string(),
+                    ty: ParamType::Str,
+                    list: false,
+                    optional: false,
+                })
+                .collect(),
+            resource: None,
+            sinks: vec![],
+            output,
+            sanitizer: None,
+            facts: vec![],
+        }
+    }
+
+    fn agent(name: &str, parent: Option<usize>) -> Agent {
+        Agent {
+            name: name.into(),
+            parent,
+            scope: None,
+            own_context: false,
+        }
+    }
+
+    fn what(p: &Policy) -> String {
+        validate(p).map_or_else(|e| e.what, |()| "ok".into())
+    }
+
+    #[test]
+    fn indexes_must_be_below_the_length() {
+        let mut p = Policy::empty("p");
+        p.levels = vec!["l0".into(), "l1".into()];
+        p.tools
+            .push(tool("t", &[], Label::new(1, CategorySet::EMPTY, true)));
+        assert_eq!(what(&p), "ok");
+        p.tools[0].output.sensitivity = 2;
+        let err = validate(&p).unwrap_err();
+        assert_eq!(err.what, "tools[0].output.sensitivity");
+        assert_eq!(err.problem, "index 2 is out of range (2 levels)");
+        assert_eq!(
+            err.to_string(),
+            "tools[0].output.sensitivity: index 2 is out of range (2 levels)"
+        );
+    }
+
+    #[test]
+    fn levels_categories_and_agents_have_bounds() {
+        let mut p = Policy::empty("p");
+        p.levels = vec![];
+        assert_eq!(what(&p), "levels");
+        p.levels = (0..256).map(|i| format!("l{i}")).collect();
+        assert_eq!(what(&p), "ok");
+        p.levels.push("one too many".into());
+        assert_eq!(what(&p), "levels");
+
+        let mut p = Policy::empty("p");
+        p.categories = (0..64).map(|i| format!("c{i}")).collect();
+        assert_eq!(what(&p), "ok");
+        p.categories.push("c64".into());
+        assert_eq!(what(&p), "categories");
+
+        let mut p = Policy::empty("p");
+        p.agents
+            .extend((1..u16::MAX as usize).map(|i| agent(&format!("a{i}"), Some(0))));
+        assert_eq!(p.agents.len(), u16::MAX as usize);
+        assert_eq!(what(&p), "ok");
+        p.agents.push(agent("last", Some(0)));
+        assert_eq!(what(&p), "agents");
+    }
+
+    #[test]
+    fn labels_name_only_declared_categories() {
+        let mut p = Policy::empty("p");
+        p.categories = vec!["a".into(), "b".into()];
+        p.tools
+            .push(tool("t", &[], Label::new(0, CategorySet(0b11), false)));
+        assert_eq!(what(&p), "ok");
+        p.tools[0].output.categories = CategorySet(0b100);
+        assert_eq!(what(&p), "tools[0].output.categories");
+        // With all 64 declared, every bit is a declared category.
+        p.categories = (0..64).map(|i| format!("c{i}")).collect();
+        p.tools[0].output.categories = CategorySet(1 << 63 | 1);
+        assert_eq!(what(&p), "ok");
+        p.categories.truncate(63);
+        assert_eq!(what(&p), "tools[0].output.categories");
+    }
+
+    #[test]
+    fn names_are_declared_once() {
+        let mut p = Policy::empty("p");
+        p.tools.push(tool("t", &["a", "b"], Label::BOTTOM));
+        p.tools.push(tool("u", &["a"], Label::BOTTOM));
+        p.agents.push(agent("helper", Some(0)));
+        assert_eq!(what(&p), "ok");
+        p.tools[1].name = "t".into();
+        assert_eq!(what(&p), "tools[1].name");
+        p.tools[1].name = "u".into();
+        let again = p.tools[1].params[0].clone();
+        p.tools[1].params.push(again);
+        assert_eq!(what(&p), "tools[1].params[1].name");
+        p.tools[1].params.pop();
+        p.agents.push(agent("helper", Some(0)));
+        assert_eq!(what(&p), "agents[2].name");
+    }
+
+    #[test]
+    fn a_resource_pattern_needs_a_resource_parameter() {
+        let mut p = Policy::empty("p");
+        p.tools.push(tool("t", &["path"], Label::BOTTOM));
+        p.grants.push(Grant {
+            name: "g".into(),
+            agent: 0,
+            tool: 0,
+            resource: None,
+            args: vec![],
+            quota: Quota::Unlimited,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        });
+        assert_eq!(what(&p), "ok");
+        p.grants[0].resource = Some(crate::pattern::Pattern::Prefix("/a/".into()));
+        assert_eq!(what(&p), "grants[0].resource");
+        p.tools[0].resource = Some(0);
+        assert_eq!(what(&p), "ok");
+    }
+
+    #[test]
+    fn delegates_need_a_delegator_that_exists() {
+        let mut p = Policy::empty("p");
+        p.agents.push(agent("a", Some(0)));
+        p.agents.push(agent("b", Some(1)));
+        p.agents.push(agent("c", Some(1)));
+        assert_eq!(what(&p), "ok");
+        p.agents[2].parent = Some(4);
+        assert_eq!(what(&p), "agents[2].parent");
+        p.agents[2].parent = None;
+        assert_eq!(what(&p), "agents[2].parent");
+        p.agents[2].parent = Some(2);
+        let err = validate(&p).unwrap_err();
+        assert_eq!(
+            (err.what.as_str(), err.problem.as_str()),
+            ("agents[2].parent", "the delegation chain has a cycle")
+        );
+        p.agents[0].parent = Some(0);
+        assert_eq!(what(&p), "agents[0]");
+    }
+}

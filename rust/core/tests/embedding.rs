@@ -6,7 +6,10 @@ mod common;
 
 use agenra_core::decision::{StepOutput, Verdict};
 use agenra_core::policy::Policy;
-use agenra_core::{Call, CompiledPolicy, Event, Session, TypedCall, Value};
+use agenra_core::decision::Reason;
+use agenra_core::{Call, CompiledPolicy, Event, Session, SessionOptions, TypedCall, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use common::*;
 use proptest::prelude::*;
 
@@ -143,6 +146,62 @@ proptest! {
                 }
             }
             prop_assert_eq!(fingerprint(&json), fingerprint(&typed_session));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(300)))]
+
+    /// A compact session decides as a full one (verdict, rule, reason,
+    /// grants, node ids; paths may stop where the graph was forgotten), and
+    /// keeps the same ledger and sets, until a call names a forgotten call
+    /// in its lineage: that call is denied as unknown lineage (fail closed).
+    /// Every node is either kept or handed to the audit sink, once.
+    #[test]
+    fn compact_sessions_decide_as_full_sessions((policy, steps) in strategy(), window in 1usize..10) {
+        let events = events(&policy, &steps);
+        let compiled = CompiledPolicy::new(policy.clone()).expect("valid policy");
+        let released = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&released);
+        let mut full = compiled.session();
+        let mut compact = compiled.session_with(SessionOptions::compact(window).audit(move |f| {
+            if !f.kept {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+        for e in &events {
+            let want = full.step(e);
+            let got = compact.step(e);
+            match (&want, &got) {
+                (Ok(StepOutput::Decision(w)), Ok(StepOutput::Decision(g))) => {
+                    if matches!(g.reason, Reason::UnknownLineage { .. }) && w.reason != g.reason {
+                        // Lineage into the forgotten part: the sessions part here.
+                        prop_assert_eq!(g.verdict, Verdict::Deny);
+                        break;
+                    }
+                    prop_assert_eq!(
+                        (w.verdict, w.rule, &w.reason, &w.grants, w.node, &w.refunded),
+                        (g.verdict, g.rule, &g.reason, &g.grants, g.node, &g.refunded),
+                        "on {:?}", e
+                    );
+                }
+                (Ok(StepOutput::Applied(w)), Ok(StepOutput::Applied(g))) => {
+                    prop_assert_eq!((w.node, w.rule, &w.refunded), (g.node, g.rule, &g.refunded));
+                }
+                // A result or an approval for a forgotten (finished) call:
+                // an error either way.
+                (Err(_), Err(_)) => {}
+                other => prop_assert!(false, "full and compact differ on {:?}: {:?}", e, other),
+            }
+            prop_assert_eq!(&full.state().ledger, &compact.state().ledger);
+            prop_assert_eq!(&full.state().sets, &compact.state().sets);
+            let graph = &compact.state().graph;
+            prop_assert!(graph.nodes.len() < 2 * window.max(1) + 1);
+            prop_assert_eq!(
+                released.load(Ordering::Relaxed) + graph.nodes.len() + graph.pinned.len(),
+                graph.len()
+            );
         }
     }
 }

@@ -245,7 +245,13 @@ impl CompiledPolicy {
 
     /// A new, empty session under this policy.
     pub fn session(&self) -> Session {
+        self.session_with(SessionOptions::default())
+    }
+
+    /// A new, empty session with `options` (e.g. a compact one).
+    pub fn session_with(&self, options: SessionOptions) -> Session {
         Session {
+            options,
             state: SessionState::with_ledger(
                 &self.policy,
                 Ledger::initial(&self.policy),
@@ -277,7 +283,66 @@ pub struct Session {
     index: Arc<Index>,
     policy_hash: Hash,
     initial_tree: Arc<LedgerTree>,
+    options: SessionOptions,
     state: SessionState,
+}
+
+/// How a session keeps its history.
+#[derive(Clone, Default)]
+pub struct SessionOptions {
+    compact: Option<usize>,
+    audit: Option<AuditSink>,
+}
+
+/// Receives what a compact session forgets (see [`SessionOptions::audit`]).
+pub type AuditSink = Arc<dyn Fn(&Forgotten<'_>) + Send + Sync>;
+
+/// A node a compact session no longer keeps in memory.
+#[derive(Debug)]
+pub struct Forgotten<'a> {
+    /// The call's id (`None` for a node that is not a call).
+    pub call: Option<&'a str>,
+    pub node: NodeId,
+    /// The node as it is now (status, label, time).
+    pub data: &'a Node,
+    /// Its incoming edges (empty when it is reported a second time).
+    pub edges: &'a [crate::graph::Edge],
+    /// Still needed (a paused or running call, a context, a task): kept
+    /// without its edges, and reported again when it is released.
+    pub kept: bool,
+}
+
+impl SessionOptions {
+    /// A compact session: it keeps the graph of the last `window` nodes,
+    /// plus contexts, tasks and paused or running calls, and what future
+    /// decisions read (context labels, rule automata, fact stamps, the
+    /// ledger, discovered sets, the value index), so memory stays flat over
+    /// any number of calls. Decisions are those of a full session, except
+    /// that lineage naming a call older than the window is denied as
+    /// unknown (fail closed) and a reused id older than the window is not
+    /// detected. DENY paths stop where the graph was forgotten.
+    pub fn compact(window: usize) -> SessionOptions {
+        SessionOptions {
+            compact: Some(window.max(1)),
+            audit: None,
+        }
+    }
+
+    /// Where forgotten nodes go, with their edges and call ids: the full
+    /// graph, for the audit trail.
+    pub fn audit(mut self, sink: impl Fn(&Forgotten<'_>) + Send + Sync + 'static) -> Self {
+        self.audit = Some(Arc::new(sink));
+        self
+    }
+}
+
+impl std::fmt::Debug for SessionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionOptions")
+            .field("compact", &self.compact)
+            .field("audit", &self.audit.is_some())
+            .finish()
+    }
 }
 
 /// The name of [`Session`] before sessions and policies were separate
@@ -302,7 +367,63 @@ impl Session {
     /// A fresh session under the same policy (no re-validation, shared
     /// lookup tables).
     pub fn new_session(&self) -> Session {
-        self.compiled().session()
+        self.compiled().session_with(self.options.clone())
+    }
+
+    /// Forgets what a compact session no longer needs, once the graph holds
+    /// twice its window (so the cost is amortized over the window).
+    fn compact_if_due(&mut self) {
+        let Some(window) = self.options.compact else {
+            return;
+        };
+        let state = &mut self.state;
+        if state.graph.nodes.len() < 2 * window {
+            return;
+        }
+        let keep_from = (state.graph.len() - window) as u32;
+        // A paused call's sources are read again when it is approved.
+        let sources: BTreeSet<u32> = state
+            .held
+            .values()
+            .filter_map(|h| h.pending.as_ref())
+            .flat_map(|r| r.lineage.iter().flatten().flatten().map(|n| n.0))
+            .collect();
+        let needed = |id: NodeId, n: &Node| {
+            matches!(n.kind, NodeKind::Context | NodeKind::Task)
+                || matches!(n.status, Status::Running | Status::Paused)
+                || sources.contains(&id.0)
+        };
+        let audit = self.options.audit.as_deref();
+        let SessionState { calls, graph, .. } = state;
+        let mut ids: HashMap<u32, String> = HashMap::new();
+        calls.retain(|id, node| {
+            let keep = node.0 >= keep_from || graph.node(*node).is_some_and(|n| needed(*node, n));
+            if audit.is_some() && (!keep || node.0 < keep_from) {
+                ids.insert(node.0, id.clone());
+            }
+            keep
+        });
+        let report = |id: NodeId, data: &Node, edges: &[crate::graph::Edge], kept: bool| {
+            if let Some(sink) = audit {
+                sink(&Forgotten {
+                    call: ids.get(&id.0).map(String::as_str),
+                    node: id,
+                    data,
+                    edges,
+                    kept,
+                });
+            }
+        };
+        // Nodes kept earlier that are done now go for good.
+        for (&id, n) in &graph.pinned {
+            if !needed(NodeId(id), n) {
+                report(NodeId(id), n, &[], false);
+            }
+        }
+        graph.unpin(|id, n| needed(id, n));
+        graph.forget_before(keep_from, needed, |id, n, edges| {
+            report(id, n, edges, needed(id, n))
+        });
     }
 
     /// The shared policy this session runs under.
@@ -313,6 +434,11 @@ impl Session {
             hash: self.policy_hash,
             initial_tree: Arc::clone(&self.initial_tree),
         }
+    }
+
+    /// The options this session was created with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
     }
 
     pub fn policy(&self) -> &Policy {
@@ -333,7 +459,11 @@ impl Session {
             Event::Result(r) => self.report(r).map(StepOutput::Applied),
             Event::Approve(a) => self.approve_at(a).map(StepOutput::Decision),
             Event::Reject(r) => self.reject_at(r).map(StepOutput::Applied),
-            Event::Task(t) => self.task(t).map(StepOutput::Applied),
+            Event::Task(t) => {
+                let out = self.task(t).map(StepOutput::Applied);
+                self.compact_if_due();
+                out
+            }
         }
     }
 
@@ -360,7 +490,9 @@ impl Session {
     pub fn authorize<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
         let e = self.evaluate(call.into(), false)?;
         if e.verdict == Verdict::Deny {
-            return Ok(self.finish(e, None));
+            let decision = self.finish(e, None);
+            self.compact_if_due();
+            return Ok(decision);
         }
         let Some(resolved) = e.resolved.clone() else {
             return Ok(self.finish(e, None));
@@ -386,7 +518,9 @@ impl Session {
             );
         }
         let left = self.left_after(&e, 0);
-        Ok(self.finish(e, left))
+        let decision = self.finish(e, left);
+        self.compact_if_due();
+        Ok(decision)
     }
 
     /// The decision `call` would get now, recording nothing and consuming
@@ -442,8 +576,8 @@ impl Session {
     fn mark(&self, id: &str) -> Mark {
         Mark {
             id: id.to_string(),
-            nodes: self.state.graph.nodes.len(),
-            edges: self.state.graph.edges.len(),
+            nodes: self.state.graph.len(),
+            edges: self.state.graph.edge_count(),
             seq: self.state.seq,
             time: self.state.time,
             last_call: self.state.last_call,
@@ -456,11 +590,10 @@ impl Session {
     /// moves the counters; nothing is consumed before `authorize` commits.
     fn rollback(&mut self, mark: Mark) {
         let state = &mut self.state;
-        if state.graph.nodes.len() > mark.nodes {
+        if state.graph.len() > mark.nodes {
             state.calls.remove(&mark.id);
         }
-        state.graph.nodes.truncate(mark.nodes);
-        state.graph.edges.truncate(mark.edges);
+        state.graph.truncate(mark.nodes, mark.edges);
         for slot in &mut state.agent_contexts {
             if slot.is_some_and(|n| n.0 as usize >= mark.nodes) {
                 *slot = None;
@@ -483,7 +616,7 @@ impl Session {
         if self.state.calls.contains_key(call.id()) {
             return Err(StepError::DuplicateCall(call.id().to_string()));
         }
-        if self.state.graph.nodes.len() >= u32::MAX as usize {
+        if self.state.graph.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
         self.state.time = time;

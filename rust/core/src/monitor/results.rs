@@ -13,6 +13,9 @@ impl Session {
     pub fn report(&mut self, report: &Report) -> Result<Applied, StepError> {
         let time = self.advance_time(report.time)?;
         let node = self.node_in(&report.call, Status::Running, "a result")?;
+        let Some(n) = self.state.graph.node(node).copied() else {
+            return Err(StepError::UnknownCall(report.call.clone()));
+        };
         self.state.time = time;
         self.state.seq += 1;
         let held = self.state.held.remove(&node).unwrap_or(Held {
@@ -22,7 +25,7 @@ impl Session {
         });
         let rule = held.grants.first().map(|&g| Rule::Grant(g));
         let policy = Arc::clone(&self.policy);
-        let n = self.state.graph.nodes[node.0 as usize];
+
         match report.status {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);

@@ -16,7 +16,7 @@ impl Session {
         if self.state.calls.contains_key(&t.id) {
             return Err(StepError::DuplicateCall(t.id.clone()));
         }
-        if self.state.graph.nodes.len() >= u32::MAX as usize {
+        if self.state.graph.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
         // Check every seeded set before changing anything.

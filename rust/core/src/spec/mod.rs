@@ -246,3 +246,272 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
     };
     (outcome, next)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::Label;
+    use crate::pattern::Pattern;
+    use crate::policy::{Agent, Param, Quota, Tool};
+    use crate::value::{ArgOp, Cond, ParamType, Quant};
+
+    fn grant(agent: AgentId, tool: ToolId, quota: Quota) -> Grant {
+        Grant {
+            name: format!("g{agent}{tool}"),
+            agent,
+            tool,
+            resource: None,
+            args: vec![],
+            quota,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        }
+    }
+
+    fn tool(name: &str, param: &str, resource: bool) -> Tool {
+        Tool {
+            name: name.into(),
+            params: vec![Param {
+                name: param.into(),
+                ty: ParamType::Str,
+                list: false,
+                optional: false,
+            }],
+            resource: resource.then_some(0),
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        }
+    }
+
+    /// `read(path)` (path is the resource) and `send(to)`; `main` and its
+    /// delegate `helper`. Grants:
+    /// 0: main read /a/... once, until time 100;
+    /// 1: main read anything twice;
+    /// 2: helper read, unlimited;
+    /// 3: main send to "bob", with approval;
+    /// 4: main send to anyone else, discovering into set 0.
+    fn policy() -> Policy {
+        let mut p = Policy::empty("p");
+        p.sets = vec!["found".into()];
+        p.tools = vec![tool("read", "path", true), tool("send", "to", false)];
+        p.agents.push(Agent {
+            name: "helper".into(),
+            parent: Some(0),
+            scope: None,
+            own_context: false,
+        });
+        let bob = Cond::Test {
+            param: 0,
+            quant: Quant::All,
+            op: ArgOp::Eq(Value::Str("bob".into())),
+        };
+        p.grants = vec![
+            Grant {
+                resource: Some(Pattern::Prefix("/a/".into())),
+                expires_at: Some(100),
+                ..grant(0, 0, Quota::Limited(1))
+            },
+            grant(0, 0, Quota::Limited(2)),
+            grant(1, 0, Quota::Unlimited),
+            Grant {
+                args: vec![bob.clone()],
+                approval: true,
+                ..grant(0, 1, Quota::Limited(5))
+            },
+            Grant {
+                args: vec![Cond::Not(Box::new(bob))],
+                discovers: Some(0),
+                ..grant(0, 1, Quota::Unlimited)
+            },
+        ];
+        p
+    }
+
+    fn req(agent: AgentId, tool: ToolId, arg: &str, time: u64) -> Request {
+        Request {
+            agent,
+            tool,
+            args: vec![Value::Str(arg.into())],
+            time,
+        }
+    }
+
+    #[test]
+    fn the_resource_is_the_resource_parameter_s_string() {
+        let p = policy();
+        assert_eq!(
+            resource_of(&p, 0, &[Value::Str("/a/x".into())]),
+            Some("/a/x")
+        );
+        assert_eq!(resource_of(&p, 1, &[Value::Str("bob".into())]), None);
+        assert_eq!(resource_of(&p, 7, &[Value::Str("/a/x".into())]), None);
+        assert_eq!(resource_of(&p, 0, &[Value::Int(3)]), None);
+        assert_eq!(resource_of(&p, 0, &[]), None);
+    }
+
+    #[test]
+    fn a_grant_matches_on_owner_tool_time_resource_and_arguments() {
+        let p = policy();
+        let m = |g: usize, owner, r: &Request| grant_matches(&p, &p.grants[g], owner, r, &[]);
+        assert!(m(0, 0, &req(0, 0, "/a/x", 99)));
+        assert!(!m(0, 0, &req(0, 0, "/a/x", 100)), "expired at 100");
+        assert!(!m(0, 0, &req(0, 0, "/a/x", 101)));
+        assert!(!m(0, 0, &req(0, 0, "/b/x", 1)), "resource");
+        assert!(!m(0, 1, &req(1, 0, "/a/x", 1)), "owner");
+        assert!(m(2, 1, &req(1, 0, "/b/x", 1)));
+        assert!(!m(2, 0, &req(1, 0, "/b/x", 1)), "owner");
+        assert!(!m(1, 0, &req(0, 1, "/a/x", 1)), "tool");
+        assert!(m(3, 0, &req(0, 1, "bob", 1)));
+        assert!(!m(3, 0, &req(0, 1, "eve", 1)), "arguments");
+        assert!(!m(3, 1, &req(1, 1, "bob", 1)), "owner");
+        assert!(m(4, 0, &req(0, 1, "eve", 1)));
+    }
+
+    #[test]
+    fn the_first_matching_grant_with_quota_serves() {
+        let p = policy();
+        let mut ledger = Ledger::initial(&p);
+        assert_eq!(select(&p, &ledger, 0, &req(0, 0, "/a/x", 1), &[]), Some(0));
+        assert_eq!(select(&p, &ledger, 0, &req(0, 0, "/b/x", 1), &[]), Some(1));
+        assert_eq!(select(&p, &ledger, 0, &req(0, 1, "eve", 1), &[]), Some(4));
+        assert_eq!(select(&p, &ledger, 1, &req(1, 1, "eve", 1), &[]), None);
+        ledger.consume(0);
+        assert_eq!(select(&p, &ledger, 0, &req(0, 0, "/a/x", 1), &[]), Some(1));
+        ledger.consume(1);
+        ledger.consume(1);
+        assert_eq!(select(&p, &ledger, 0, &req(0, 0, "/a/x", 1), &[]), None);
+    }
+
+    #[test]
+    fn admission_takes_a_unit_along_the_whole_chain_or_nothing() {
+        let p = policy();
+        let ledger = Ledger::initial(&p);
+        let (used, after) = admit(&p, &ledger, &req(1, 0, "/a/x", 1), &[]).unwrap();
+        assert_eq!(used, vec![2, 0]);
+        assert_eq!(after.remaining[0], Quota::Limited(0));
+        assert_eq!(after.remaining[1], Quota::Limited(2));
+        let (used, after) = admit(&p, &after, &req(1, 0, "/a/x", 1), &[]).unwrap();
+        assert_eq!(used, vec![2, 1]);
+        assert_eq!(after.remaining[1], Quota::Limited(1));
+        // The helper has no send grant: refused at the helper, nothing taken.
+        assert_eq!(admit(&p, &ledger, &req(1, 1, "bob", 1), &[]), Err(1));
+        let back = refund(&p, &after, &[2, 1, 0]);
+        assert_eq!(back, ledger);
+        // Never beyond the quota.
+        assert_eq!(refund(&p, &ledger, &[0, 1]), ledger);
+    }
+
+    #[test]
+    fn the_life_of_a_call() {
+        let p = policy();
+        let s0 = State::initial(&p);
+        assert_eq!(s0.ledger, Ledger::initial(&p));
+        assert_eq!(s0.sets, vec![BTreeSet::new()]);
+        assert!(s0.paused.is_empty() && s0.running.is_empty());
+        let call = |id: &str, r: Request| Event::Call {
+            id: id.into(),
+            req: r,
+        };
+        let id = |s: &str| s.to_string();
+
+        // Checks deny: no unit taken.
+        let (o, s) = step(&p, &s0, &call("c1", req(0, 0, "/a/x", 1)), Checks::Deny);
+        assert_eq!((o, &s), (Outcome::Deny, &s0));
+        // No grant: deny.
+        let (o, s) = step(&p, &s0, &call("c1", req(1, 1, "x", 1)), Checks::Pass);
+        assert_eq!((o, &s), (Outcome::Deny, &s0));
+        // Allowed: running, unit taken.
+        let (o, s1) = step(&p, &s0, &call("c1", req(0, 0, "/a/x", 1)), Checks::Pass);
+        assert_eq!(o, Outcome::Allow(vec![0]));
+        assert_eq!(s1.running.get("c1"), Some(&vec![0]));
+        assert!(s1.paused.is_empty());
+        assert_eq!(s1.ledger.remaining[0], Quota::Limited(0));
+        // A pause from the checks: reserved, paused.
+        let (o, s2) = step(&p, &s1, &call("c2", req(0, 0, "/b", 1)), Checks::Pause);
+        assert_eq!(o, Outcome::Pause(vec![1]));
+        assert_eq!(s2.paused.get("c2"), Some(&vec![1]));
+        assert!(!s2.running.contains_key("c2"));
+        assert_eq!(s2.ledger.remaining[1], Quota::Limited(1));
+        // A grant needing approval pauses too.
+        let (o, s3) = step(&p, &s2, &call("c3", req(0, 1, "bob", 1)), Checks::Pass);
+        assert_eq!(o, Outcome::Pause(vec![3]));
+        assert_eq!(s3.ledger.remaining[3], Quota::Limited(4));
+        // Approving with a deny at approval time gives the unit back.
+        let (o, s4) = step(&p, &s3, &Event::Approve { id: id("c3") }, Checks::Deny);
+        assert_eq!(o, Outcome::Deny);
+        assert_eq!(s4.ledger.remaining[3], Quota::Limited(5));
+        assert!(!s4.paused.contains_key("c3") && !s4.running.contains_key("c3"));
+        // Approving c2: it runs.
+        let (o, s5) = step(&p, &s4, &Event::Approve { id: id("c2") }, Checks::Pass);
+        assert_eq!(o, Outcome::Allow(vec![1]));
+        assert_eq!(s5.running.get("c2"), Some(&vec![1]));
+        assert_eq!(s5.ledger.remaining[1], Quota::Limited(1));
+        let (o, _) = step(&p, &s5, &Event::Approve { id: id("c2") }, Checks::Pass);
+        assert_eq!(o, Outcome::Invalid);
+        // Rejecting gives the unit back.
+        let (_, s6) = step(&p, &s5, &call("c4", req(0, 1, "bob", 1)), Checks::Pass);
+        let (o, s7) = step(&p, &s6, &Event::Reject { id: id("c4") }, Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!(s7.ledger, s5.ledger);
+        assert!(s7.paused.is_empty());
+        let (o, _) = step(&p, &s7, &Event::Reject { id: id("c4") }, Checks::Pass);
+        assert_eq!(o, Outcome::Invalid);
+        // Failed: refunded. Unknown: spent.
+        let (o, s8) = step(&p, &s7, &Event::Failed { id: id("c2") }, Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!(s8.ledger.remaining[1], Quota::Limited(2));
+        assert!(!s8.running.contains_key("c2"));
+        let (o, _) = step(&p, &s8, &Event::Failed { id: id("c2") }, Checks::Pass);
+        assert_eq!(o, Outcome::Invalid);
+        let (o, s9) = step(&p, &s8, &Event::Unknown { id: id("c1") }, Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!(s9.ledger.remaining[0], Quota::Limited(0));
+        assert!(s9.running.is_empty());
+        let (o, _) = step(&p, &s9, &Event::Unknown { id: id("c1") }, Checks::Pass);
+        assert_eq!(o, Outcome::Invalid);
+    }
+
+    #[test]
+    fn results_and_tasks_fill_discovered_sets() {
+        let p = policy();
+        let s0 = State::initial(&p);
+        let send = Event::Call {
+            id: "s".into(),
+            req: req(0, 1, "eve", 1),
+        };
+        let (_, s1) = step(&p, &s0, &send, Checks::Pass);
+        let done = Event::Succeeded {
+            id: "s".into(),
+            discovered: vec!["x".into()],
+        };
+        let (o, s2) = step(&p, &s1, &done, Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert!(s2.sets[0].contains("x") && s2.running.is_empty());
+        assert_eq!(step(&p, &s2, &done, Checks::Pass).0, Outcome::Invalid);
+        // A read's grant discovers nothing.
+        let read = Event::Call {
+            id: "r".into(),
+            req: req(0, 0, "/b", 1),
+        };
+        let (_, s3) = step(&p, &s0, &read, Checks::Pass);
+        let done = Event::Succeeded {
+            id: "r".into(),
+            discovered: vec!["y".into()],
+        };
+        let (o, s4) = step(&p, &s3, &done, Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert!(s4.sets[0].is_empty());
+        let seed = |set| Event::Seed {
+            set,
+            values: vec!["z".into()],
+        };
+        let (o, s5) = step(&p, &s0, &seed(0), Checks::Pass);
+        assert_eq!(o, Outcome::Applied);
+        assert!(s5.sets[0].contains("z"));
+        let (o, s6) = step(&p, &s0, &seed(1), Checks::Pass);
+        assert_eq!((o, s6), (Outcome::Invalid, s0));
+    }
+}
