@@ -4,14 +4,14 @@
 
 mod common;
 
+use agenra_core::decision::Reason;
 use agenra_core::decision::{StepOutput, Verdict};
 use agenra_core::policy::Policy;
-use agenra_core::decision::Reason;
 use agenra_core::{Call, CompiledPolicy, Event, Session, SessionOptions, TypedCall, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use common::*;
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// What a session holds that later decisions can read, compared by value.
 fn fingerprint(s: &Session) -> String {
