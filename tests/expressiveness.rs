@@ -653,7 +653,12 @@ fn a_delegate_with_its_own_context_is_judged_on_what_it_saw() {
     );
     // What the browser reads flows back to main's (shared) context too.
     s.result("b1", "succeeded", "");
-    let ctx = s.m.state().graph.node(agenra::core::graph::NodeId(0)).expect("context").label;
+    let ctx =
+        s.m.state()
+            .graph
+            .node(agenra::core::graph::NodeId(0))
+            .expect("context")
+            .label;
     assert!(!ctx.trusted);
 }
 
