@@ -36,6 +36,7 @@
 //! functions, reason sets and bounded sessions.
 
 pub mod bench;
+pub mod bench_embed;
 pub mod bench_scale;
 pub mod guard;
 pub mod render;

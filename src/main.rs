@@ -164,6 +164,16 @@ enum BenchKind {
         #[arg(long, value_enum, default_value_t = WorkloadArg::Standard)]
         workload: WorkloadArg,
     },
+    /// The embedding API on the 18-parameter workload: p50/p99 per typed
+    /// decision, session creation, bytes per call of a compact session.
+    Embed {
+        /// One JSON object with the figures on the last line.
+        #[arg(long)]
+        json: bool,
+        /// Timed decisions.
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        samples: u64,
+    },
     /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
     /// 10^5 events (10^6 with --full), with and without flow DENYs, with
     /// normal and colliding call ids, on 3 and 10^4 grants, and checking a
@@ -238,6 +248,9 @@ fn main() -> ExitCode {
                     workload,
                 },
         } => bench_monitor(workload.into(), json, samples as usize),
+        Command::Bench {
+            which: BenchKind::Embed { json, samples },
+        } => bench_embed(json, samples as usize),
         Command::Bench {
             which:
                 BenchKind::Scale {
@@ -590,6 +603,36 @@ fn bench_scale(json: bool, full: bool, one: Option<&str>, events: u64) -> Result
     }
     let summary = bench_scale::summarize(&rows);
     println!("{}", serde_json::to_string(&summary).map_err(fail)?);
+    Ok(())
+}
+
+fn bench_embed(json: bool, samples: usize) -> Result<(), Failed> {
+    let read = || LIVE_BYTES.load(Ordering::Relaxed);
+    let r = agenra::bench_embed::run(samples, Some(&read)).map_err(fail)?;
+    if !json {
+        println!(
+            "typed decisions (18 parameters): p50 {} ns, p99 {} ns ({} samples)",
+            r.p50_ns, r.p99_ns, r.samples
+        );
+        println!("new session: {:.0} ns", r.session_new_ns);
+        println!(
+            "compact session (window {}): {:.1} bytes per call over 10^4 calls, {:.2} over 10^6; full session: {:.1} over 10^4",
+            r.compact_window,
+            r.compact_bytes_per_call_1e4,
+            r.compact_bytes_per_call_1e6,
+            r.full_bytes_per_call_1e4
+        );
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "p50_ns": r.p50_ns,
+            "p99_ns": r.p99_ns,
+            "session_new_ns": r.session_new_ns,
+            "compact_bytes_per_call_1e4": r.compact_bytes_per_call_1e4,
+            "compact_bytes_per_call_1e6": r.compact_bytes_per_call_1e6,
+        })
+    );
     Ok(())
 }
 
