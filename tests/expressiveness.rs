@@ -510,7 +510,9 @@ fn tasks_seed_sets_the_policy_allows_and_open_narrowing_scopes() {
             r#""text":"Mail Ann, read the docs, delete nothing","sets":{"contacts":["ann@x.org"]},"scope":{"forbid":["fs.delete"],"resources":["ann@x.org","/docs/*"]}"#,
         )
         .expect("task");
-    assert!(matches!(out, StepOutput::Applied(a) if a.reason.contains("1 seeded into `contacts`")));
+    assert!(
+        matches!(out, StepOutput::Applied(a) if a.reason_text(s.m.policy()).contains("1 seeded into `contacts`"))
+    );
     assert_eq!(
         s.call("b", "email.send", r#"{"to":"ann@x.org"}"#),
         v(Allow, "send")

@@ -7,6 +7,7 @@ use crate::graph::NodeId;
 use crate::hash::Hash;
 use crate::label::Label;
 use crate::policy::{AgentId, FactId, GrantId, Policy, SinkId, ToolId};
+use crate::value::SetId;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -275,13 +276,60 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
     }
 }
 
+/// What a result, a rejection or a task did, structured: rendered only
+/// when read ([`Applied::reason_text`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A failed call: its units came back.
+    Failed,
+    /// An unknown outcome: its units stay spent, its output counts as read.
+    Unknown,
+    Succeeded,
+    /// `new` resources were added to discovered set `set`.
+    Discovered {
+        set: SetId,
+        new: usize,
+    },
+    FactSeen(FactId),
+    /// A paused call was rejected: its reserved units came back.
+    Rejected,
+    TaskRecorded(String),
+    /// `new` values a task seeded into set `set`.
+    Seeded {
+        set: SetId,
+        new: usize,
+    },
+    ScopeOpened,
+}
+
+impl Note {
+    fn text(&self, policy: &Policy) -> String {
+        let set_name = |s: SetId| policy.sets.get(s).cloned().unwrap_or_else(|| "?".into());
+        match self {
+            Note::Failed => "failed with no effect: units returned".into(),
+            Note::Unknown => "outcome unknown: units stay spent, output assumed read".into(),
+            Note::Succeeded => "succeeded".into(),
+            Note::Discovered { set, new } => format!("{new} new in `{}`", set_name(*set)),
+            Note::FactSeen(f) => format!(
+                "fact `{}` seen",
+                policy.facts.get(*f).map_or("?", String::as_str)
+            ),
+            Note::Rejected => "rejected: reserved units returned".into(),
+            Note::TaskRecorded(id) => format!("task `{id}` recorded"),
+            Note::Seeded { set, new } => format!("{new} seeded into `{}`", set_name(*set)),
+            Note::ScopeOpened => "scope opened".into(),
+        }
+    }
+}
+
 /// The effect of a result, approval or rejection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
     pub node: NodeId,
     /// The grant that admitted the call (the caller's own).
     pub rule: Option<Rule>,
-    pub reason: String,
+    /// What happened, in order.
+    pub notes: Vec<Note>,
     pub refunded: Vec<GrantId>,
     pub ledger_hash: Hash,
 }
@@ -323,6 +371,14 @@ impl Stop {
             reason,
             path,
         }
+    }
+}
+
+impl Applied {
+    /// The notes as text, against the policy they were made under.
+    pub fn reason_text(&self, policy: &Policy) -> String {
+        let texts: Vec<String> = self.notes.iter().map(|n| n.text(policy)).collect();
+        texts.join("; ")
     }
 }
 

@@ -89,6 +89,6 @@ impl Session {
         self.set_status(node, Status::Rejected);
         self.refund(&held);
         let rule = held.first().map(|&g| Rule::Grant(g));
-        Ok(self.applied(node, rule, "rejected: reserved units returned".into(), held))
+        Ok(self.applied(node, rule, vec![crate::decision::Note::Rejected], held))
     }
 }

@@ -28,7 +28,9 @@ mod typed;
 mod values;
 mod wellformed;
 
-use crate::decision::{Applied, Decision, Reason, Rule, StepError, StepOutput, Stop, Verdict};
+use crate::decision::{
+    Applied, Decision, Note, Reason, Rule, StepError, StepOutput, Stop, Verdict,
+};
 use crate::event::{Event, Resolve};
 use crate::graph::{Evidence, Graph, Node, NodeId, NodeKind, Status, NO_TOOL};
 use crate::hash::{content_hash, EncodeError, Hash};
@@ -799,13 +801,13 @@ impl Session {
         &self,
         node: NodeId,
         rule: Option<Rule>,
-        reason: String,
+        notes: Vec<Note>,
         refunded: Vec<GrantId>,
     ) -> Applied {
         Applied {
             node,
             rule,
-            reason,
+            notes,
             refunded,
             ledger_hash: self.state.ledger_hash(),
         }

@@ -3,7 +3,7 @@
 //! returns the units; `unknown` keeps them spent and merges the output.
 
 use super::{Held, Session};
-use crate::decision::{Applied, Rule, StepError};
+use crate::decision::{Applied, Note, Rule, StepError};
 use crate::event::{Outcome, Report};
 use crate::graph::{Node, NodeId, Status, Trust};
 use std::sync::Arc;
@@ -30,27 +30,17 @@ impl Session {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
                 self.refund(&held.grants);
-                Ok(self.applied(
-                    node,
-                    rule,
-                    "failed with no effect: units returned".into(),
-                    held.grants,
-                ))
+                Ok(self.applied(node, rule, vec![Note::Failed], held.grants))
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
                 self.read_output(node, &n, report, Trust::Policy);
-                Ok(self.applied(
-                    node,
-                    rule,
-                    "outcome unknown: units stay spent, output assumed read".into(),
-                    vec![],
-                ))
+                Ok(self.applied(node, rule, vec![Note::Unknown], vec![]))
             }
             Outcome::Succeeded => {
                 self.set_status(node, Status::Succeeded);
                 self.read_output(node, &n, report, Trust::Observed);
-                let mut notes = vec!["succeeded".to_string()];
+                let mut notes = vec![Note::Succeeded];
                 let target = held
                     .grants
                     .first()
@@ -58,11 +48,10 @@ impl Session {
                 if let Some(set) = target {
                     let before = self.state.sets[set].len();
                     self.state.sets[set].extend(report.discovered.iter().cloned());
-                    notes.push(format!(
-                        "{} new in `{}`",
-                        self.state.sets[set].len() - before,
-                        policy.sets[set]
-                    ));
+                    notes.push(Note::Discovered {
+                        set,
+                        new: self.state.sets[set].len() - before,
+                    });
                 }
                 if let Some(tool) = policy.tools.get(n.tool as usize) {
                     for rule in &tool.facts {
@@ -74,11 +63,11 @@ impl Session {
                             let seen = &mut self.state.fact_seen[rule.fact];
                             *seen =
                                 Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
-                            notes.push(format!("fact `{}` seen", policy.facts[rule.fact]));
+                            notes.push(Note::FactSeen(rule.fact));
                         }
                     }
                 }
-                Ok(self.applied(node, rule, notes.join("; "), vec![]))
+                Ok(self.applied(node, rule, notes, vec![]))
             }
         }
     }

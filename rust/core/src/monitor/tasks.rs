@@ -4,7 +4,7 @@
 //! (never widens) the policy's static scopes.
 
 use super::{Session, CONTEXT};
-use crate::decision::{Applied, StepError};
+use crate::decision::{Applied, Note, StepError};
 use crate::event::Task;
 use crate::graph::{EdgeKind, Evidence, Node, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
@@ -60,7 +60,7 @@ impl Session {
         if self.policy.provenance_by_value {
             self.state.values.add_task(node, &t.text);
         }
-        let mut notes = vec![format!("task `{}` recorded", t.id)];
+        let mut notes = vec![Note::TaskRecorded(t.id.clone())];
         for (set, values) in seeds {
             let before = self.state.sets[set].len();
             for v in values {
@@ -68,16 +68,15 @@ impl Session {
                     self.state.seeded.push((set, v.clone(), node));
                 }
             }
-            notes.push(format!(
-                "{} seeded into `{}`",
-                self.state.sets[set].len() - before,
-                self.policy.sets[set]
-            ));
+            notes.push(Note::Seeded {
+                set,
+                new: self.state.sets[set].len() - before,
+            });
         }
         if let Some(scope) = &t.scope {
             self.state.task_scope = Some(scope.clone());
-            notes.push("scope opened".into());
+            notes.push(Note::ScopeOpened);
         }
-        Ok(self.applied(node, None, notes.join("; "), vec![]))
+        Ok(self.applied(node, None, notes, vec![]))
     }
 }

@@ -705,3 +705,260 @@ fn step_holds(
             .as_ref()
             .is_none_or(|c| cond_holds(c, tool, req, sets))
 }
+
+#[cfg(test)]
+mod tests {
+    //! Directed scenarios for the reference: each answer is pinned, and the
+    //! monitor must give the same one (the random differential test rarely
+    //! builds these sequences).
+    use super::*;
+    use crate::decision::StepOutput;
+    use crate::policy::{Agent, FactRule, Grant, Obligation, Param, Quota, SinkUse, Tool};
+    use crate::value::ParamType;
+    use serde_json::json;
+
+    pub(super) fn tool(name: &str, params: &[(&str, bool)]) -> Tool {
+        Tool {
+            name: name.into(),
+            params: params
+                .iter()
+                .map(|&(p, optional)| Param {
+                    name: p.into(),
+                    ty: ParamType::Str,
+                    list: false,
+                    optional,
+                })
+                .collect(),
+            resource: None,
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        }
+    }
+
+    pub(super) fn grant(name: &str, agent: usize, tool: usize, quota: Quota) -> Grant {
+        Grant {
+            name: name.into(),
+            agent,
+            tool,
+            resource: None,
+            args: vec![],
+            quota,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        }
+    }
+
+    /// Every tool granted to `main`, unlimited, as `g<tool>`.
+    pub(super) fn grant_all(p: &mut Policy) {
+        for t in 0..p.tools.len() {
+            p.grants
+                .push(grant(&format!("g{t}"), 0, t, Quota::Unlimited));
+        }
+    }
+
+    fn short(policy: &Policy, a: &Result<Answer, Invalid>) -> String {
+        match a {
+            Err(Invalid) => "invalid".into(),
+            Ok(a) => match a.verdict {
+                Some(v) => format!(
+                    "{} {}",
+                    v.as_str(),
+                    a.rule.map_or("-".into(), |r| r.name(policy))
+                ),
+                None => "applied".into(),
+            },
+        }
+    }
+
+    /// The reference's answers, short (`ALLOW g0`, `DENY o0`, `applied`,
+    /// `invalid`); the monitor must agree on every one, and on the ledger.
+    pub(super) fn run(policy: &Policy, events: &[serde_json::Value]) -> Vec<String> {
+        let mut reference = Session::new(policy);
+        let mut monitor = crate::Monitor::new(policy.clone()).expect("a valid policy");
+        let mut out = Vec::new();
+        for e in events {
+            let e: Event = serde_json::from_value(e.clone()).expect("an event");
+            let want = reference.step(policy, &e);
+            let got = match monitor.step(&e) {
+                Err(_) => "invalid".to_string(),
+                Ok(StepOutput::Decision(d)) => {
+                    format!("{} {}", d.verdict.as_str(), d.rule.name(policy))
+                }
+                Ok(StepOutput::Applied(_)) => "applied".into(),
+            };
+            let want = short(policy, &want);
+            assert_eq!(want, got, "reference and monitor on {e:?}");
+            assert_eq!(monitor.state().ledger, reference.ledger.ledger);
+            out.push(want);
+        }
+        out
+    }
+
+    pub(super) fn call(
+        id: &str,
+        time: u64,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> serde_json::Value {
+        json!({"kind": "call", "id": id, "time": time, "tool": tool, "args": args})
+    }
+
+    pub(super) fn result(id: &str, status: &str) -> serde_json::Value {
+        json!({"kind": "result", "call": id, "status": status})
+    }
+
+    /// `edit`, `test` (its success establishes `tested`) and `deploy`;
+    /// `require tested since edit before deploy`.
+    fn release_policy(since: &str) -> Policy {
+        let mut p = Policy::empty("release");
+        p.facts = vec!["tested".into()];
+        p.tools = vec![tool("edit", &[]), tool("test", &[]), tool("deploy", &[])];
+        p.tools[1].facts = vec![FactRule {
+            fact: 0,
+            when: None,
+        }];
+        grant_all(&mut p);
+        p.obligations = vec![Obligation {
+            name: "o0".into(),
+            effect: RuleEffect::Deny,
+            fact: 0,
+            before: "deploy".into(),
+            since: Some(since.into()),
+        }];
+        p
+    }
+
+    #[test]
+    fn a_fact_counts_only_after_the_last_since_call() {
+        let p = release_policy("edit");
+        let answers = run(
+            &p,
+            &[
+                call("d0", 1, "deploy", json!({})),
+                call("e1", 2, "edit", json!({})),
+                call("t1", 3, "test", json!({})),
+                result("t1", "succeeded"),
+                call("d1", 4, "deploy", json!({})),
+                call("e2", 5, "edit", json!({})),
+                call("d2", 6, "deploy", json!({})),
+                call("t2", 7, "test", json!({})),
+                result("t2", "failed"),
+                call("d3", 8, "deploy", json!({})),
+                call("t3", 9, "test", json!({})),
+                result("t3", "unknown"),
+                call("d4", 10, "deploy", json!({})),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "DENY o0", "ALLOW g0", "ALLOW g1", "applied", "ALLOW g2", "ALLOW g0", "DENY o0",
+                "ALLOW g1", "applied", "DENY o0", "ALLOW g1", "applied", "DENY o0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fact_from_the_since_call_itself_is_not_after_it() {
+        // `since test`: the test's own result does not come after the test.
+        let p = release_policy("test");
+        let answers = run(
+            &p,
+            &[
+                call("t1", 1, "test", json!({})),
+                result("t1", "succeeded"),
+                call("d1", 2, "deploy", json!({})),
+            ],
+        );
+        assert_eq!(answers, ["ALLOW g1", "applied", "DENY o0"]);
+    }
+
+    #[test]
+    fn time_never_goes_back() {
+        let mut p = release_policy("edit");
+        p.grants[0].approval = true;
+        let answers = run(
+            &p,
+            &[
+                call("t1", 5, "test", json!({})),
+                json!({"kind": "result", "call": "t1", "status": "succeeded", "time": 4}),
+                call("e1", 4, "edit", json!({})),
+                call("e1", 6, "edit", json!({})),
+                json!({"kind": "approve", "call": "e1", "time": 5}),
+                json!({"kind": "reject", "call": "e1", "time": 5}),
+                json!({"kind": "task", "id": "task", "text": "hi", "time": 5}),
+                json!({"kind": "approve", "call": "e1", "time": 7}),
+                call("t2", 6, "test", json!({})),
+                json!({"kind": "result", "call": "t1", "status": "succeeded", "time": 7}),
+                call("t2", 7, "test", json!({})),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "ALLOW g1", "invalid", "invalid", "PAUSE g0", "invalid", "invalid", "invalid",
+                "ALLOW g0", "invalid", "applied", "ALLOW g1"
+            ]
+        );
+    }
+
+    #[test]
+    fn sinks_and_agents_are_known_by_name() {
+        let mut p = Policy::empty("p");
+        p.sinks = vec!["net".into()];
+        p.tools = vec![tool("send", &[("to", false), ("cc", true)])];
+        p.tools[0].sinks = vec![SinkUse {
+            sink: 0,
+            params: None,
+        }];
+        p.agents.push(Agent {
+            name: "helper".into(),
+            parent: Some(0),
+            scope: None,
+            own_context: false,
+        });
+        grant_all(&mut p);
+        p.grants.push(grant("h", 1, 0, Quota::Limited(1)));
+        let answers = run(
+            &p,
+            &[
+                call("a", 1, "send", json!({"to": "x"})),
+                call("b", 1, "sned", json!({"to": "x"})),
+                call("c", 1, "send", json!({})),
+                call("d", 1, "send", json!({"to": "x", "bcc": "y"})),
+                call("e", 1, "send", json!({"to": 3})),
+                call("f", 1, "send", json!({"to": "x", "cc": null})),
+                json!({"kind": "call", "id": "g", "time": 1, "tool": "send", "agent": "helper", "args": {"to": "x"}}),
+                json!({"kind": "call", "id": "h", "time": 1, "tool": "send", "agent": "nobody", "args": {"to": "x"}}),
+                json!({"kind": "call", "id": "i", "time": 1, "tool": "send", "agent": "helper", "args": {"to": "x"}}),
+                json!({"kind": "call", "id": "j", "time": 1, "tool": "send", "args": {"to": "x"}, "lineage": {"to": ["a"]}}),
+                json!({"kind": "call", "id": "k", "time": 1, "tool": "send", "args": {"to": "x"}, "lineage": {"to": ["zz"]}}),
+                json!({"kind": "call", "id": "l", "time": 1, "tool": "send", "args": {"to": "x"}, "lineage": {"bcc": ["a"]}}),
+                json!({"kind": "call", "id": "m", "time": 1, "tool": "send", "args": {"to": "x"}, "inferred": {"to": ["zz"]}}),
+                call("a", 2, "send", json!({"to": "x"})),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "ALLOW g0",
+                "DENY well-formed",
+                "DENY well-formed",
+                "DENY well-formed",
+                "DENY well-formed",
+                "ALLOW g0",
+                "ALLOW h",
+                "DENY well-formed",
+                "DENY no-grant",
+                "ALLOW g0",
+                "DENY well-formed",
+                "DENY well-formed",
+                "DENY well-formed",
+                "invalid",
+            ]
+        );
+    }
+}
