@@ -32,17 +32,28 @@
 //! assert_eq!(session.authorize(&call).unwrap().verdict, Verdict::Deny);
 //! ```
 //!
+//! With default features the crate also holds the `agenra` command-line
+//! tool and its support modules (`bench`, `replay`, `render`, `stream`,
+//! `trace`); embedders build it with `default-features = false`.
+//!
 //! `docs/embedding.md` walks through the rest: approvals, guards for tool
 //! functions, reason sets and bounded sessions.
 
+#[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(feature = "cli")]
 pub mod bench_embed;
+#[cfg(feature = "cli")]
 pub mod bench_scale;
 pub mod guard;
+#[cfg(feature = "cli")]
 pub mod render;
+#[cfg(feature = "cli")]
 pub mod replay;
 pub mod sessions;
+#[cfg(feature = "cli")]
 pub mod stream;
+#[cfg(feature = "cli")]
 pub mod trace;
 
 pub use agenra_core as core;
@@ -62,7 +73,9 @@ pub use sessions::{SessionError, Sessions};
 /// warned about (shadowed grants, rules that can never fire, ...).
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The policy, ready for sessions.
     pub policy: CompiledPolicy,
+    /// Warnings with their line and column (the policy compiled anyway).
     pub warnings: Vec<Diagnostic>,
 }
 

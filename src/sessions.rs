@@ -6,14 +6,18 @@
 use agenra_core::{Event, Monitor, MonitorError, Policy, StepError, StepOutput};
 use std::collections::BTreeMap;
 
+/// Why an event could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
+    /// A result or an approval names a session that never started.
     #[error("unknown session `{0}` (a session starts with its first call or task)")]
     UnknownSession(String),
+    /// The session refused the event (see [`StepError`]).
     #[error(transparent)]
     Step(#[from] StepError),
 }
 
+/// The sessions of one policy, keyed by the events' `session` field.
 #[derive(Debug, Clone)]
 pub struct Sessions {
     default: Monitor,
@@ -21,6 +25,7 @@ pub struct Sessions {
 }
 
 impl Sessions {
+    /// Compiles `policy` and opens its default session.
     pub fn new(policy: Policy) -> Result<Sessions, MonitorError> {
         Ok(Sessions {
             default: Monitor::new(policy)?,
@@ -56,6 +61,7 @@ impl Sessions {
         Ok(monitor.step(event)?)
     }
 
+    /// The policy every session runs under.
     pub fn policy(&self) -> &Policy {
         self.default.policy()
     }

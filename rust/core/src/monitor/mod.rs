@@ -109,7 +109,9 @@ struct Held {
 /// Everything the monitor knows about one session.
 #[derive(Clone, Debug)]
 pub struct SessionState {
+    /// Calls, tasks and contexts, and where their data came from.
     pub graph: Graph,
+    /// Units left per grant.
     pub ledger: Ledger,
     /// The ledger's hash tree: a unit taken or returned rehashes one block
     /// and its ancestors, not every grant. Shared with the policy's initial
@@ -145,6 +147,7 @@ pub struct SessionState {
     pub seeded: Vec<(usize, String, NodeId)>,
     /// Events applied so far; the next event gets `seq + 1`.
     pub seq: u64,
+    /// The latest event's time (seconds).
     pub time: u64,
 }
 
@@ -152,6 +155,7 @@ pub struct SessionState {
 pub const CONTEXT: NodeId = NodeId(0);
 
 impl SessionState {
+    /// An empty session under `policy`.
     pub fn new(policy: &Policy) -> SessionState {
         let ledger = Ledger::initial(policy);
         let tree = Arc::new(LedgerTree::new(&ledger));
@@ -192,6 +196,8 @@ impl SessionState {
         }
     }
 
+    /// The ledger's hash, as audit records name it (kept up to date as
+    /// units are taken and returned, never recomputed from scratch).
     pub fn ledger_hash(&self) -> Hash {
         self.ledger_tree.root()
     }
@@ -304,6 +310,7 @@ pub type AuditSink = Arc<dyn Fn(&Forgotten<'_>) + Send + Sync>;
 pub struct Forgotten<'a> {
     /// The call's id (`None` for a node that is not a call).
     pub call: Option<&'a str>,
+    /// The node's id (ids never change).
     pub node: NodeId,
     /// The node as it is now (status, label, time).
     pub data: &'a Node,
@@ -351,10 +358,13 @@ impl std::fmt::Debug for SessionOptions {
 /// types; kept so that existing code compiles.
 pub type Monitor = Session;
 
+/// Why a policy cannot be compiled for the monitor.
 #[derive(Debug, thiserror::Error)]
 pub enum MonitorError {
+    /// The policy refers to something it does not declare.
     #[error("invalid policy: {0}")]
     Invalid(#[from] ModelError),
+    /// The policy could not be encoded for its content hash.
     #[error(transparent)]
     Encode(#[from] EncodeError),
 }
@@ -443,9 +453,11 @@ impl Session {
         &self.options
     }
 
+    /// The policy's model.
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
+    /// The policy's content hash.
     pub fn policy_hash(&self) -> Hash {
         self.policy_hash
     }
@@ -488,7 +500,7 @@ impl Session {
     }
 
     /// Decides a call: ALLOW, DENY or PAUSE, and records it (an ALLOW or a
-    /// PAUSE takes its units). Takes a JSON [`Call`] or a [`TypedCall`].
+    /// PAUSE takes its units). Takes a JSON [`Call`](crate::event::Call) or a [`TypedCall`].
     pub fn authorize<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
         let e = self.evaluate(call.into(), false)?;
         if e.verdict == Verdict::Deny {

@@ -1,6 +1,6 @@
 //! Typed calls: tools, parameters and agents resolved once by name into
 //! handles, so that deciding a call compares indexes, not strings. Owned
-//! JSON calls ([`Call`]) stay accepted; both resolve to the same
+//! JSON calls ([`crate::event::Call`]) stay accepted; both resolve to the same
 //! [`Resolved`] request, and so get the same decision.
 
 use super::wellformed::{malformed, Malformed, Resolved};
@@ -51,10 +51,18 @@ pub struct AgentHandle {
 /// A name that the policy does not declare.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
+    /// No tool of that name.
     #[error("the policy has no tool `{0}`")]
     Tool(String),
+    /// The tool has no parameter of that name.
     #[error("tool `{tool}` has no parameter `{param}`")]
-    Param { tool: String, param: String },
+    Param {
+        /// The tool's name.
+        tool: String,
+        /// The parameter asked for.
+        param: String,
+    },
+    /// No agent of that name.
     #[error("the policy has no agent `{0}`")]
     Agent(String),
 }
