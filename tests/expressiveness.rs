@@ -679,3 +679,60 @@ fn without_own_context_a_delegate_shares_what_everyone_read() {
         v(Deny, "no_secrets_out")
     );
 }
+
+// ---- absent optional arguments carry no data ------------------------------
+
+/// An absent optional argument (or `null`) without lineage carries nothing:
+/// it takes no label from the context, in both labeling paths (a sink bound
+/// to arguments, and one that takes them all). A call that passes no data at
+/// all still reads the context.
+#[test]
+fn absent_optional_arguments_carry_no_data() {
+    let policy = r#"
+        categories web;
+        sinks out;
+        tool web.read(url: string) { resource url; output <public, {web}, untrusted>; }
+        tool post.bound(a: string, b?: string) { sink out on a, b; }
+        tool post.all(a: string, b?: string) { sink out; }
+        tool post.none(b?: string) { sink out; }
+        grant r: web.read quota unlimited;
+        grant pb: post.bound quota unlimited;
+        grant pa: post.all quota unlimited;
+        grant pn: post.none quota unlimited;
+        deny flow untrusted_out: untrusted -> out;
+    "#;
+    for tool in ["post.bound", "post.all"] {
+        let mut s = Session::new(policy);
+        assert_eq!(s.call("r", "web.read", r#"{"url":"http://x"}"#).0, Allow);
+        s.result("r", "succeeded", "");
+        // `a` comes from a trusted nowhere (empty lineage); `b` is absent.
+        let d = s.decide("p1", tool, r#"{"a":"hi"}"#, r#","lineage":{"a":[]}"#);
+        assert_eq!(
+            d.verdict, Allow,
+            "{tool}: absent b must not read the context"
+        );
+        let d = s.decide(
+            "p2",
+            tool,
+            r#"{"a":"hi","b":null}"#,
+            r#","lineage":{"a":[]}"#,
+        );
+        assert_eq!(d.verdict, Allow, "{tool}: null b must not read the context");
+        // A present `b` without lineage reads the (untrusted) context.
+        let d = s.decide(
+            "p3",
+            tool,
+            r#"{"a":"hi","b":"x"}"#,
+            r#","lineage":{"a":[]}"#,
+        );
+        assert_eq!(
+            d.verdict, Deny,
+            "{tool}: b without lineage reads the context"
+        );
+    }
+    let mut s = Session::new(policy);
+    assert_eq!(s.call("r", "web.read", r#"{"url":"http://x"}"#).0, Allow);
+    s.result("r", "succeeded", "");
+    // No data at all: that the call is made depends on what was read.
+    assert_eq!(s.call("n", "post.none", "{}").0, Deny);
+}

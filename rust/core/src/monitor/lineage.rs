@@ -10,6 +10,7 @@ use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO
 use crate::label::Label;
 use crate::policy::ToolId;
 use crate::spec;
+use crate::value::Value;
 use std::sync::Arc;
 
 /// Where an argument's label comes from.
@@ -21,6 +22,8 @@ pub(crate) enum ArgSource {
     Context,
     /// Provenance by value: the task or trusted outputs holding the value.
     Value(Vec<NodeId>),
+    /// An absent optional argument (or `null`) without lineage: no data.
+    Absent,
 }
 
 /// The labels of what flows into a call.
@@ -46,14 +49,27 @@ impl CallLabels {
     pub fn reads_context(&self, i: usize, r: &Resolved) -> bool {
         match self.sources.get(i) {
             Some(source) => *source == ArgSource::Context,
-            None => r.lineage.get(i).is_some_and(Option::is_none),
+            None => r.lineage.get(i).is_some_and(Option::is_none) && !is_absent(r, i),
         }
     }
 
-    /// Whether the call gets the conservative edge from the context.
+    /// Whether the call gets the conservative edge from the context: some
+    /// argument reads it, or the call passes no data at all.
     pub fn uses_context(&self, r: &Resolved) -> bool {
-        r.lineage.is_empty() || (0..r.lineage.len()).any(|i| self.reads_context(i, r))
+        !carries_data(r) || (0..r.lineage.len()).any(|i| self.reads_context(i, r))
     }
+}
+
+/// Whether argument `i` is absent (or `null`).
+fn is_absent(r: &Resolved, i: usize) -> bool {
+    r.req.args.get(i).is_some_and(|v| *v == Value::Null)
+}
+
+/// Whether some argument passes data: it has observed lineage or a value.
+/// A call that passes none (no parameters, or only absent arguments) reads
+/// the context: that it is made at all depends on what was read.
+pub(crate) fn carries_data(r: &Resolved) -> bool {
+    (0..r.lineage.len()).any(|i| r.lineage[i].is_some() || !is_absent(r, i))
 }
 
 impl Session {
@@ -66,7 +82,8 @@ impl Session {
         let per_arg = by_value || self.index.bound_sinks[r.req.tool];
         if !per_arg {
             // The common case, without allocating: the join of the sources.
-            let mut input = if r.lineage.iter().any(Option::is_none) || r.lineage.is_empty() {
+            let reads = (0..r.lineage.len()).any(|i| r.lineage[i].is_none() && !is_absent(r, i));
+            let mut input = if reads || !carries_data(r) {
                 context
             } else {
                 Label::BOTTOM
@@ -93,6 +110,7 @@ impl Session {
                         .fold(Label::BOTTOM, |acc, n| acc.join(&n.label)),
                     ArgSource::Observed,
                 ),
+                None if is_absent(r, i) => (Label::BOTTOM, ArgSource::Absent),
                 None => match by_value
                     .then(|| r.req.args.get(i).and_then(|v| self.state.values.lookup(v)))
                     .flatten()
@@ -104,10 +122,10 @@ impl Session {
             args.push(label);
             sources.push(source);
         }
-        let input = if args.is_empty() {
-            context
-        } else {
+        let input = if carries_data(r) {
             args.iter().fold(Label::BOTTOM, |acc, l| acc.join(l))
+        } else {
+            context
         };
         CallLabels {
             args,

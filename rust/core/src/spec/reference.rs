@@ -255,9 +255,10 @@ impl Session {
             .fold(Label::BOTTOM, |acc, (_, l)| acc.join(l))
     }
 
-    /// Per argument: the join of its sources' outputs; without lineage, its
-    /// label by value (if the policy asks for provenance by value and the
-    /// value has one), else the context now.
+    /// Per argument: the join of its sources' outputs; without lineage, an
+    /// absent argument carries nothing (bottom); any other takes its label
+    /// by value (if the policy asks for provenance by value and the value
+    /// has one), else the context now.
     fn arg_labels(
         &self,
         policy: &Policy,
@@ -272,6 +273,7 @@ impl Session {
                     .iter()
                     .filter_map(|id| self.calls.get(id))
                     .fold(Label::BOTTOM, |acc, c| acc.join(&c.output)),
+                None if req.args[i] == Value::Null => Label::BOTTOM,
                 None => policy
                     .provenance_by_value
                     .then(|| self.by_value(&req.args[i]))
@@ -320,10 +322,21 @@ impl Session {
         Some(label)
     }
 
-    fn input(&self, policy: &Policy, req: &Request, args: &[Label]) -> Label {
-        match args {
-            [] => self.context(policy, req.agent),
-            _ => args.iter().fold(Label::BOTTOM, |a, l| a.join(l)),
+    /// The join over the arguments; a call that passes no data at all (no
+    /// parameters, or every argument absent without lineage) reads the
+    /// context: that it is made at all depends on what was read.
+    fn input(
+        &self,
+        policy: &Policy,
+        req: &Request,
+        lineage: &[Option<Vec<String>>],
+        args: &[Label],
+    ) -> Label {
+        let carries = (0..args.len()).any(|i| lineage[i].is_some() || req.args[i] != Value::Null);
+        if carries {
+            args.iter().fold(Label::BOTTOM, |a, l| a.join(l))
+        } else {
+            self.context(policy, req.agent)
         }
     }
 
@@ -336,11 +349,12 @@ impl Session {
         &self,
         policy: &Policy,
         req: &Request,
+        lineage: &[Option<Vec<String>>],
         args: &[Label],
     ) -> (Option<Rule>, Option<Rule>) {
         let tool = &policy.tools[req.tool];
         let own = resource_label(policy, req);
-        let input = self.input(policy, req, args);
+        let input = self.input(policy, req, lineage, args);
         let mut flows: Vec<(Label, Vec<RuleOn>)> = Vec::new();
         for use_ in &tool.sinks {
             let bound = match &use_.params {
@@ -499,7 +513,7 @@ impl Session {
         };
         let args = self.arg_labels(policy, &req, &lineage);
         let tool = &policy.tools[req.tool];
-        let input = self.input(policy, &req, &args);
+        let input = self.input(policy, &req, &lineage, &args);
         let through = match tool.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
             Some(s) => s.apply(&input),
             None => input,
@@ -507,6 +521,7 @@ impl Session {
         let output = through
             .join(&tool.output)
             .join(&resource_label(policy, &req));
+        let (flow_deny, flow_pause) = self.flows(policy, &req, &lineage, &args);
         self.calls.insert(
             c.id.clone(),
             CallRecord {
@@ -516,7 +531,6 @@ impl Session {
                 admitted_at: None,
             },
         );
-        let (flow_deny, flow_pause) = self.flows(policy, &req, &args);
         if let Some(r) = flow_deny {
             return Ok(deny(r));
         }
@@ -580,7 +594,7 @@ impl Session {
         let record = self.calls.get(id).cloned().ok_or(Invalid)?;
         let req = record.req.clone().ok_or(Invalid)?;
         let args = self.arg_labels(policy, &req, &record.lineage);
-        let (flow_deny, _) = self.flows(policy, &req, &args);
+        let (flow_deny, _) = self.flows(policy, &req, &record.lineage, &args);
         let history_deny = self
             .history(policy, &req, &record.output)
             .into_iter()
@@ -958,6 +972,213 @@ mod tests {
                 "DENY well-formed",
                 "DENY well-formed",
                 "invalid",
+            ]
+        );
+    }
+
+    #[test]
+    fn scopes_confine_an_agent_and_its_delegates() {
+        let mut p = Policy::empty("p");
+        p.tools = vec![tool("read_file", &[]), tool("send", &[])];
+        p.scopes = vec![crate::policy::Scope {
+            name: "readonly".into(),
+            tools: vec!["read*".into()],
+        }];
+        for (name, parent, scope) in [("helper", 0, Some(0)), ("sub", 1, None)] {
+            p.agents.push(Agent {
+                name: name.into(),
+                parent: Some(parent),
+                scope,
+                own_context: false,
+            });
+        }
+        for a in 0..3 {
+            for t in 0..2 {
+                p.grants
+                    .push(grant(&format!("a{a}t{t}"), a, t, Quota::Unlimited));
+            }
+        }
+        let by = |id: &str, agent: &str, tool: &str| json!({"kind": "call", "id": id, "time": 1, "tool": tool, "agent": agent, "args": {}});
+        let answers = run(
+            &p,
+            &[
+                by("1", "helper", "send"),
+                by("2", "helper", "read_file"),
+                by("3", "sub", "send"),
+                by("4", "sub", "read_file"),
+                by("5", "main", "send"),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "DENY readonly",
+                "ALLOW a1t0",
+                "DENY readonly",
+                "ALLOW a2t0",
+                "ALLOW a0t1"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_approved_edit_counts_from_its_approval() {
+        // A paused edit, a test, the approval, the test's result: the test
+        // ran before the edit was admitted, so deploy is denied.
+        let mut p = release_policy("edit");
+        p.grants[0].approval = true;
+        let answers = run(
+            &p,
+            &[
+                call("e1", 1, "edit", json!({})),
+                call("t1", 2, "test", json!({})),
+                json!({"kind": "approve", "call": "e1"}),
+                result("t1", "succeeded"),
+                call("d1", 3, "deploy", json!({})),
+                call("t2", 4, "test", json!({})),
+                result("t2", "succeeded"),
+                call("d2", 5, "deploy", json!({})),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "PAUSE g0", "ALLOW g1", "ALLOW g0", "applied", "DENY o0", "ALLOW g1", "applied",
+                "ALLOW g2"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_call_without_arguments_sends_the_whole_context() {
+        let mut p = Policy::empty("p");
+        p.levels = vec!["public".into(), "secret".into()];
+        p.sinks = vec!["net".into()];
+        p.tools = vec![
+            tool("read", &[]),
+            tool("ping", &[]),
+            tool("send", &[("body", false)]),
+        ];
+        p.tools[0].output = Label::new(1, crate::label::CategorySet::EMPTY, true);
+        for t in [1, 2] {
+            p.tools[t].sinks = vec![SinkUse {
+                sink: 0,
+                params: None,
+            }];
+        }
+        grant_all(&mut p);
+        p.flow_rules = vec![crate::policy::FlowRule {
+            name: "no-secrets-out".into(),
+            sink: 0,
+            effect: crate::policy::FlowEffect::Deny(LabelPattern {
+                min_sensitivity: Some(1),
+                ..LabelPattern::ANY
+            }),
+            when: NamedCond::TRUE,
+        }];
+        let answers = run(
+            &p,
+            &[
+                call("p0", 1, "ping", json!({})),
+                call("r", 2, "read", json!({})),
+                result("r", "succeeded"),
+                call("p1", 3, "ping", json!({})),
+                call("s1", 4, "send", json!({"body": "x"})),
+                json!({"kind": "call", "id": "s2", "time": 5, "tool": "send", "args": {"body": "x"}, "lineage": {"body": ["p0"]}}),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "ALLOW g1",
+                "ALLOW g0",
+                "applied",
+                "DENY no-secrets-out",
+                "DENY no-secrets-out",
+                "ALLOW g2"
+            ]
+        );
+    }
+
+    #[test]
+    fn provenance_by_value_labels_an_argument_by_where_its_value_occurs() {
+        let mut p = Policy::empty("p");
+        p.provenance_by_value = true;
+        p.levels = vec!["public".into(), "secret".into()];
+        p.sinks = vec!["net".into()];
+        p.tools = vec![
+            tool("read", &[]),
+            tool("web", &[]),
+            tool("pub", &[]),
+            tool("send", &[("to", false)]),
+        ];
+        p.tools[0].output = Label::new(1, crate::label::CategorySet::EMPTY, true);
+        p.tools[1].output = Label::new(0, crate::label::CategorySet::EMPTY, false);
+        p.tools[3].sinks = vec![SinkUse {
+            sink: 0,
+            params: None,
+        }];
+        grant_all(&mut p);
+        let deny = |name: &str, pattern: LabelPattern| crate::policy::FlowRule {
+            name: name.into(),
+            sink: 0,
+            effect: crate::policy::FlowEffect::Deny(pattern),
+            when: NamedCond::TRUE,
+        };
+        p.flow_rules = vec![
+            deny(
+                "untrusted-out",
+                LabelPattern {
+                    untrusted: true,
+                    ..LabelPattern::ANY
+                },
+            ),
+            deny(
+                "secret-out",
+                LabelPattern {
+                    min_sensitivity: Some(1),
+                    ..LabelPattern::ANY
+                },
+            ),
+        ];
+        let out = |id: &str, output: serde_json::Value| json!({"kind": "result", "call": id, "status": "succeeded", "output": output});
+        let send = |id: &str, to: &str| call(id, 2, "send", json!({ "to": to }));
+        let answers = run(
+            &p,
+            &[
+                json!({"kind": "task", "id": "task", "text": "mail bob@corp.com and Bob Smith"}),
+                call("r", 1, "read", json!({})),
+                out("r", json!({"addr": "carol@corp.com"})),
+                call("w", 1, "web", json!({})),
+                out("w", json!("write to dave@corp.com")),
+                call("p", 1, "pub", json!({})),
+                out("p", json!(["frank@corp.com"])),
+                send("s1", "Bob@corp.com"),
+                send("s2", "carol@corp.com"),
+                send("s3", "dave@corp.com"),
+                send("s4", "erin@corp.com"),
+                send("s5", "frank@corp.com"),
+                send("s6", "Bob Smith"),
+                send("s7", "Alice Jones"),
+            ],
+        );
+        assert_eq!(
+            answers,
+            [
+                "applied",
+                "ALLOW g0",
+                "applied",
+                "ALLOW g1",
+                "applied",
+                "ALLOW g2",
+                "applied",
+                "ALLOW g3",
+                "DENY secret-out",
+                "DENY untrusted-out",
+                "DENY untrusted-out",
+                "ALLOW g3",
+                "ALLOW g3",
+                "DENY untrusted-out",
             ]
         );
     }
