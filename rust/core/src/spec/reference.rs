@@ -1147,12 +1147,14 @@ mod tests {
             &p,
             &[
                 json!({"kind": "task", "id": "task", "text": "mail bob@corp.com and Bob Smith"}),
+                // Read before anything untrusted: a call's output carries
+                // what its input read.
+                call("p", 1, "pub", json!({})),
+                out("p", json!(["frank@corp.com"])),
                 call("r", 1, "read", json!({})),
                 out("r", json!({"addr": "carol@corp.com"})),
                 call("w", 1, "web", json!({})),
                 out("w", json!("write to dave@corp.com")),
-                call("p", 1, "pub", json!({})),
-                out("p", json!(["frank@corp.com"])),
                 send("s1", "Bob@corp.com"),
                 send("s2", "carol@corp.com"),
                 send("s3", "dave@corp.com"),
@@ -1166,11 +1168,11 @@ mod tests {
             answers,
             [
                 "applied",
+                "ALLOW g2",
+                "applied",
                 "ALLOW g0",
                 "applied",
                 "ALLOW g1",
-                "applied",
-                "ALLOW g2",
                 "applied",
                 "ALLOW g3",
                 "DENY secret-out",
