@@ -18,7 +18,7 @@ impl Session {
     pub(crate) fn context_label_of(&self, agent: AgentId) -> Label {
         let node = match self.index.context_owner.get(agent).copied().flatten() {
             None => Some(CONTEXT),
-            Some(owner) => self.state.agent_contexts[owner],
+            Some(owner) => self.state.agent_contexts.value(owner),
         };
         // An own context not created yet holds nothing.
         node.and_then(|n| self.state.graph.node(n))
@@ -34,7 +34,7 @@ impl Session {
     }
 
     fn own_context(&mut self, owner: AgentId) -> NodeId {
-        if let Some(n) = self.state.agent_contexts[owner] {
+        if let Some(n) = self.state.agent_contexts.value(owner) {
             return n;
         }
         let n = self.state.graph.push_node(Node {
@@ -47,7 +47,8 @@ impl Session {
             time: self.state.time,
             first_edge: 0,
         });
-        self.state.agent_contexts[owner] = Some(n);
+        let agents = self.policy.agents.len();
+        *self.state.agent_contexts.slot(owner, agents) = Some(n);
         n
     }
 

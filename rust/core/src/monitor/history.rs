@@ -62,7 +62,7 @@ impl Session {
             }
         }
         for (i, rule) in policy.path_rules.iter().enumerate() {
-            let progress = self.state.path_progress[i];
+            let progress = self.state.path_progress.value(i);
             let steps = &self.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
@@ -72,7 +72,7 @@ impl Session {
                             .get(last)
                             .is_some_and(|s| self.step_matches(&steps[last], s, &n, r))
                     {
-                        let mut path = self.state.path_witness[i].clone();
+                        let mut path = self.state.path_witness.at(i).cloned().unwrap_or_default();
                         path.push(node);
                         out.push(Violation {
                             rule: Rule::Path(i),
@@ -98,8 +98,8 @@ impl Session {
             if !self.index.obligation_before[o][n.tool as usize] {
                 continue;
             }
-            let since = self.state.since_seen[o];
-            let met = match (self.state.fact_seen[ob.fact], since) {
+            let since = self.state.since_seen.value(o);
+            let met = match (self.state.fact_seen.value(ob.fact), since) {
                 (None, _) => false,
                 (Some(_), None) => true,
                 (Some(f), Some((s, _))) => f > s,
@@ -129,26 +129,29 @@ impl Session {
             return;
         };
         let policy = std::sync::Arc::clone(&self.policy);
+        let rules = policy.path_rules.len();
         for (i, rule) in policy.path_rules.iter().enumerate() {
             if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.index.path_reset[i]) {
                 if self.step_matches(by_tool, reset, &n, r) {
-                    self.state.path_progress[i] = 0;
-                    self.state.path_witness[i].clear();
+                    *self.state.path_progress.slot(i, rules) = 0;
+                    if let Some(w) = self.state.path_witness.0.get_mut(i) {
+                        w.clear();
+                    }
                 }
             }
-            let progress = self.state.path_progress[i];
+            let progress = self.state.path_progress.value(i);
             let steps = &self.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let k = progress as usize;
                     if k + 1 < pattern.len() && self.step_matches(&steps[k], &pattern[k], &n, r) {
-                        self.state.path_progress[i] += 1;
-                        self.state.path_witness[i].push(node);
+                        *self.state.path_progress.slot(i, rules) += 1;
+                        self.state.path_witness.slot(i, rules).push(node);
                     }
                 }
                 PathKind::AtMost { step, .. } => {
                     if self.step_matches(&steps[0], step, &n, r) {
-                        self.state.path_progress[i] += 1;
+                        *self.state.path_progress.slot(i, rules) += 1;
                     }
                 }
             }
@@ -156,7 +159,7 @@ impl Session {
         for o in 0..policy.obligations.len() {
             if let Some(ok) = &self.index.obligation_since[o] {
                 if ok.get(n.tool as usize).copied().unwrap_or(false) {
-                    self.state.since_seen[o] = Some((seq, node));
+                    *self.state.since_seen.slot(o, policy.obligations.len()) = Some((seq, node));
                 }
             }
         }

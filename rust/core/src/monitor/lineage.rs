@@ -252,15 +252,16 @@ impl Session {
         }
         // A delegate acts for its delegator: link the delegator's latest call.
         if let Some(parent) = policy.agents.get(r.req.agent).and_then(|a| a.parent) {
-            if let Some(p) = self.state.last_by_agent.get(parent).copied().flatten() {
+            if let Some(p) = self.state.last_by_agent.value(parent) {
                 self.state
                     .graph
                     .push_edge(p, node, EdgeKind::Parent, Trust::Policy, NO_PARAM);
             }
         }
-        if let Some(slot) = self.state.last_by_agent.get_mut(r.req.agent) {
-            *slot = Some(node);
-        }
+        *self
+            .state
+            .last_by_agent
+            .slot(r.req.agent, policy.agents.len()) = Some(node);
         node
     }
 }

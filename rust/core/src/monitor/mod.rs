@@ -93,7 +93,7 @@ struct Mark {
     seq: u64,
     time: u64,
     last_call: Option<NodeId>,
-    last_by_agent: Vec<Option<NodeId>>,
+    last_by_agent: Slots<Option<NodeId>>,
 }
 
 /// Units a paused or running call holds, and when it was admitted.
@@ -125,20 +125,20 @@ pub struct SessionState {
     calls: HashMap<String, NodeId>,
     held: FastMap<NodeId, Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
-    path_progress: Vec<u64>,
+    path_progress: Slots<u64>,
     /// Per sequence rule: the admitted calls that matched its steps so far
     /// (the violating path, should the rule fire).
-    path_witness: Vec<Vec<NodeId>>,
+    path_witness: Slots<Vec<NodeId>>,
     /// Per fact: admission sequence number of the latest call whose result
     /// established it.
-    fact_seen: Vec<Option<u64>>,
+    fact_seen: Slots<Option<u64>>,
     /// Per obligation: admission sequence number of the last `since` call.
-    since_seen: Vec<Option<(u64, NodeId)>>,
+    since_seen: Slots<Option<(u64, NodeId)>>,
     last_call: Option<NodeId>,
     /// Per agent: its latest call (parent edges point from it).
-    last_by_agent: Vec<Option<NodeId>>,
+    last_by_agent: Slots<Option<NodeId>>,
     /// Per agent with its own context: its context node, once it exists.
-    agent_contexts: Vec<Option<NodeId>>,
+    agent_contexts: Slots<Option<NodeId>>,
     /// Task texts and output words, for provenance by value.
     values: values::ValueIndex,
     /// The scope the latest task opened (narrows the static scopes).
@@ -149,6 +149,38 @@ pub struct SessionState {
     pub seq: u64,
     /// The latest event's time (seconds).
     pub time: u64,
+}
+
+/// Per-rule or per-agent state that costs nothing until it is first
+/// written (a new session allocates only what every session needs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Slots<T>(Vec<T>);
+
+impl<T: Clone + Default> Slots<T> {
+    /// Slot `i`, or the default when it was never written.
+    pub fn value(&self, i: usize) -> T
+    where
+        T: Copy,
+    {
+        self.0.get(i).copied().unwrap_or_default()
+    }
+
+    /// Slot `i`, if it was ever written.
+    pub fn at(&self, i: usize) -> Option<&T> {
+        self.0.get(i)
+    }
+
+    /// Slot `i` for writing; the table grows to `len` slots on first use.
+    pub fn slot(&mut self, i: usize, len: usize) -> &mut T {
+        if self.0.len() <= i {
+            self.0.resize(len.max(i + 1), T::default());
+        }
+        &mut self.0[i]
+    }
+
+    pub fn iter_mut(&mut self) -> std::slice::IterMut<'_, T> {
+        self.0.iter_mut()
+    }
 }
 
 /// The session's context node: everything the agents have read.
@@ -181,13 +213,13 @@ impl SessionState {
             sets: vec![BTreeSet::new(); policy.sets.len()],
             calls: HashMap::new(),
             held: FastMap::default(),
-            path_progress: vec![0; policy.path_rules.len()],
-            path_witness: vec![Vec::new(); policy.path_rules.len()],
-            fact_seen: vec![None; policy.facts.len()],
-            since_seen: vec![None; policy.obligations.len()],
+            path_progress: Slots::default(),
+            path_witness: Slots::default(),
+            fact_seen: Slots::default(),
+            since_seen: Slots::default(),
             last_call: None,
-            last_by_agent: vec![None; policy.agents.len()],
-            agent_contexts: vec![None; policy.agents.len()],
+            last_by_agent: Slots::default(),
+            agent_contexts: Slots::default(),
             values: values::ValueIndex::default(),
             task_scope: None,
             seeded: Vec::new(),
@@ -608,7 +640,7 @@ impl Session {
             state.calls.remove(&mark.id);
         }
         state.graph.truncate(mark.nodes, mark.edges);
-        for slot in &mut state.agent_contexts {
+        for slot in state.agent_contexts.iter_mut() {
             if slot.is_some_and(|n| n.0 as usize >= mark.nodes) {
                 *slot = None;
             }

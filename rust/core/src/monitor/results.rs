@@ -60,7 +60,7 @@ impl Session {
                             .as_ref()
                             .is_none_or(|t| t.holds(&report.output, &self.state.sets));
                         if holds {
-                            let seen = &mut self.state.fact_seen[rule.fact];
+                            let seen = self.state.fact_seen.slot(rule.fact, policy.facts.len());
                             *seen =
                                 Some(seen.map_or(held.admitted_at, |s| s.max(held.admitted_at)));
                             notes.push(Note::FactSeen(rule.fact));
