@@ -679,4 +679,101 @@ mod tests {
         assert_eq!(g.data_preds(shared), vec![a]);
         assert_eq!(g.explain_path(sink, secret, |_| true), vec![b, own, sink]);
     }
+
+    /// n0 context; n1 a read merged into it (e0); n2 a call on n1 (e1);
+    /// n3 a call on n2 and the context (e2, e3); n4 a read merged (e4);
+    /// n5 a sink on n3 and the context (e5, e6).
+    fn compactable() -> Graph {
+        let mut g = Graph::default();
+        let ctx = g.push_node(context());
+        let n1 = g.push_node(node(NodeKind::Source, SECRET));
+        data(&mut g, n1, ctx, NO_PARAM);
+        let n2 = g.push_node(node(NodeKind::Tool, SECRET));
+        data(&mut g, n1, n2, 0);
+        let n3 = g.push_node(node(NodeKind::Tool, SECRET));
+        data(&mut g, n2, n3, 0);
+        data(&mut g, ctx, n3, 1);
+        let n4 = g.push_node(node(NodeKind::Source, SECRET));
+        data(&mut g, n4, ctx, NO_PARAM);
+        let n5 = g.push_node(node(NodeKind::Sink, Label::BOTTOM));
+        data(&mut g, n3, n5, 0);
+        data(&mut g, ctx, n5, 1);
+        g
+    }
+
+    fn forget(g: &mut Graph, keep_from: u32) -> Vec<(u32, Vec<u32>)> {
+        let mut gone = Vec::new();
+        g.forget_before(
+            keep_from,
+            |_, n| n.kind == NodeKind::Context,
+            |id, _, edges| gone.push((id.0, edges.iter().map(|e| e.from.0).collect())),
+        );
+        gone
+    }
+
+    fn merge_edges(g: &Graph) -> Vec<u32> {
+        g.merges[0].1.iter().map(|m| m.edge).collect()
+    }
+
+    #[test]
+    fn a_compact_graph_forgets_old_nodes_but_keeps_ids() {
+        assert!(Graph::default().is_empty());
+        let mut g = compactable();
+        assert!(!g.is_empty());
+        assert_eq!((g.len(), g.edge_count()), (6, 7));
+        assert_eq!(merge_edges(&g), [0, 4]);
+        // Forget n0..n2: the context is pinned, n1 and n2 go with the
+        // edges appended after them.
+        assert_eq!(forget(&mut g, 3), [(1, vec![1]), (2, vec![1])]);
+        assert_eq!((g.base, g.edge_base), (3, 2));
+        assert_eq!((g.len(), g.edge_count()), (6, 7));
+        assert!(g.edge(1).is_none());
+        assert_eq!(
+            g.edge(2).map(|e| (e.from, e.to)),
+            Some((NodeId(2), NodeId(3)))
+        );
+        assert_eq!(g.edge(6).map(|e| e.to), Some(NodeId(5)));
+        assert!(g.edge(7).is_none());
+        assert!(g.node(NodeId(0)).is_some() && g.node_mut(NodeId(0)).is_some());
+        assert!(g.node(NodeId(1)).is_none() && g.node_mut(NodeId(2)).is_none());
+        assert_eq!(g.node(NodeId(3)).map(|n| n.kind), Some(NodeKind::Tool));
+        assert_eq!(merge_edges(&g), [4]);
+        assert_eq!(g.data_preds(NodeId(3)), [NodeId(2), NodeId(0)]);
+        assert_eq!(g.data_preds(NodeId(0)), [NodeId(4)]);
+        // A path stops where the graph was forgotten.
+        assert_eq!(
+            g.explain_path(NodeId(5), secret, |e| e.param == 0),
+            [NodeId(3), NodeId(5)]
+        );
+        // Nothing older than the base to forget.
+        assert!(forget(&mut g, 3).is_empty());
+        assert!(forget(&mut g, 1).is_empty());
+        // Forget n3: n4's first edge is its merge, which stays.
+        assert_eq!(forget(&mut g, 4), [(3, vec![2, 0])]);
+        assert_eq!((g.base, g.edge_base), (4, 4));
+        assert_eq!(merge_edges(&g), [4]);
+        // Past the end: everything but the context goes.
+        assert_eq!(forget(&mut g, 100), [(4, vec![4]), (5, vec![3, 0])]);
+        assert_eq!((g.len(), g.edge_count(), g.nodes.len()), (6, 7, 0));
+        assert!(merge_edges(&g).is_empty());
+        g.unpin(|_, _| true);
+        assert!(g.node(NodeId(0)).is_some());
+        g.unpin(|_, _| false);
+        assert!(g.node(NodeId(0)).is_none());
+    }
+
+    #[test]
+    fn truncating_undoes_the_last_nodes_and_edges() {
+        let mut g = compactable();
+        g.truncate(5, 5);
+        assert_eq!((g.len(), g.edge_count()), (5, 5));
+        assert!(g.node(NodeId(5)).is_none() && g.edge(5).is_none());
+        forget(&mut g, 3);
+        g.truncate(4, 3);
+        assert_eq!((g.len(), g.edge_count()), (4, 3));
+        assert!(g.node(NodeId(3)).is_some() && g.node(NodeId(4)).is_none());
+        // Never below the base.
+        g.truncate(0, 0);
+        assert_eq!((g.len(), g.edge_count()), (3, 2));
+    }
 }

@@ -93,7 +93,7 @@ proptest! {
                 (want, got) => prop_assert!(false, "spec {:?} but monitor {:?} on {:?}", want, got, e),
             }
             state = next;
-            prop_assert_eq!(&monitor.state().ledger, &state.ledger);
+            prop_assert_eq!(&*monitor.state().ledger, &state.ledger);
             prop_assert_eq!(&monitor.state().sets, &state.sets);
             prop_assert_eq!(monitor.state().ledger_hash(), state.ledger.hash());
         }
@@ -131,7 +131,7 @@ proptest! {
                 (Err(_), Err(_)) => {}
                 (want, got) => prop_assert!(false, "reference {:?} but monitor {:?} on {:?}", want, got, e),
             }
-            prop_assert_eq!(&monitor.state().ledger, &reference.ledger.ledger);
+            prop_assert_eq!(&*monitor.state().ledger, &reference.ledger.ledger);
             prop_assert_eq!(&monitor.state().sets, &reference.ledger.sets);
         }
     }

@@ -40,7 +40,8 @@ impl Session {
     /// Takes one unit of each grant.
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            if self.state.ledger.consume(g) && self.state.ledger.is_limited(g) {
+            // Unlimited grants never change: the shared ledger stays shared.
+            if self.state.ledger.is_limited(g) && Arc::make_mut(&mut self.state.ledger).consume(g) {
                 Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
             }
         }
@@ -50,8 +51,8 @@ impl Session {
     /// approval whose re-check denies).
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            self.state.ledger.refund(&self.policy, g);
             if self.state.ledger.is_limited(g) {
+                Arc::make_mut(&mut self.state.ledger).refund(&self.policy, g);
                 Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
             }
         }

@@ -111,8 +111,9 @@ struct Held {
 pub struct SessionState {
     /// Calls, tasks and contexts, and where their data came from.
     pub graph: Graph,
-    /// Units left per grant.
-    pub ledger: Ledger,
+    /// Units left per grant. Shared with the policy's initial ledger (and
+    /// every other new session) until the session takes its first unit.
+    pub ledger: Arc<Ledger>,
     /// The ledger's hash tree: a unit taken or returned rehashes one block
     /// and its ancestors, not every grant. Shared with the policy's initial
     /// tree until the first unit is taken (a new session hashes nothing).
@@ -191,10 +192,14 @@ impl SessionState {
     pub fn new(policy: &Policy) -> SessionState {
         let ledger = Ledger::initial(policy);
         let tree = Arc::new(LedgerTree::new(&ledger));
-        SessionState::with_ledger(policy, ledger, tree)
+        SessionState::with_ledger(policy, Arc::new(ledger), tree)
     }
 
-    fn with_ledger(policy: &Policy, ledger: Ledger, ledger_tree: Arc<LedgerTree>) -> SessionState {
+    fn with_ledger(
+        policy: &Policy,
+        ledger: Arc<Ledger>,
+        ledger_tree: Arc<LedgerTree>,
+    ) -> SessionState {
         let mut graph = Graph::default();
         graph.push_node(Node {
             kind: NodeKind::Context,
@@ -265,6 +270,8 @@ pub struct CompiledPolicy {
     /// The hash tree of the initial ledger, shared by new sessions until
     /// they take their first unit.
     initial_tree: Arc<LedgerTree>,
+    /// The initial ledger, shared likewise.
+    initial_ledger: Arc<Ledger>,
 }
 
 impl CompiledPolicy {
@@ -274,12 +281,14 @@ impl CompiledPolicy {
         validate(&policy)?;
         let hash = content_hash(&policy)?;
         let index = Index::new(&policy);
-        let initial_tree = Arc::new(LedgerTree::new(&Ledger::initial(&policy)));
+        let initial_ledger = Arc::new(Ledger::initial(&policy));
+        let initial_tree = Arc::new(LedgerTree::new(&initial_ledger));
         Ok(CompiledPolicy {
             policy: Arc::new(policy),
             index: Arc::new(index),
             hash,
             initial_tree,
+            initial_ledger,
         })
     }
 
@@ -294,13 +303,14 @@ impl CompiledPolicy {
             options,
             state: SessionState::with_ledger(
                 &self.policy,
-                Ledger::initial(&self.policy),
+                Arc::clone(&self.initial_ledger),
                 Arc::clone(&self.initial_tree),
             ),
             policy: Arc::clone(&self.policy),
             index: Arc::clone(&self.index),
             policy_hash: self.hash,
             initial_tree: Arc::clone(&self.initial_tree),
+            initial_ledger: Arc::clone(&self.initial_ledger),
         }
     }
 
@@ -323,6 +333,7 @@ pub struct Session {
     index: Arc<Index>,
     policy_hash: Hash,
     initial_tree: Arc<LedgerTree>,
+    initial_ledger: Arc<Ledger>,
     options: SessionOptions,
     state: SessionState,
 }
@@ -477,6 +488,7 @@ impl Session {
             index: Arc::clone(&self.index),
             hash: self.policy_hash,
             initial_tree: Arc::clone(&self.initial_tree),
+            initial_ledger: Arc::clone(&self.initial_ledger),
         }
     }
 

@@ -805,7 +805,7 @@ mod tests {
             };
             let want = short(policy, &want);
             assert_eq!(want, got, "reference and monitor on {e:?}");
-            assert_eq!(monitor.state().ledger, reference.ledger.ledger);
+            assert_eq!(*monitor.state().ledger, reference.ledger.ledger);
             out.push(want);
         }
         out
@@ -1058,9 +1058,10 @@ mod tests {
             tool("read", &[]),
             tool("ping", &[]),
             tool("send", &[("body", false)]),
+            tool("notify", &[("cc", true)]),
         ];
         p.tools[0].output = Label::new(1, crate::label::CategorySet::EMPTY, true);
-        for t in [1, 2] {
+        for t in [1, 2, 3] {
             p.tools[t].sinks = vec![SinkUse {
                 sink: 0,
                 params: None,
@@ -1085,6 +1086,11 @@ mod tests {
                 call("p1", 3, "ping", json!({})),
                 call("s1", 4, "send", json!({"body": "x"})),
                 json!({"kind": "call", "id": "s2", "time": 5, "tool": "send", "args": {"body": "x"}, "lineage": {"body": ["p0"]}}),
+                // Only an absent optional argument: no data, so the context.
+                call("n1", 6, "notify", json!({})),
+                // A null argument with lineage carries its sources' label.
+                json!({"kind": "call", "id": "n2", "time": 6, "tool": "notify", "args": {"cc": null}, "lineage": {"cc": ["p0"]}}),
+                call("n3", 6, "notify", json!({"cc": "x"})),
             ],
         );
         assert_eq!(
@@ -1095,7 +1101,10 @@ mod tests {
                 "applied",
                 "DENY no-secrets-out",
                 "DENY no-secrets-out",
-                "ALLOW g2"
+                "ALLOW g2",
+                "DENY no-secrets-out",
+                "ALLOW g3",
+                "DENY no-secrets-out",
             ]
         );
     }
