@@ -45,6 +45,8 @@ pub mod bench;
 pub mod bench_embed;
 #[cfg(feature = "cli")]
 pub mod bench_scale;
+#[cfg(feature = "cli")]
+pub mod certify;
 pub mod guard;
 #[cfg(feature = "cli")]
 pub mod render;

@@ -140,6 +140,26 @@ enum Command {
         #[command(subcommand)]
         which: BenchKind,
     },
+    /// Does NEW preserve every workflow OLD admits? Exit 0 certified, 2 not
+    /// preserved, 3 unknown (docs/certify.md). `--emit-lean` is not built yet.
+    Certify {
+        /// The deployed policy (`.agr`, or compiled `.json`/`.cbor`).
+        old: PathBuf,
+        /// The revision.
+        new: PathBuf,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Write the certificate here (CBOR if the name ends in `.cbor`, else JSON).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-check a certificate written by `certify --out` (exit 0 when it holds).
+    CheckCert {
+        old: PathBuf,
+        new: PathBuf,
+        cert: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -150,6 +170,15 @@ enum Format {
 
 #[derive(Subcommand)]
 enum BenchKind {
+    /// The certify corpus (tests/certify-corpus): the summary object last.
+    Certify {
+        /// One JSON object per revision, then the summary.
+        #[arg(long)]
+        json: bool,
+        /// The corpus directory (with `ground-truth.json`).
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+    },
     /// A synthetic monitor workload (p50/p95/p99 ns per authorize).
     Monitor {
         /// One JSON object with the figures (the same keys for every workload).
@@ -260,6 +289,29 @@ fn main() -> ExitCode {
                     events,
                 },
         } => bench_scale(json, full, one.as_deref(), events),
+        Command::Certify {
+            old,
+            new,
+            json,
+            out,
+        } => certify_cmd(&old, &new, json, out.as_deref()),
+        Command::CheckCert { old, new, cert } => agenra::certify::run_check_cert(&old, &new, &cert)
+            .map(|line| print!("{line}"))
+            .map_err(|e| {
+                eprintln!("agenra: error: {}", e.trim_end());
+                Failed(1)
+            }),
+        Command::Bench {
+            which: BenchKind::Certify { json, corpus },
+        } => {
+            let dir = corpus.unwrap_or_else(agenra::certify::default_corpus);
+            agenra::certify::run_bench(&dir, json)
+                .map(|(text, _)| print!("{text}"))
+                .map_err(|e| {
+                    eprintln!("agenra: error: {}", e.trim_end());
+                    Failed(1)
+                })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -661,4 +713,21 @@ fn bench_monitor(workload: bench::Workload, json: bool, samples: usize) -> Resul
         );
     }
     Ok(())
+}
+
+fn certify_cmd(old: &Path, new: &Path, json: bool, out: Option<&Path>) -> Result<(), Failed> {
+    match agenra::certify::run_certify(old, new, json, out) {
+        Ok((text, 0)) => {
+            print!("{text}");
+            Ok(())
+        }
+        Ok((text, code)) => {
+            print!("{text}");
+            Err(Failed(code))
+        }
+        Err(e) => {
+            eprintln!("agenra: error: {}", e.trim_end());
+            Err(Failed(1))
+        }
+    }
 }

@@ -1,0 +1,402 @@
+//! Certify policy revisions (DESIGN §4, issue #11): does NEW preserve every
+//! workflow OLD admits, and what does NEW admit that OLD did not?
+//!
+//! * `structure`: which non-grant parts differ (each is `unknown`);
+//! * `classes`: the finite abstraction of calls, with witnesses;
+//! * `recognise`: by-construction classes, under their side conditions;
+//! * `product`: one step of OLD and NEW on abstract states;
+//! * `simulation`: the reachable pairs (the relation R) or a shortest
+//!   lost workflow;
+//! * `certificate` / `check`: the certificate and its tiny checker;
+//! * `replay`: concrete events, confirmed through both real monitors.
+//!
+//! A wrong "certified" is the worst bug this crate can have: whenever a
+//! condition cannot be established the verdict is `unknown`, naming it.
+
+pub mod certificate;
+pub mod check;
+pub mod classes;
+pub mod product;
+pub mod recognise;
+pub mod replay;
+pub mod simulation;
+pub mod structure;
+
+use agenra_core::event::Event;
+use agenra_core::Policy;
+use certificate::{policy_hash, Certificate, Proof, FORMAT};
+use product::{Ctx, Flags};
+use serde::Serialize;
+use simulation::Outcome;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Certified,
+    NotPreserved,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Certified => "certified",
+            Verdict::NotPreserved => "not-preserved",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// The answer to both questions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub verdict: Verdict,
+    /// How it was certified (or how the lost workflow was found).
+    pub method: Option<String>,
+    pub old_hash: String,
+    pub new_hash: String,
+    /// Events OLD admits and NEW loses at the last one (not-preserved).
+    pub lost_workflow: Option<Vec<Event>>,
+    pub confirmed_by_replay: Option<bool>,
+    /// A workflow NEW admits and OLD does not (its last event), confirmed
+    /// through both monitors; `null` when there is none or none was found.
+    pub safety_delta: Option<Vec<Event>>,
+    /// What could not be checked (for `unknown`), or notes.
+    pub reasons: Vec<String>,
+    #[serde(skip)]
+    pub certificate: Option<Certificate>,
+}
+
+/// The reason given when the abstraction loses a workflow that no replay
+/// confirms: it over-approximates OLD's workflows.
+pub const NOT_CONFIRMED: &str = "the abstraction loses a workflow that no replay confirmed: it may need a rule to pause a call or deny an approval, or one value both in and out of a discovered set (the abstraction lets values of one string cell carry different memberships)";
+
+/// The rule flags of a policy (OLD's; they are NEW's when only grants differ).
+pub fn flags_of(p: &Policy) -> Flags {
+    Flags {
+        rule_pauses: structure::has_pause_rules(p),
+        approval_denials: structure::has_deny_rules(p),
+        history_rules: structure::has_history_rules(p),
+        rules_read_sets: structure::rules_read_sets(p),
+    }
+}
+
+/// The flags of the confirmable part of the abstraction: no rule-induced
+/// pauses or approval denials (which a replay cannot produce on demand).
+fn ledger_only() -> Flags {
+    Flags {
+        rule_pauses: false,
+        approval_denials: false,
+        history_rules: false,
+        rules_read_sets: false,
+    }
+}
+
+/// Whether two policies are the same up to their names.
+pub fn same_policy(old: &Policy, new: &Policy) -> bool {
+    let mut renamed = new.clone();
+    renamed.name = old.name.clone();
+    *old == renamed
+}
+
+/// A shortest confirmed workflow that `a` admits and `b` loses, searched
+/// in the ledger-only abstraction, then by short probes through both
+/// monitors (rule changes).
+fn confirmed_loss(a: &Policy, b: &Policy) -> Option<Vec<Event>> {
+    confirmed_loss_within(a, b, simulation::MAX_STATES)
+}
+
+/// The safety delta is a best effort: a smaller search.
+const DELTA_STATES: usize = 20_000;
+
+fn confirmed_loss_within(a: &Policy, b: &Policy, max_states: usize) -> Option<Vec<Event>> {
+    if !structure::ledger_compatible(a, b) {
+        return None;
+    }
+    let classes = classes::enumerate(a, b).ok()?;
+    let flags = ledger_only();
+    for tools in classes::components(a, b, &classes) {
+        let sub = classes::restrict(&classes, &tools);
+        let ctx = Ctx {
+            old: a,
+            new: b,
+            classes: &sub,
+            flags: &flags,
+        };
+        if let Outcome::Lost { events, .. } = simulation::explore_bounded(&ctx, max_states) {
+            if let Ok(concrete) = replay::concretize(&ctx, &events) {
+                if replay::confirm(a, b, &concrete).is_ok() {
+                    return Some(concrete);
+                }
+                // Obligations may need facts first: establish each once.
+                let mut warm = warm_up(a, &classes);
+                warm.extend(concrete);
+                if replay::confirm(a, b, &warm).is_ok() {
+                    return Some(warm);
+                }
+            }
+        }
+    }
+    let witnesses = classes::enumerate_witnesses(a, b).ok()?;
+    probe(a, b, &witnesses)
+}
+
+/// One succeeded call of each tool that establishes a fact (its first
+/// class that OLD serves), so that obligations are met.
+fn warm_up(a: &Policy, classes: &classes::Classes) -> Vec<Event> {
+    let flags = ledger_only();
+    let ctx = Ctx {
+        old: a,
+        new: a,
+        classes,
+        flags: &flags,
+    };
+    let mut out = Vec::new();
+    for (tool, t) in a.tools.iter().enumerate() {
+        if t.facts.is_empty() {
+            continue;
+        }
+        let Some(i) = classes
+            .classes
+            .iter()
+            .position(|c| c.tool == tool && c.region == 0 && !c.old.is_empty() && c.types == 0)
+        else {
+            continue;
+        };
+        if let Ok(mut w) = replay::concretize(
+            &ctx,
+            &[product::Event::Call {
+                class: i,
+                rule_pause: false,
+            }],
+        ) {
+            if let Some(Event::Call(mut c)) = w.pop() {
+                c.id = format!("w{}", out.len() + 1);
+                out.push(Event::Result(agenra_core::event::Report {
+                    session: None,
+                    call: c.id.clone(),
+                    time: None,
+                    status: agenra_core::event::Outcome::Succeeded,
+                    output: serde_json::Value::Null,
+                    discovered: vec![],
+                }));
+                let result = out.pop();
+                out.push(Event::Call(c));
+                out.extend(result);
+            }
+        }
+    }
+    out
+}
+
+/// Short concrete workflows (one call; a call, its success, another call)
+/// over the class witnesses: catches rules that NEW adds or tightens.
+fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event>> {
+    let flags = ledger_only();
+    let ctx = Ctx {
+        old: a,
+        new: b,
+        classes,
+        flags: &flags,
+    };
+    let n = classes.classes.len().min(60);
+    let one = |i: usize| {
+        replay::concretize(
+            &ctx,
+            &[product::Event::Call {
+                class: i,
+                rule_pause: false,
+            }],
+        )
+        .ok()
+    };
+    for i in 0..n {
+        let Some(w) = one(i) else { continue };
+        if replay::confirm(a, b, &w).is_ok() {
+            return Some(w);
+        }
+    }
+    for i in 0..n {
+        for j in 0..n {
+            let (Some(mut w), Some(second)) = (one(i), one(j)) else {
+                continue;
+            };
+            let Some(Event::Call(first)) = w.first().cloned() else {
+                continue;
+            };
+            w.push(Event::Result(agenra_core::event::Report {
+                session: None,
+                call: first.id.clone(),
+                time: None,
+                status: agenra_core::event::Outcome::Succeeded,
+                output: serde_json::Value::Null,
+                discovered: vec![],
+            }));
+            if let Some(Event::Call(mut c)) = second.first().cloned() {
+                c.id = "c2".into();
+                c.time = c.time.max(first.time);
+                w.push(Event::Call(c));
+                if replay::confirm(a, b, &w).is_ok() {
+                    return Some(w);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Certifies that NEW preserves every workflow OLD admits, and reports the
+/// safety delta.
+pub fn certify(old: &Policy, new: &Policy) -> Report {
+    let mut report = Report {
+        verdict: Verdict::Unknown,
+        method: None,
+        old_hash: policy_hash(old),
+        new_hash: policy_hash(new),
+        lost_workflow: None,
+        confirmed_by_replay: None,
+        safety_delta: None,
+        reasons: Vec::new(),
+        certificate: None,
+    };
+    if same_policy(old, new) {
+        report.verdict = Verdict::Certified;
+        report.method = Some("identical policies".into());
+        report.certificate = Some(Certificate {
+            format: FORMAT.into(),
+            old_hash: report.old_hash.clone(),
+            new_hash: report.new_hash.clone(),
+            proof: Proof::Identical,
+        });
+        return report;
+    }
+    preservation(old, new, &mut report);
+    report.safety_delta = confirmed_loss_within(new, old, DELTA_STATES);
+    report
+}
+
+fn preservation(old: &Policy, new: &Policy, report: &mut Report) {
+    let differences = structure::differences(old, new);
+    let lost = |report: &mut Report, events: Vec<Event>, method: &str| {
+        report.verdict = Verdict::NotPreserved;
+        report.method = Some(method.into());
+        report.lost_workflow = Some(events);
+        report.confirmed_by_replay = Some(true);
+    };
+    if !differences.is_empty() {
+        // Only a confirmed lost workflow can answer here.
+        if let Some(events) = confirmed_loss(old, new) {
+            lost(
+                report,
+                events,
+                "lost workflow replayed through both monitors",
+            );
+            report.reasons = differences;
+        } else {
+            report.reasons = differences;
+        }
+        return;
+    }
+    let classes = match classes::enumerate(old, new) {
+        Ok(c) => c,
+        Err(e) => {
+            report.reasons.push(e.to_string());
+            return;
+        }
+    };
+    let mut notes = Vec::new();
+    match recognise::recognise(old, new, &classes) {
+        Ok(construction) => {
+            report.verdict = Verdict::Certified;
+            report.method = Some(construction.method());
+            report.certificate = Some(Certificate {
+                format: FORMAT.into(),
+                old_hash: report.old_hash.clone(),
+                new_hash: report.new_hash.clone(),
+                proof: Proof::Construction {
+                    classes,
+                    construction,
+                },
+            });
+            return;
+        }
+        Err(why) => notes.push(format!("not by construction: {why}")),
+    }
+    let flags = flags_of(old);
+    let mut parts = Vec::new();
+    for tools in classes::components(old, new, &classes) {
+        let sub = classes::restrict(&classes, &tools);
+        let ctx = Ctx {
+            old,
+            new,
+            classes: &sub,
+            flags: &flags,
+        };
+        match simulation::explore(&ctx) {
+            Outcome::Closed { states, unknown } if unknown.is_empty() => {
+                parts.push(certificate::Component {
+                    tools,
+                    relation: states,
+                });
+            }
+            Outcome::Closed { unknown, .. } => {
+                // A confirmed loss elsewhere in the abstraction still decides.
+                if let Some(events) = confirmed_loss(old, new) {
+                    lost(
+                        report,
+                        events,
+                        "lost workflow replayed through both monitors",
+                    );
+                    report.reasons = unknown;
+                    return;
+                }
+                report.reasons.extend(unknown)
+            }
+            Outcome::TooLarge => report.reasons.push(format!(
+                "the checked simulation of tools {} exceeds {} state pairs ({})",
+                tool_names(old, &tools),
+                simulation::MAX_STATES,
+                notes.join("; ")
+            )),
+            Outcome::Lost { .. } => {
+                match confirmed_loss(old, new) {
+                    Some(events) => lost(report, events, "checked simulation: lost workflow"),
+                    None => report.reasons.push(NOT_CONFIRMED.into()),
+                }
+                return;
+            }
+        }
+    }
+    if report.reasons.is_empty() {
+        report.verdict = Verdict::Certified;
+        report.method = Some("checked simulation".into());
+        report.reasons = notes;
+        report.certificate = Some(Certificate {
+            format: FORMAT.into(),
+            old_hash: report.old_hash.clone(),
+            new_hash: report.new_hash.clone(),
+            proof: Proof::Simulation {
+                classes,
+                flags,
+                components: parts,
+            },
+        });
+    }
+}
+
+fn tool_names(p: &Policy, tools: &[usize]) -> String {
+    tools
+        .iter()
+        .map(|&t| format!("`{}`", p.tools[t].name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Re-checks a certificate (`agenra check-cert`).
+pub fn check_certificate(
+    old: &Policy,
+    new: &Policy,
+    cert: &Certificate,
+) -> Result<(), check::CheckError> {
+    check::check(old, new, cert)
+}

@@ -1,0 +1,137 @@
+//! `agenra certify`, `agenra check-cert` and `agenra bench certify` from
+//! the command line (docs/certify.md).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn agenra(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agenra"))
+        .args(args)
+        .output()
+        .expect("agenra runs")
+}
+
+fn corpus(file: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/certify-corpus")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+fn temp(name: &str) -> String {
+    std::env::temp_dir()
+        .join(format!("agenra-certify-{}-{name}", std::process::id()))
+        .display()
+        .to_string()
+}
+
+#[test]
+fn a_quota_increase_is_certified_and_its_certificate_checks() {
+    let (old, new) = (
+        corpus("coding-agent/base.agr"),
+        corpus("coding-agent/cd01-write-quota-realistic.agr"),
+    );
+    for ext in ["json", "cbor"] {
+        let cert = temp(&format!("cd01.{ext}"));
+        let out = agenra(&["certify", &old, &new, "--json", "--out", &cert]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["verdict"], "certified");
+        assert_eq!(v["method"], "by construction: quota increase");
+        assert!(v["lost_workflow"].is_null());
+        // Raising a quota permits more: the delta is a witness of that.
+        assert!(v["safety_delta"].is_array(), "{v}");
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        for k in [
+            "verdict",
+            "method",
+            "old_hash",
+            "new_hash",
+            "lost_workflow",
+            "confirmed_by_replay",
+            "safety_delta",
+        ] {
+            assert!(keys.contains(&k), "{k}");
+        }
+        let check = agenra(&["check-cert", &old, &new, &cert]);
+        assert_eq!(check.status.code(), Some(0), "{check:?}");
+        // The certificate is about these two policies only.
+        let other = corpus("coding-agent/cd13-push-feature-quota-up.agr");
+        assert_eq!(
+            agenra(&["check-cert", &old, &other, &cert]).status.code(),
+            Some(1)
+        );
+        let _ = std::fs::remove_file(&cert);
+    }
+}
+
+#[test]
+fn a_lost_workflow_is_reported_and_confirmed() {
+    let out = agenra(&[
+        "certify",
+        &corpus("payments/base.agr"),
+        &corpus("payments/pay09-known-before-small.agr"),
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"], "not-preserved");
+    assert_eq!(v["confirmed_by_replay"], true);
+    assert!(!v["lost_workflow"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_rule_change_is_unknown_and_named() {
+    let out = agenra(&[
+        "certify",
+        &corpus("coding-agent/base.agr"),
+        &corpus("coding-agent/cd10-secret-rule-dropped.agr"),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("unknown"), "{text}");
+    assert!(text.contains("no_push_after_secret"), "{text}");
+}
+
+#[test]
+fn a_tampered_certificate_is_rejected_without_panicking() {
+    let (old, new) = (
+        corpus("support-desk/base.agr"),
+        corpus("support-desk/tk06-close-first-down.agr"),
+    );
+    let cert = temp("tk06.json");
+    assert_eq!(
+        agenra(&["certify", &old, &new, "--out", &cert])
+            .status
+            .code(),
+        Some(0)
+    );
+    let text = std::fs::read_to_string(&cert).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // A held call naming a grant that does not exist.
+    let relation = v["proof"]["simulation"]["components"][0]["relation"]
+        .as_array_mut()
+        .unwrap();
+    let last = relation.last_mut().unwrap();
+    last["calls"] = serde_json::json!([[
+        {"old_paused": false, "new_paused": false,
+         "old": {"len": 1, "ids": [999, 0, 0, 0]},
+         "new": {"len": 1, "ids": [0, 0, 0, 0]}}, 1]]);
+    std::fs::write(&cert, v.to_string()).unwrap();
+    let out = agenra(&["check-cert", &old, &new, &cert]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let _ = std::fs::remove_file(&cert);
+}
+
+#[test]
+fn the_corpus_bench_ends_with_its_summary() {
+    let out = agenra(&["bench", "certify"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert!(last["total"].as_u64().unwrap() >= 51);
+    assert_eq!(last["non_preserving_certified"], 0);
+    assert!(last["seconds"].is_number());
+}
