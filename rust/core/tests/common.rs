@@ -394,7 +394,8 @@ pub enum Step {
         to: Vec<usize>,
         /// 0: absent, 1: null, 2: "3.50" as a string, 3: 1.5 as a number, 4: 7.
         amount: u8,
-        /// Per parameter (index into `PARAMS`): the calls it came from.
+        /// Per parameter (index into `PARAMS`; `PARAMS.len()`: every
+        /// parameter): the calls it came from.
         lineage: Vec<(usize, Vec<usize>)>,
         dt: u64,
     },
@@ -422,7 +423,7 @@ pub fn steps(agents: usize) -> impl Strategy<Value = Vec<Step>> {
     let step = prop_oneof![
         4 => (0usize..3, prop_oneof![3 => Just(0), 1 => 0..agents.max(1)], 0usize..TARGETS.len(), 0i64..6,
               proptest::collection::vec(0usize..TARGETS.len(), 0..3), 0u8..5,
-              proptest::collection::vec((0usize..4, proptest::collection::vec(0usize..32, 0..3)), 0..3),
+              proptest::collection::vec((0usize..=PARAMS.len(), proptest::collection::vec(0usize..32, 0..3)), 0..3),
               0u64..4)
             .prop_map(|(tool, agent, target, n, to, amount, lineage, dt)| Step::Call { tool, agent, target, n, to, amount, lineage, dt }),
         3 => (0usize..32, 0u8..3, proptest::collection::vec(0usize..TARGETS.len(), 0..2))
@@ -485,7 +486,14 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 for (param, sources) in lineage {
                     let ids: Vec<String> =
                         sources.iter().filter_map(|i| pick(&calls, *i)).collect();
-                    lin.insert(PARAMS[*param].to_string(), ids);
+                    // Lineage on every parameter: only absent ones read nothing.
+                    let params = match PARAMS.get(*param) {
+                        Some(p) => std::slice::from_ref(p),
+                        None => &PARAMS[..3],
+                    };
+                    for p in params {
+                        lin.insert(p.to_string(), ids.clone());
+                    }
                 }
                 let agent = policy
                     .agents
