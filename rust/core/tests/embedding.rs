@@ -248,6 +248,16 @@ fn handles_of_another_policy_are_refused() {
         .expect_err("foreign parameter");
     assert!(err.to_string().contains("parameter handle"), "{err}");
     assert_eq!(session.state().seq, 0, "errors leave the session unchanged");
+    assert_eq!(session.state().call_status("c1"), None);
+    session
+        .authorize(
+            TypedCall::new(read_a, "c2", 1).arg(a.param(read_a, "path").expect("param"), "x"),
+        )
+        .expect("decided");
+    assert_eq!(
+        session.state().call_status("c2"),
+        Some(agenra_core::graph::Status::Denied)
+    );
     assert!(a.param(read_a, "nope").is_err());
     assert_eq!(
         a.tool("nope").expect_err("unknown").to_string(),

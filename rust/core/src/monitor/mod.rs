@@ -244,6 +244,12 @@ impl SessionState {
         self.calls.get(id).copied()
     }
 
+    /// Where call `id` stands (paused, running, succeeded, ...), if the
+    /// session knows it.
+    pub fn call_status(&self, id: &str) -> Option<Status> {
+        self.graph.node(*self.calls.get(id)?).map(|n| n.status)
+    }
+
     /// Grants whose units call `id` holds (paused or running).
     pub fn held_grants(&self, id: &str) -> Option<&[GrantId]> {
         let node = self.calls.get(id)?;
