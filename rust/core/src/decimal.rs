@@ -21,11 +21,15 @@ pub struct Decimal {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a text or number is not an exact decimal.
 pub enum DecimalError {
+    /// Not of the form `-?digits[.digits]`.
     #[error("not a decimal number (expected digits with an optional `-` and `.`)")]
     Syntax,
+    /// More than 20 significant digits (leading and trailing zeros aside).
     #[error("more than {MAX_DIGITS} significant digits")]
     TooManyDigits,
+    /// More than 18 digits after the point (trailing zeros do not count).
     #[error("more than {MAX_SCALE} digits after the point")]
     TooManyDecimals,
 }

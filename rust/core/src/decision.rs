@@ -12,13 +12,20 @@ use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
+/// The answer to a call: ALLOW (run it), DENY (do not), or PAUSE (ask a human first, then `approve`
+/// or `reject`; its units are reserved meanwhile).
 pub enum Verdict {
+    /// The call may run: it is admitted and its units are taken.
     Allow,
+    /// The call must not run. It consumes no authority; its node stays in the graph for audit.
     Deny,
+    /// A human must decide: the call's units are reserved until it is approved (and re-checked) or
+    /// rejected.
     Pause,
 }
 
 impl Verdict {
+    /// The verdict as printed and serialized: `ALLOW`, `DENY` or `PAUSE`.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "ALLOW",
@@ -31,22 +38,34 @@ impl Verdict {
 /// The rule or grant that decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rule {
+    /// `well-formed`: an unknown tool, agent, argument or lineage, or an ill-typed or missing
+    /// argument.
     WellFormed,
+    /// A scope on the calling agent's delegation chain excludes the tool (index into
+    /// [`Policy::scopes`]).
     Scope(usize),
     /// The scope the session's task opened.
     TaskScope,
+    /// A flow rule into a sink (index into [`Policy::flow_rules`]).
     Flow(usize),
+    /// A path rule or a count (`at most K`): index into [`Policy::path_rules`].
     Path(usize),
+    /// An obligation (`require F before T`): index into [`Policy::obligations`].
     Obligation(usize),
     /// A `deny call` / `pause call` rule.
     Call(usize),
     /// A flow rule into an agent (`-> agent NAME`).
     Receive(usize),
+    /// The grant that served the call (the caller's own for ALLOW), or the grant that needs
+    /// approval.
     Grant(GrantId),
+    /// `no-grant`: some agent on the delegation chain has no matching grant with quota left.
     NoGrant,
 }
 
 impl Rule {
+    /// The rule's name in `policy` (`well-formed`, `no-grant`, `task-scope`, or the name the policy
+    /// gives it); `?` for an index the policy does not have.
     pub fn name(&self, policy: &Policy) -> String {
         let get = |names: Option<&String>| names.cloned().unwrap_or_else(|| "?".into());
         match *self {
@@ -65,77 +84,121 @@ impl Rule {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a call was decided as it was, structured: rendered by [`reason_text`] only when read.
 pub enum Reason {
+    /// The call names a tool the policy does not declare.
     UnknownTool(String),
+    /// The call names an agent the policy does not declare.
     UnknownAgent(String),
+    /// A required parameter has no argument (or `null`).
     MissingArg {
+        /// The parameter's name.
         param: String,
     },
+    /// An argument (or lineage) names a parameter the tool does not have.
     UnknownArg {
+        /// The name as the call gave it.
         param: String,
     },
+    /// An argument does not have its parameter's declared type.
     IllTyped {
+        /// The parameter's name.
         param: String,
         /// The declared type, as written (`list<string>`).
         expected: String,
+        /// What the argument was instead (`string`, `element 2 is bool`, ...).
         got: String,
     },
+    /// An argument's lineage names a call or task the session does not know (or, in a compact
+    /// session, one older than the window).
     UnknownLineage {
+        /// The parameter whose lineage it is.
         param: String,
+        /// The unknown call or task id.
         call: String,
     },
+    /// A static scope on the delegation chain excludes the tool ([`Rule::Scope`] names it).
     OutOfScope {
+        /// The calling agent.
         agent: AgentId,
     },
     /// The task's scope forbids the call, or does not include it.
     OutOfTaskScope {
+        /// `true`: the scope forbids the call; `false`: its allow lists do not include it.
         forbidden: bool,
     },
+    /// A flow rule into a sink denies (or pauses) what reaches it.
     Flow {
+        /// The sink the label reaches (index into [`Policy::sinks`]).
         sink: SinkId,
+        /// The label that reaches the sink: the join of the bound arguments and the call's own
+        /// resource.
         label: Label,
         /// The call's own resource, when its label is what the rule matched.
         resource: Option<String>,
     },
     /// What the calling agent would receive is denied (or paused).
     Received {
+        /// The calling agent, which the rule protects.
         agent: AgentId,
+        /// What the call carries: its input label joined with its own resource's label.
         label: Label,
     },
     /// A `deny call` / `pause call` rule's condition holds.
     CallForbidden,
+    /// The call would complete the sequence of a path rule ([`Decision::path`] lists the earlier
+    /// calls).
     PathCompleted,
+    /// The call would be one more than a count rule allows.
     CountExceeded {
+        /// The most admitted calls the rule allows (`at most K`).
         max: u64,
     },
+    /// The call needs a fact that was not established (since the last `since` call).
     ObligationUnmet {
+        /// The fact required (index into [`Policy::facts`]).
         fact: FactId,
+        /// Whether the obligation has a `since` clause, i.e. the fact had to follow the last such
+        /// call.
         since: bool,
     },
+    /// An agent on the delegation chain has no grant that covers the call with quota left.
     NoGrant {
+        /// The first agent on the chain (caller first) that lacks a grant.
         agent: AgentId,
+        /// A grant that matched the call but had no quota left, if one did.
         exhausted: Option<GrantId>,
     },
+    /// Allowed: every agent on the delegation chain has a grant with quota left.
     Granted {
+        /// The calling agent.
         agent: AgentId,
         /// Units of the grant left after this call (`None`: unlimited).
         left: Option<u64>,
     },
+    /// Paused: a grant that serves the call requires a human approval.
     NeedsApproval {
+        /// The grant that requires approval.
         grant: GrantId,
     },
+    /// A paused call was approved, re-checked at approval time and admitted.
     Approved,
     /// A paused call's re-check at approval time denied it.
     RecheckFailed(Box<Reason>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The monitor's answer to a call (`authorize`, `approve`, or `check`), with what it rests on.
 pub struct Decision {
+    /// ALLOW, DENY or PAUSE.
     pub verdict: Verdict,
+    /// The rule or grant that decided (for ALLOW, the caller's own grant).
     pub rule: Rule,
+    /// Why, structured: [`Decision::reason_text`] renders it.
     pub reason: Reason,
     /// The call's node in the session graph.
     pub node: NodeId,
+    /// The call's tool (`None` when the call names an unknown tool).
     pub tool: Option<ToolId>,
     /// The violation: for a flow DENY, node ids from the labeled source to
     /// the sink; for a path rule or obligation, the earlier calls that make
@@ -146,6 +209,7 @@ pub struct Decision {
     pub grants: Vec<GrantId>,
     /// Units returned (an approval whose re-check denies).
     pub refunded: Vec<GrantId>,
+    /// The hash of every grant's remaining count after this step (see `docs/semantics.md`).
     pub ledger_hash: Hash,
 }
 
@@ -160,6 +224,8 @@ fn agent_name(policy: &Policy, a: AgentId) -> &str {
     policy.agents.get(a).map_or("?", |a| a.name.as_str())
 }
 
+/// `reason` as a sentence a person can read, naming the rule, the tool and the policy's names for
+/// sinks, labels, agents and grants.
 pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<ToolId>) -> String {
     let tool_name = tool
         .and_then(|t| policy.tools.get(t))
@@ -284,21 +350,29 @@ pub enum Note {
     Failed,
     /// An unknown outcome: its units stay spent, its output counts as read.
     Unknown,
+    /// The call succeeded: its output label was merged into the context.
     Succeeded,
     /// `new` resources were added to discovered set `set`.
     Discovered {
+        /// The discovered set (index into [`Policy::sets`]).
         set: SetId,
+        /// How many of the reported resources were not yet in the set.
         new: usize,
     },
+    /// The result established this fact (its output tests held).
     FactSeen(FactId),
     /// A paused call was rejected: its reserved units came back.
     Rejected,
+    /// A task was recorded (its id): a trusted node in the graph.
     TaskRecorded(String),
     /// `new` values a task seeded into set `set`.
     Seeded {
+        /// The seeded set (index into [`Policy::sets`]).
         set: SetId,
+        /// How many of the task's values were not yet in the set.
         new: usize,
     },
+    /// The task opened a scope: it is now the session's task scope.
     ScopeOpened,
 }
 
@@ -325,12 +399,15 @@ impl Note {
 /// The effect of a result, approval or rejection.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
+    /// The node of the call (or, for a task, of the task).
     pub node: NodeId,
     /// The grant that admitted the call (the caller's own).
     pub rule: Option<Rule>,
     /// What happened, in order.
     pub notes: Vec<Note>,
+    /// Grants whose units came back (a failed call, a rejection).
     pub refunded: Vec<GrantId>,
+    /// The ledger hash after the event.
     pub ledger_hash: Hash,
 }
 
@@ -339,7 +416,9 @@ pub struct Applied {
 pub struct Stop {
     /// `Deny` or `Pause`.
     pub verdict: Verdict,
+    /// The rule that stops the call.
     pub rule: Rule,
+    /// Why, as in [`Decision::reason`].
     pub reason: Reason,
     /// As in [`Decision::path`].
     pub path: Vec<NodeId>,
@@ -385,7 +464,9 @@ impl Applied {
 /// What one step returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StepOutput {
+    /// The answer to a call or an approval.
     Decision(Decision),
+    /// The effect of a result, rejection or task.
     Applied(Applied),
 }
 
@@ -393,24 +474,57 @@ pub enum StepOutput {
 /// denied): the session is left unchanged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StepError {
+    /// A call reuses the id of an earlier call of the session.
     #[error("call id `{0}` is already used in this session")]
     DuplicateCall(String),
+    /// An approval, rejection or result names a call the session does not know.
     #[error("unknown call `{0}`")]
     UnknownCall(String),
+    /// The call is not in a state that can take the event (e.g. approving a call that is not
+    /// paused).
     #[error("call `{call}` is {status}, so it cannot take {event}")]
     WrongState {
+        /// The call's id.
         call: String,
+        /// The state it is in (`denied`, `running`, ...).
         status: &'static str,
+        /// The event it cannot take (`an approval`, `a result`, ...).
         event: &'static str,
     },
+    /// The event's time is before the previous event's: time never goes backwards.
     #[error("time {time} is before the previous event's time {last}")]
-    TimeWentBackwards { time: u64, last: u64 },
+    TimeWentBackwards {
+        /// The event's time.
+        time: u64,
+        /// The previous event's time.
+        last: u64,
+    },
+    /// The graph already holds 2^32 nodes.
     #[error("the session graph is full (2^32 nodes)")]
     GraphFull,
+    /// A typed call uses a handle resolved against another policy, or a parameter handle of another
+    /// tool.
     #[error("call `{call}` uses a {handle} handle of another policy or tool")]
-    ForeignHandle { call: String, handle: &'static str },
+    ForeignHandle {
+        /// The call's id.
+        call: String,
+        /// The kind of handle: `tool`, `parameter` or `agent`.
+        handle: &'static str,
+    },
+    /// A task seeds a set the policy does not declare.
     #[error("task `{task}` seeds unknown set `{set}`")]
-    UnknownSet { task: String, set: String },
+    UnknownSet {
+        /// The task's id.
+        task: String,
+        /// The set's name, as the task gave it.
+        set: String,
+    },
+    /// A task seeds a set that the policy does not declare seedable (`task seeds SET;`).
     #[error("task `{task}` seeds set `{set}`, which the policy does not let tasks seed (add `task seeds {set};`)")]
-    NotSeedable { task: String, set: String },
+    NotSeedable {
+        /// The task's id.
+        task: String,
+        /// The set's name.
+        set: String,
+    },
 }

@@ -21,7 +21,10 @@ pub struct Call {
     /// The calling agent (default: `main`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// The tool's name, as the policy declares it.
     pub tool: String,
+    /// Arguments by parameter name. Every required parameter must be present with its declared
+    /// type; an optional one may be absent or `null`.
     #[serde(default, deserialize_with = "crate::strict::object")]
     pub args: serde_json::Map<String, serde_json::Value>,
     /// Observed lineage: for each argument, the calls whose outputs it came
@@ -44,6 +47,7 @@ pub struct Call {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+/// How a call that ran ended, as its result reports it.
 pub enum Outcome {
     /// The call ran; its output is labeled and what it discovered is added.
     Succeeded,
@@ -62,9 +66,12 @@ pub struct Report {
     /// Each session has its own graph and ledger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The id of the call this is the result of.
     pub call: String,
+    /// Seconds (default: the previous event's time); never less than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u64>,
+    /// How the call ended: decides whether its units come back and its output is read.
     pub status: Outcome,
     /// The tool's output, for `fact ... when output.FIELD ...` tests.
     #[serde(
@@ -86,7 +93,9 @@ pub struct Resolve {
     /// Each session has its own graph and ledger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// The id of the paused call.
     pub call: String,
+    /// Seconds (default: the previous event's time); never less than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u64>,
 }
@@ -102,6 +111,7 @@ pub struct Task {
     /// Unique within the session, in the same namespace as call ids: lineage
     /// may name the task.
     pub id: String,
+    /// Seconds (default: the previous event's time); never less than it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u64>,
     /// What the user asked, verbatim.
@@ -164,15 +174,23 @@ impl TaskScope {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+/// One event of a session, tagged by `kind` in JSON (`call`, `result`, `approve`, `reject`,
+/// `task`).
 pub enum Event {
+    /// An agent asks to call a tool: the monitor decides.
     Call(Call),
+    /// An admitted call's result.
     Result(Report),
+    /// A human approves a paused call: it is re-checked, then admitted or denied.
     Approve(Resolve),
+    /// A human rejects a paused call: its reserved units come back.
     Reject(Resolve),
+    /// The user's request.
     Task(Task),
 }
 
 impl Event {
+    /// The session the event names (`None`: the implicit session).
     pub fn session(&self) -> Option<&str> {
         match self {
             Event::Call(c) => c.session.as_deref(),
@@ -182,6 +200,7 @@ impl Event {
         }
     }
 
+    /// The event's `kind` tag, as in JSON.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Call(_) => "call",

@@ -21,6 +21,7 @@ pub const MAX_CATEGORIES: usize = 64;
 pub struct CategorySet(pub u64);
 
 impl CategorySet {
+    /// No categories.
     pub const EMPTY: CategorySet = CategorySet(0);
 
     /// The set holding only category `index` (`index < MAX_CATEGORIES`).
@@ -28,26 +29,33 @@ impl CategorySet {
         debug_assert!(index < MAX_CATEGORIES);
         CategorySet(1u64 << (index % MAX_CATEGORIES))
     }
+    /// The set of the given category indexes (each `< MAX_CATEGORIES`).
     pub fn from_indexes(indexes: impl IntoIterator<Item = usize>) -> CategorySet {
         indexes.into_iter().fold(CategorySet::EMPTY, |acc, i| {
             acc.union(CategorySet::single(i))
         })
     }
+    /// `self ∪ other`.
     pub fn union(self, other: CategorySet) -> CategorySet {
         CategorySet(self.0 | other.0)
     }
+    /// `self ∩ other`.
     pub fn intersection(self, other: CategorySet) -> CategorySet {
         CategorySet(self.0 & other.0)
     }
+    /// `self \ other`: what a sanitizer leaves when it removes `other`.
     pub fn minus(self, other: CategorySet) -> CategorySet {
         CategorySet(self.0 & !other.0)
     }
+    /// `self ⊆ other`.
     pub fn is_subset(self, other: CategorySet) -> bool {
         self.0 & !other.0 == 0
     }
+    /// Whether the set holds no category.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+    /// Whether category `index` is in the set (`false` for indexes out of range).
     pub fn contains(self, index: usize) -> bool {
         index < MAX_CATEGORIES && self.0 & (1u64 << index) != 0
     }
@@ -61,8 +69,12 @@ impl CategorySet {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Label {
+    /// Index into the policy's `levels` (0: lowest).
     pub sensitivity: Level,
+    /// Categories (indexes into the policy's `categories`) the data carries.
     pub categories: CategorySet,
+    /// Whether the data is trusted. Untrusted is higher: a join is trusted only when both sides
+    /// are.
     pub trusted: bool,
 }
 
@@ -80,6 +92,7 @@ impl Label {
         trusted: true,
     };
 
+    /// The label ⟨`sensitivity`, `categories`, `trusted`⟩.
     pub fn new(sensitivity: Level, categories: CategorySet, trusted: bool) -> Label {
         Label {
             sensitivity,
@@ -127,6 +140,7 @@ impl LabelPattern {
         untrusted: false,
     };
 
+    /// Whether `label` satisfies every part of the pattern (an empty pattern matches everything).
     pub fn matches(&self, label: &Label) -> bool {
         self.min_sensitivity.is_none_or(|m| label.sensitivity >= m)
             && (self.any_category.is_empty()
@@ -142,6 +156,7 @@ impl LabelPattern {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Sanitizer {
+    /// The name the policy declares it under.
     pub name: String,
     /// Categories the sanitizer removes.
     pub removes: CategorySet,
@@ -152,6 +167,8 @@ pub struct Sanitizer {
 }
 
 impl Sanitizer {
+    /// The label of what comes out when data labeled `label` goes through the sanitizer: categories
+    /// removed, sensitivity capped, trust vouched for.
     pub fn apply(&self, label: &Label) -> Label {
         Label {
             sensitivity: self

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 /// Remaining quota per grant, indexed like `Policy::grants`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
+    /// What is left of each grant, at the grant's index.
     pub remaining: Vec<Quota>,
 }
 
@@ -18,6 +19,7 @@ impl Ledger {
         }
     }
 
+    /// Whether grant `g` has a unit left (always, when unlimited; never, for an unknown index).
     pub fn has_quota(&self, g: GrantId) -> bool {
         self.remaining.get(g).is_some_and(|q| q.is_available())
     }
@@ -96,6 +98,7 @@ pub struct LedgerTree {
 }
 
 impl LedgerTree {
+    /// The tree of `ledger`, hashed from scratch.
     pub fn new(ledger: &Ledger) -> LedgerTree {
         let n = ledger.remaining.len();
         let mut tree = LedgerTree {
@@ -124,6 +127,7 @@ impl LedgerTree {
         tree
     }
 
+    /// The ledger hash, as [`Ledger::hash`] computes it.
     pub fn root(&self) -> Hash {
         self.root
     }

@@ -8,13 +8,18 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A pattern over resource names (`"a.txt"`, `prefix "src/"`, `glob "*.env"` in a policy).
 pub enum Pattern {
+    /// Matches this name only.
     Exact(String),
+    /// Matches every name that starts with this string.
     Prefix(String),
+    /// Matches by glob: `*` any run of characters, `?` one character.
     Glob(String),
 }
 
 impl Pattern {
+    /// Whether the pattern matches the resource name `text`.
     pub fn matches(&self, text: &str) -> bool {
         match self {
             Pattern::Exact(s) => s == text,

@@ -19,13 +19,18 @@ pub use crate::decimal::Decimal;
 /// it, or optional: see `policy::Param`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ParamType {
+    /// `string`.
     Str,
+    /// `int`: a 64-bit signed integer.
     Int,
+    /// `bool`.
     Bool,
+    /// `decimal`: exact fixed point, never a binary float.
     Decimal,
 }
 
 impl ParamType {
+    /// The type's name in the policy language (`string`, `int`, `bool`, `decimal`).
     pub fn name(self) -> &'static str {
         match self {
             ParamType::Str => "string",
@@ -41,6 +46,7 @@ impl ParamType {
         self == operand || (self.is_numeric() && operand.is_numeric())
     }
 
+    /// Whether it is `int` or `decimal`: the types that compare by value with `<`, `<=`, `>`, `>=`.
     pub fn is_numeric(self) -> bool {
         matches!(self, ParamType::Int | ParamType::Decimal)
     }
@@ -55,9 +61,13 @@ impl fmt::Display for ParamType {
 /// An argument value.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Value {
+    /// A string.
     Str(String),
+    /// An integer.
     Int(i64),
+    /// A boolean.
     Bool(bool),
+    /// An exact decimal; equal to an integer of the same value.
     Decimal(Decimal),
     /// A list of scalars of one type.
     List(Vec<Value>),
@@ -140,6 +150,7 @@ impl Value {
         }
     }
 
+    /// The text of a string value (`None` for any other value).
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -293,19 +304,29 @@ pub enum ArgOp {
     Eq(Value),
     /// `!= V`: the value has V's type and differs; `!= null`: present.
     Ne(Value),
+    /// `in [V, ...]`: equal to one of the values.
     In(Vec<Value>),
+    /// `not in [V, ...]`: a value of the operands' type, equal to none of them.
     NotIn(Vec<Value>),
+    /// `starts_with S` on a string.
     Prefix(String),
+    /// `ends_with S` on a string.
     Suffix(String),
+    /// `matches PATTERN` on a string (exact, prefix or glob).
     Matches(Pattern),
     /// A string contains the substring; a list contains the element.
     Contains(Value),
+    /// `< N`, on an integer or decimal.
     Lt(Decimal),
+    /// `<= N`, on an integer or decimal.
     Le(Decimal),
+    /// `> N`, on an integer or decimal.
     Gt(Decimal),
+    /// `>= N`, on an integer or decimal.
     Ge(Decimal),
     /// Membership in a discovered-resource set (grown by results at run time).
     InSet(SetId),
+    /// A string not in a discovered-resource set (true for an unknown set).
     NotInSet(SetId),
 }
 
@@ -418,14 +439,19 @@ impl Quant {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum Cond<P> {
+    /// A test on one argument.
     Test {
+        /// The parameter tested (an index or a name, see [`Cond`]).
         param: P,
+        /// How the test applies to a list argument (default: every element).
         #[serde(default, skip_serializing_if = "Quant::is_all")]
         quant: Quant,
+        /// The test.
         op: ArgOp,
     },
     /// The calling agent is one of these.
     Agent(Vec<AgentId>),
+    /// The condition does not hold (plain two-valued negation).
     Not(Box<Cond<P>>),
     /// All hold (true when empty).
     And(Vec<Cond<P>>),
@@ -439,7 +465,9 @@ pub type ArgCond = Cond<usize>;
 pub type NamedCond = Cond<String>;
 
 impl<P> Cond<P> {
+    /// The condition that always holds (an empty `And`).
     pub const TRUE: Cond<P> = Cond::And(Vec::new());
+    /// The condition that never holds (an empty `Or`).
     pub const FALSE: Cond<P> = Cond::Or(Vec::new());
 
     /// Every argument test in the condition, in order.

@@ -6,41 +6,58 @@ use crate::span::Span;
 use agenra_core::{Pattern, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A name as written: an identifier, possibly dotted (`fs.read`).
 pub struct Ident {
+    /// The name.
     pub name: String,
+    /// Where it is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A string literal.
 pub struct StrLit {
+    /// The string, escapes resolved.
     pub value: String,
+    /// Where it is written, quotes included.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// An integer literal (quotas, times, counts).
 pub struct IntLit {
+    /// The integer.
     pub value: i64,
+    /// Where it is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A value in a test: a string, integer, decimal, `true`, `false` or `null`.
 pub struct ValueLit {
+    /// The value.
     pub value: Value,
+    /// Where it is written.
     pub span: Span,
     /// A decimal as written (`98.70`), for the formatter.
     pub text: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A resource pattern: `"exact"`, `prefix "..."` or `glob "..."`.
 pub struct PatternLit {
+    /// The pattern.
     pub pattern: Pattern,
+    /// Where it is written, keyword included.
     pub span: Span,
 }
 
 /// A `//` comment; `text` follows the `//`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Comment {
+    /// What follows `//`, without trailing whitespace.
     pub text: String,
+    /// Where it is written.
     pub span: Span,
     /// A blank line precedes the comment.
     pub blank_before: bool,
@@ -58,29 +75,40 @@ pub struct Trivia {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A whole policy file.
 pub struct File {
+    /// The statements, in source order.
     pub stmts: Vec<Stmt>,
     /// Comments after the last statement.
     pub trailing_comments: Vec<Comment>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One statement, with its comments.
 pub struct Stmt {
+    /// What the statement says.
     pub kind: StmtKind,
+    /// From its first token to its `;` (or the `}` of a tool body).
     pub span: Span,
+    /// Its comments and blank lines, for the formatter.
     pub trivia: Trivia,
 }
 
 /// The name lists `categories`, `sinks`, `sets` and `facts`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeclKind {
+    /// `categories` (or `category`): data categories labels carry.
     Categories,
+    /// `sinks` (or `sink`): where data may leave (network, e-mail, ...).
     Sinks,
+    /// `sets` (or `set`): discovered-resource sets that results and tasks grow.
     Sets,
+    /// `facts` (or `fact`): facts that results establish, for obligations.
     Facts,
 }
 
 impl DeclKind {
+    /// The plural keyword, as `agenra fmt` prints it.
     pub fn keyword(self) -> &'static str {
         match self {
             DeclKind::Categories => "categories",
@@ -92,42 +120,71 @@ impl DeclKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of statement.
 pub enum StmtKind {
+    /// `policy "NAME";`: the policy's name.
     Policy(StrLit),
+    /// `levels a < b < ...;`: the sensitivity levels, lowest first.
     Levels(Vec<Ident>),
+    /// `categories`, `sinks`, `sets` or `facts`, with the names it declares.
     Decl {
+        /// Which list.
         kind: DeclKind,
+        /// The names declared.
         names: Vec<Ident>,
     },
+    /// `label NAME = LABEL;`: a named label.
     Label {
+        /// The name defined.
         name: Ident,
+        /// What it stands for (a literal or another name).
         label: LabelExpr,
     },
+    /// `tool NAME(PARAMS) [{ ... }]`.
     Tool(ToolDecl),
+    /// `resource PATTERN label LABEL;`: the label of the resources the pattern matches.
     Resource {
+        /// The resources labeled.
         pattern: PatternLit,
+        /// Their label.
         label: LabelExpr,
     },
+    /// `sanitizer NAME CLAUSES;`: a trusted sanitizer specification.
     Sanitizer {
+        /// The sanitizer's name.
         name: Ident,
+        /// What it does to labels, in source order.
         clauses: Vec<SanitizerClause>,
     },
+    /// `scope NAME: TOOLPAT, ...;`: the tools an agent confined to it may call.
     Scope {
+        /// The scope's name.
         name: Ident,
+        /// The tools it includes (names or globs).
         tools: Vec<ToolPat>,
     },
+    /// `agent NAME from PARENT [scope S] [own context];`: a delegate.
     Agent {
+        /// The agent's name.
         name: Ident,
+        /// Its delegator (`from`).
         parent: Ident,
+        /// The scope it is confined to, if any.
         scope: Option<Ident>,
         /// `own context`.
         own_context: bool,
     },
+    /// `grant NAME: TOOL CLAUSES;`.
     Grant(GrantDecl),
+    /// `deny|pause|allow flow ...`.
     Flow(FlowDecl),
+    /// `deny|pause path ...`.
     Path(PathDecl),
+    /// `deny|pause count ...`.
     Count(CountDecl),
+    /// `obligation NAME: require ...`.
     Obligation(ObligationDecl),
+    /// `deny|pause call ...`.
     CallRule(CallRuleDecl),
     /// `provenance by value;`
     ProvenanceByValue,
@@ -136,17 +193,25 @@ pub enum StmtKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A label: a literal `<LEVEL, {CATS}, trusted|untrusted>` or the name of a declared label.
 pub enum LabelExpr {
+    /// `<LEVEL, {CATS}, trusted|untrusted>`.
     Literal {
+        /// The sensitivity level.
         level: Ident,
+        /// The categories (possibly none).
         categories: Vec<Ident>,
+        /// `trusted` rather than `untrusted`.
         trusted: bool,
+        /// From `<` to `>`.
         span: Span,
     },
+    /// A label declared with `label NAME = ...;`.
     Named(Ident),
 }
 
 impl LabelExpr {
+    /// Where the label is written.
     pub fn span(&self) -> Span {
         match self {
             LabelExpr::Literal { span, .. } => *span,
@@ -156,27 +221,38 @@ impl LabelExpr {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A label pattern (`LABELPAT`): `any`, or atoms joined by `and`, all of which must hold.
 pub enum LabelPatExpr {
+    /// `any`: every label matches.
     Any(Span),
+    /// Atoms joined by `and`, each kind at most once.
     Atoms(Vec<LabelAtom>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One atom of a label pattern.
 pub struct LabelAtom {
+    /// What it tests.
     pub kind: LabelAtomKind,
+    /// Where it is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of label-pattern atom: each is upward closed.
 pub enum LabelAtomKind {
+    /// `untrusted`: the label is untrusted.
     Untrusted,
+    /// `sensitivity >= LEVEL`.
     Sensitivity(Ident),
     /// `category c` or `category {a, b}`.
     Category(Vec<Ident>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A tool parameter: `name[?]: type` or `name[?]: list<type>`.
 pub struct ParamDecl {
+    /// The parameter's name, unique within its tool.
     pub name: Ident,
     /// `name?: ty`.
     pub optional: bool,
@@ -187,44 +263,63 @@ pub struct ParamDecl {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `tool NAME(PARAMS) [{ CLAUSES }]`: a tool's signature and what it does to labels.
 pub struct ToolDecl {
+    /// The tool's name (may be dotted: `fs.read`).
     pub name: Ident,
+    /// Its parameters, in order.
     pub params: Vec<ParamDecl>,
     /// `None` for `tool x();`.
     pub body: Option<ToolBody>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The `{ ... }` of a tool.
 pub struct ToolBody {
+    /// The clauses, in source order.
     pub clauses: Vec<ToolClause>,
     /// Comments after the last clause, before `}`.
     pub closing_comments: Vec<Comment>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One clause of a tool body, with its comments.
 pub struct ToolClause {
+    /// What the clause says.
     pub kind: ToolClauseKind,
+    /// From its keyword to its `;`.
     pub span: Span,
+    /// Its comments and blank lines, for the formatter.
     pub trivia: Trivia,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of tool-body clause.
 pub enum ToolClauseKind {
+    /// `resource PARAM;`: the argument that names the resource the call touches.
     Resource(Ident),
+    /// `output LABEL;`: the source label of the tool's output (default: bottom).
     Output(LabelExpr),
     /// `sink a, b [on PARAM, ...]`.
     Sinks {
+        /// The sinks the arguments flow into.
         sinks: Vec<Ident>,
+        /// The parameters bound to them (empty: every argument).
         on: Vec<Ident>,
     },
+    /// `sanitizer NAME;`: the declared sanitizer applied to the inputs' label.
     Sanitizer(Ident),
+    /// `fact F [when TEST];`: a succeeded result establishes `F` (if the output test holds).
     Fact {
+        /// The fact established.
         fact: Ident,
+        /// The test on the result's output (`None`: every succeeded result).
         when: Option<OutputTestExpr>,
     },
 }
 
 impl ToolClauseKind {
+    /// The clause's keyword, for messages (`sink` for `sinks`).
     pub fn keyword(&self) -> &'static str {
         match self {
             ToolClauseKind::Resource(_) => "resource",
@@ -239,9 +334,13 @@ impl ToolClauseKind {
 /// `[any|all] output[.a.b | "/json/pointer"] OP`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutputTestExpr {
+    /// `any` or `all`, when written (for an array in the output).
     pub quant: Option<Ident>,
+    /// Where in the output the test looks.
     pub path: OutputPath,
+    /// The test.
     pub op: PredOp,
+    /// From the quantifier (or `output`) to the end of the operand.
     pub span: Span,
 }
 
@@ -257,19 +356,27 @@ pub enum OutputPath {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One clause of a sanitizer statement; each span covers the clause.
 pub enum SanitizerClause {
+    /// `removes {CATS}`: categories removed from the label.
     Removes(Vec<Ident>, Span),
+    /// `max LEVEL`: the sensitivity is capped at this level.
     Max(Ident, Span),
+    /// `trusts`: the output is vouched for (trusted).
     Trusts(Span),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `TOOLPAT`: a declared tool's name or a glob over tool names.
 pub enum ToolPat {
+    /// A declared tool's name.
     Name(Ident),
+    /// A string: a glob over tool names (`"web.*"`).
     Glob(StrLit),
 }
 
 impl ToolPat {
+    /// Where the pattern is written.
     pub fn span(&self) -> Span {
         match self {
             ToolPat::Name(i) => i.span,
@@ -279,31 +386,46 @@ impl ToolPat {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `grant NAME: TOOL CLAUSES;`: consumable authority to call a tool.
 pub struct GrantDecl {
+    /// The grant's name.
     pub name: Ident,
+    /// The tool it covers.
     pub tool: Ident,
+    /// Its clauses, in source order (each kind at most once; `quota` required).
     pub clauses: Vec<GrantClause>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One clause of a grant.
 pub struct GrantClause {
+    /// What the clause says.
     pub kind: GrantClauseKind,
+    /// Where it is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of grant clause.
 pub enum GrantClauseKind {
+    /// `on PATTERN`: the resources the grant covers (the tool needs a resource parameter).
     On(PatternLit),
+    /// `where COND`: conditions on the arguments and the calling agent.
     Where(CondExpr),
     /// `None` is `quota unlimited`.
     Quota(Option<IntLit>),
+    /// `approval`: a call it serves PAUSEs for a human; the unit is reserved.
     Approval,
+    /// `expires T`: the grant matches no call at time `>= T` (seconds).
     Expires(IntLit),
+    /// `discovers SET`: resources its calls' results discover are added to `SET`.
     Discovers(Ident),
+    /// `agent A`: the agent the grant belongs to (default: `main`).
     Agent(Ident),
 }
 
 impl GrantClauseKind {
+    /// The clause's keyword, for messages.
     pub fn keyword(&self) -> &'static str {
         match self {
             GrantClauseKind::On(_) => "on",
@@ -322,8 +444,11 @@ impl GrantClauseKind {
 pub struct Pred {
     /// `any` or `all` before the parameter (lists).
     pub quant: Option<Ident>,
+    /// The parameter tested.
     pub param: Ident,
+    /// The test.
     pub op: PredOp,
+    /// From the quantifier (or the parameter) to the end of the operand.
     pub span: Span,
 }
 
@@ -331,22 +456,31 @@ pub struct Pred {
 /// Parentheses are kept (`Group`) so the formatter prints them as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CondExpr {
+    /// A test on an argument.
     Test(Pred),
     /// `agent == A`, `agent != A`, `agent in [A, ...]`, `agent not in [...]`.
     Agent {
+        /// `!=` or `not in`.
         negated: bool,
         /// `in [...]` rather than `==`/`!=`.
         list: bool,
+        /// The agents named.
         agents: Vec<Ident>,
+        /// From `agent` to the last agent named (or `]`).
         span: Span,
     },
+    /// `!COND`; the span starts at `!`.
     Not(Box<CondExpr>, Span),
+    /// `a and b and ...` (at least two operands).
     And(Vec<CondExpr>),
+    /// `a or b or ...` (at least two operands).
     Or(Vec<CondExpr>),
+    /// `(COND)`, kept so the formatter prints the parentheses; the span covers them.
     Group(Box<CondExpr>, Span),
 }
 
 impl CondExpr {
+    /// Where the condition is written.
     pub fn span(&self) -> Span {
         match self {
             CondExpr::Test(p) => p.span,
@@ -362,21 +496,35 @@ impl CondExpr {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A test operator with its operand (`OP` in the grammar).
 pub enum PredOp {
+    /// `== VALUE` (`== null`: an absent optional argument).
     Eq(ValueLit),
+    /// `!= VALUE` (`!= null`: a present optional argument).
     Ne(ValueLit),
+    /// `in [VALUE, ...]`.
     InList(Vec<ValueLit>),
+    /// `not in [VALUE, ...]`.
     NotInList(Vec<ValueLit>),
+    /// `in SET`: membership in a discovered-resource set.
     InSet(Ident),
+    /// `not in SET`.
     NotInSet(Ident),
+    /// `starts_with STRING`.
     StartsWith(StrLit),
+    /// `ends_with STRING`.
     EndsWith(StrLit),
+    /// `matches PATTERN`.
     Matches(PatternLit),
+    /// `contains VALUE`: a substring of a string, or an element of a list.
     Contains(ValueLit),
     /// Numeric bounds: an integer or a decimal.
     Lt(ValueLit),
+    /// `<= NUMBER`.
     Le(ValueLit),
+    /// `> NUMBER`.
     Gt(ValueLit),
+    /// `>= NUMBER`.
     Ge(ValueLit),
 }
 
@@ -401,39 +549,55 @@ impl PredOp {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// What a flow rule does, with its label pattern or ceiling.
 pub enum FlowEffectExpr {
+    /// `deny flow N: LABELPAT -> ...`: deny a flow whose label matches.
     Deny(LabelPatExpr),
+    /// `pause flow N: LABELPAT -> ...`: ask a human about a flow whose label matches.
     Pause(LabelPatExpr),
     /// `up to LABEL`.
     Allow(LabelExpr),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A flow rule: `deny|pause|allow flow NAME: ... -> SINK [when COND];`.
 pub struct FlowDecl {
+    /// The rule's name.
     pub name: Ident,
+    /// Deny, pause or allow, with the pattern or ceiling.
     pub effect: FlowEffectExpr,
     /// The sink, or with `to_agent` the agent (`-> agent NAME`).
     pub sink: Ident,
+    /// `-> agent NAME`: the rule judges what that agent receives, not a sink.
     pub to_agent: bool,
+    /// `when COND`: the rule applies only when it holds.
     pub when: Option<CondExpr>,
 }
 
 /// `deny call NAME: TOOL when COND;` (or `pause call`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallRuleDecl {
+    /// `deny` or `pause`.
     pub effect: RuleEffectKw,
+    /// The rule's name.
     pub name: Ident,
+    /// The tool whose calls it judges.
     pub tool: Ident,
+    /// The condition on the arguments (and the calling agent) that stops the call.
     pub when: CondExpr,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The effect of a call rule, path rule or count.
 pub enum RuleEffectKw {
+    /// `deny`: the call is denied.
     Deny,
+    /// `pause`: the call PAUSEs for a human (it still needs a grant).
     Pause,
 }
 
 impl RuleEffectKw {
+    /// `deny` or `pause`, as written.
     pub fn keyword(self) -> &'static str {
         match self {
             RuleEffectKw::Deny => "deny",
@@ -443,50 +607,78 @@ impl RuleEffectKw {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `deny|pause path NAME: STEP -> STEP ... [reset on STEP];`: a forbidden sequence of admitted
+/// calls.
 pub struct PathDecl {
+    /// `deny` or `pause`.
     pub effect: RuleEffectKw,
+    /// The rule's name.
     pub name: Ident,
     /// At least two.
     pub steps: Vec<StepExpr>,
+    /// `reset on STEP`: an admitted call matching it starts the sequence afresh.
     pub reset: Option<StepExpr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `deny|pause count NAME: at most N STEP [reset on STEP];`.
 pub struct CountDecl {
+    /// `deny` or `pause`.
     pub effect: RuleEffectKw,
+    /// The rule's name.
     pub name: Ident,
+    /// `at most N`: the call that would be number `N + 1` is stopped.
     pub max: IntLit,
+    /// The calls counted.
     pub step: StepExpr,
+    /// `reset on STEP`: an admitted call matching it sets the count back to zero.
     pub reset: Option<StepExpr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A step of a path rule or count: atoms joined by `and`, all of which a call must match.
 pub struct StepExpr {
+    /// The atoms, each kind at most once; a `where` comes last.
     pub atoms: Vec<StepAtom>,
+    /// Where the step is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// One atom of a step.
 pub struct StepAtom {
+    /// What it tests.
     pub kind: StepAtomKind,
+    /// Where it is written.
     pub span: Span,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of step atom (`SATOM`).
 pub enum StepAtomKind {
+    /// `any`: every call.
     Any,
+    /// `call TOOLPAT`: a call of a matching tool.
     Call(ToolPat),
+    /// `to SINK`: a call of a tool that reaches the sink.
     To(Ident),
+    /// `reads(LABELPAT)`: a call whose output label matches.
     Reads(LabelPatExpr),
     /// `where COND` on the call's arguments (last in a step).
     Where(CondExpr),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `obligation NAME: require FACT [since TOOLPAT] before TOOLPAT [else pause];`.
 pub struct ObligationDecl {
+    /// The obligation's name.
     pub name: Ident,
+    /// The fact required.
     pub fact: Ident,
+    /// `since TOOLPAT`: the fact must be established after the last admitted call matching it
+    /// (`None`: ever).
     pub since: Option<ToolPat>,
+    /// The calls that need the fact.
     pub before: ToolPat,
     /// `else pause`: the effect is PAUSE rather than DENY.
     pub else_pause: bool,

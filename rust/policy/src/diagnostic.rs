@@ -4,8 +4,11 @@ use crate::span::Span;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// How bad a diagnostic is.
 pub enum Severity {
+    /// The policy is rejected.
     Error,
+    /// The policy compiles, but probably does not mean what was intended.
     Warning,
 }
 
@@ -19,13 +22,18 @@ impl fmt::Display for Severity {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// An error or warning at a place in the source.
 pub struct Diagnostic {
+    /// Error or warning.
     pub severity: Severity,
+    /// What is wrong, in one line (e.g. ``unknown tool `fs.wrte` (did you mean `fs.write`?)``).
     pub message: String,
+    /// The offending token or construct.
     pub span: Span,
 }
 
 impl Diagnostic {
+    /// An error at `span`.
     pub fn error(span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
@@ -34,6 +42,7 @@ impl Diagnostic {
         }
     }
 
+    /// A warning at `span`.
     pub fn warning(span: Span, message: impl Into<String>) -> Diagnostic {
         Diagnostic {
             severity: Severity::Warning,
@@ -101,6 +110,7 @@ pub struct Lines {
 }
 
 impl Lines {
+    /// The line starts of `source`.
     pub fn new(source: &str) -> Lines {
         let starts = std::iter::once(0)
             .chain(source.match_indices('\n').map(|(i, _)| i + 1))

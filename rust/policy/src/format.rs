@@ -9,6 +9,7 @@ use crate::ast::*;
 use crate::lexer::quote;
 use agenra_core::{Pattern, Value};
 
+/// `file` printed in canonical form, comments kept (see the module docs).
 pub fn format_file(file: &File) -> String {
     let mut w = Writer::default();
     for stmt in &file.stmts {

@@ -6,29 +6,50 @@ use crate::span::Span;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A punctuation token.
 pub enum Punct {
+    /// `;`
     Semi,
+    /// `:`
     Colon,
+    /// `,`
     Comma,
+    /// `(`
     LParen,
+    /// `)`
     RParen,
+    /// `{`
     LBrace,
+    /// `}`
     RBrace,
+    /// `[`
     LBracket,
+    /// `]`
     RBracket,
+    /// `<`
     Lt,
+    /// `>`
     Gt,
+    /// `<=`
     Le,
+    /// `>=`
     Ge,
+    /// `==`
     EqEq,
+    /// `!=`
     Ne,
+    /// `->`
     Arrow,
+    /// `=`
     Assign,
+    /// `!`
     Bang,
+    /// `?`
     Question,
 }
 
 impl Punct {
+    /// The punctuation as written.
     pub fn as_str(self) -> &'static str {
         match self {
             Punct::Semi => ";",
@@ -55,18 +76,22 @@ impl Punct {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The kinds of token.
 pub enum TokenKind {
     /// An identifier, possibly dotted (`fs.read`). Keywords are identifiers.
     Ident(String),
     /// A string literal, unescaped.
     Str(String),
+    /// An integer literal (fits in `i64`; a `-` directly before a digit is part of it).
     Int(i64),
     /// A decimal literal with a point (`98.70`), exact, and its text as
     /// written (the formatter keeps the trailing zeros).
     Decimal(agenra_core::Decimal, String),
+    /// Punctuation.
     Punct(Punct),
     /// A malformed token and what is wrong with it.
     Error(String),
+    /// The end of the source: the last token, always present.
     Eof,
 }
 
@@ -86,8 +111,11 @@ impl fmt::Display for TokenKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A token and where it is.
 pub struct Token {
+    /// What the token is.
     pub kind: TokenKind,
+    /// Where it is written.
     pub span: Span,
     /// A blank line separates this token from the previous token or comment.
     pub blank_before: bool,
@@ -96,8 +124,11 @@ pub struct Token {
 /// A `//` comment: `text` is what follows `//`, without trailing whitespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LexComment {
+    /// What follows `//`, without trailing whitespace.
     pub text: String,
+    /// From `//` to the end of the line (the newline excluded).
     pub span: Span,
+    /// A blank line separates it from the previous token or comment.
     pub blank_before: bool,
 }
 
@@ -119,10 +150,12 @@ pub fn quote(s: &str) -> String {
     out
 }
 
+/// Whether `c` may start an identifier: an ASCII letter or `_`.
 pub fn is_ident_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_'
 }
 
+/// Whether `c` may continue an identifier part: an ASCII letter, digit or `_`.
 pub fn is_ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }

@@ -21,13 +21,16 @@ use std::path::{Path, PathBuf};
 /// A compiled policy and the warnings about it.
 #[derive(Clone, Debug)]
 pub struct Compiled {
+    /// The compiled policy, validated: what the monitor runs.
     pub policy: agenra_core::Policy,
+    /// Warnings (shadowed grants, dead rules, ...), in source order; the policy compiled anyway.
     pub warnings: Vec<Diagnostic>,
 }
 
 /// A policy that does not parse or compile: its errors, in source order.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct PolicyError {
+    /// The errors (at most [`MAX_ERRORS`], then one saying how many more), in source order.
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -103,17 +106,24 @@ pub fn format(source: &str) -> Result<String, PolicyError> {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why [`load`] failed.
 pub enum LoadError {
+    /// The file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file does not parse or compile.
     #[error("{}", error.render(&path.display().to_string(), text))]
     Policy {
+        /// The file.
         path: PathBuf,
         /// The file's content, to render the diagnostics against.
         text: String,
+        /// The errors.
         #[source]
         error: PolicyError,
     },

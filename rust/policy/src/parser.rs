@@ -62,6 +62,8 @@ pub fn parse_file(src: &str) -> (File, Vec<Diagnostic>) {
 pub struct Parsed {
     /// The statements that parsed.
     pub file: File,
+    /// The syntax errors: the first of each broken statement (or tool-body clause), in source
+    /// order.
     pub errors: Vec<Diagnostic>,
     /// Identifiers in the statements that did not parse (the names they
     /// may have declared).

@@ -4,9 +4,13 @@
 /// and column (in characters) of `start`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Span {
+    /// Byte offset of the first byte.
     pub start: usize,
+    /// Byte offset just past the last byte.
     pub end: usize,
+    /// Line of `start`, from 1.
     pub line: u32,
+    /// Column of `start`, from 1, in characters.
     pub col: u32,
 }
 
