@@ -52,6 +52,8 @@ pub mod guard;
 pub mod render;
 #[cfg(feature = "cli")]
 pub mod replay;
+#[cfg(feature = "rig")]
+pub mod rig;
 pub mod sessions;
 #[cfg(feature = "cli")]
 pub mod stream;
