@@ -41,11 +41,14 @@ pub enum Guarded<T, E> {
     Rejected(Decision),
 }
 
+/// The approval callback: the paused decision and the session; true approves.
+type Approver<'a> = Box<dyn FnOnce(&Decision, &Session) -> bool + 'a>;
+
 /// Runs one tool call under a session's monitor.
 pub struct Guard<'s, 'c> {
     session: &'s mut Session,
     call: CallArg<'c>,
-    approve: Box<dyn FnOnce(&Decision) -> bool + 's>,
+    approve: Approver<'s>,
     errors_refund: bool,
 }
 
@@ -57,14 +60,15 @@ impl<'s, 'c> Guard<'s, 'c> {
         Guard {
             session,
             call: call.into(),
-            approve: Box::new(|_| false),
+            approve: Box::new(|_, _| false),
             errors_refund: false,
         }
     }
 
-    /// The approval callback: asked on a PAUSE (it sees the decision and
-    /// its reason), true to approve. An approved call is re-checked.
-    pub fn on_pause(mut self, approve: impl FnOnce(&Decision) -> bool + 's) -> Self {
+    /// The approval callback: asked on a PAUSE with the decision and the
+    /// session (`session.reason_text(d)` renders why), true to approve. An
+    /// approved call is re-checked.
+    pub fn on_pause(mut self, approve: impl FnOnce(&Decision, &Session) -> bool + 's) -> Self {
         self.approve = Box::new(approve);
         self
     }
@@ -82,69 +86,110 @@ impl<'s, 'c> Guard<'s, 'c> {
         self,
         tool: impl FnOnce() -> Result<T, E>,
     ) -> Result<Guarded<T, E>, StepError> {
-        let (session, id, refund) = match self.admit()? {
-            Admission::Go(session, id, refund) => (session, id, refund),
-            Admission::Stop(out) => return Ok(out.into()),
+        let session = &mut *self.session;
+        let ticket = match Self::decide(session, self.call, self.approve, self.errors_refund)? {
+            Admitted::Go(ticket) => ticket,
+            Admitted::Denied(d) => return Ok(Guarded::Denied(d)),
+            Admitted::Rejected(d) => return Ok(Guarded::Rejected(d)),
         };
         let result = tool();
-        report(session, id, &result, refund)?;
+        ticket.finish(session, &result)?;
         Ok(Guarded::Ran(result))
     }
 
-    /// [`Guard::run`] for an `async` tool; works with any executor.
+    /// [`Guard::run`] for an `async` tool; works with any executor. The
+    /// session stays borrowed while the tool runs: with a session shared
+    /// between tasks, use [`Guard::admit`] and [`Ticket::finish`] instead.
     pub async fn run_async<T: Serialize, E, F: Future<Output = Result<T, E>>>(
         self,
         tool: impl FnOnce() -> F,
     ) -> Result<Guarded<T, E>, StepError> {
-        let (session, id, refund) = match self.admit()? {
-            Admission::Go(session, id, refund) => (session, id, refund),
-            Admission::Stop(out) => return Ok(out.into()),
+        let session = &mut *self.session;
+        let ticket = match Self::decide(session, self.call, self.approve, self.errors_refund)? {
+            Admitted::Go(ticket) => ticket,
+            Admitted::Denied(d) => return Ok(Guarded::Denied(d)),
+            Admitted::Rejected(d) => return Ok(Guarded::Rejected(d)),
         };
         let result = tool().await;
-        report(session, id, &result, refund)?;
+        ticket.finish(session, &result)?;
         Ok(Guarded::Ran(result))
     }
 
-    /// Authorizes the call, asking the approval callback on a PAUSE.
-    fn admit(self) -> Result<Admission<'s>, StepError> {
-        let id = self.call.id().to_string();
-        let session = self.session;
-        let decision = session.authorize(self.call)?;
+    /// The first half of a guarded call, for sessions shared between tasks:
+    /// decides the call (asking the approval callback on a PAUSE) and
+    /// releases the session. Run the tool on [`Admitted::Go`], then report
+    /// with [`Ticket::finish`] (a ticket dropped unfinished leaves the call
+    /// running: report it, or its units stay held).
+    pub fn admit(self) -> Result<Admitted, StepError> {
+        Self::decide(self.session, self.call, self.approve, self.errors_refund)
+    }
+
+    fn decide(
+        session: &mut Session,
+        call: CallArg<'_>,
+        approve: Approver<'_>,
+        errors_refund: bool,
+    ) -> Result<Admitted, StepError> {
+        let id = call.id().to_string();
+        let decision = session.authorize(call)?;
+        let go = |id| {
+            Ok(Admitted::Go(Ticket {
+                call: id,
+                errors_refund,
+            }))
+        };
         match decision.verdict {
-            Verdict::Allow => Ok(Admission::Go(session, id, self.errors_refund)),
-            Verdict::Deny => Ok(Admission::Stop(Stopped::Denied(decision))),
+            Verdict::Allow => go(id),
+            Verdict::Deny => Ok(Admitted::Denied(decision)),
             Verdict::Pause => {
-                if !(self.approve)(&decision) {
+                if !approve(&decision, session) {
                     session.reject(&id)?;
-                    return Ok(Admission::Stop(Stopped::Rejected(decision)));
+                    return Ok(Admitted::Rejected(decision));
                 }
                 let approved = session.approve(&id)?;
                 if approved.verdict == Verdict::Allow {
-                    Ok(Admission::Go(session, id, self.errors_refund))
+                    go(id)
                 } else {
-                    Ok(Admission::Stop(Stopped::Denied(approved)))
+                    Ok(Admitted::Denied(approved))
                 }
             }
         }
     }
 }
 
-enum Admission<'s> {
-    Go(&'s mut Session, String, bool),
-    Stop(Stopped),
-}
-
-enum Stopped {
+/// What [`Guard::admit`] decided.
+#[derive(Debug)]
+pub enum Admitted {
+    /// Allowed (or approved and re-checked): run the tool, then finish the
+    /// ticket.
+    Go(Ticket),
+    /// Denied: do not run the tool.
     Denied(Decision),
+    /// Paused and rejected: do not run the tool.
     Rejected(Decision),
 }
 
-impl<T, E> From<Stopped> for Guarded<T, E> {
-    fn from(s: Stopped) -> Self {
-        match s {
-            Stopped::Denied(d) => Guarded::Denied(d),
-            Stopped::Rejected(d) => Guarded::Rejected(d),
-        }
+/// An admitted call whose result is still to be reported.
+#[derive(Debug)]
+#[must_use = "report the tool's result with `finish`, or the call stays running"]
+pub struct Ticket {
+    call: String,
+    errors_refund: bool,
+}
+
+impl Ticket {
+    /// The call's id.
+    pub fn call(&self) -> &str {
+        &self.call
+    }
+
+    /// Reports the tool's result to the session that admitted the call.
+    pub fn finish<T: Serialize, E>(
+        self,
+        session: &mut Session,
+        result: &Result<T, E>,
+    ) -> Result<(), StepError> {
+        report(session, self.call, result, self.errors_refund)
     }
 }
 

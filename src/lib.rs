@@ -70,7 +70,7 @@ pub use agenra_core::{
 };
 pub use agenra_policy as policy;
 pub use agenra_policy::{Diagnostic, PolicyError};
-pub use guard::{Guard, Guarded};
+pub use guard::{Admitted, Guard, Guarded, Ticket};
 pub use sessions::{SessionError, Sessions};
 
 /// A policy compiled from text, ready to decide, and what the compiler

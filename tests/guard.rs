@@ -1,7 +1,7 @@
 //! The guard around tool functions: the tool runs only when allowed, its
 //! result goes back to the session, a PAUSE goes to the approval callback.
 
-use agenra::{compile, CompiledPolicy, Guard, Guarded, TypedCall, Verdict};
+use agenra::{compile, Admitted, CompiledPolicy, Guard, Guarded, TypedCall, Verdict};
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::Quota;
 use std::future::Future;
@@ -121,9 +121,13 @@ fn a_pause_goes_to_the_approval_callback_sync_and_async() {
     let mut session = policy.session();
     let mut asked = 0;
     let out = Guard::new(&mut session, TypedCall::new(pay, "p1", 1).arg(amount, 10))
-        .on_pause(|d| {
+        .on_pause(|d, session| {
             asked += 1;
             assert_eq!(d.verdict, Verdict::Pause);
+            assert_eq!(
+                session.reason_text(d),
+                "grant `big` requires a human approval"
+            );
             false
         })
         .run(|| -> Result<(), String> { panic!("a rejected call must not run") })
@@ -138,7 +142,7 @@ fn a_pause_goes_to_the_approval_callback_sync_and_async() {
 
     let out = block_on(
         Guard::new(&mut session, TypedCall::new(pay, "p2", 2).arg(amount, 10))
-            .on_pause(|_| true)
+            .on_pause(|_, _| true)
             .run_async(|| async { Ok::<_, String>(serde_json::json!({"ok": true})) }),
     )
     .expect("decided");
@@ -146,5 +150,40 @@ fn a_pause_goes_to_the_approval_callback_sync_and_async() {
     assert_eq!(
         left(&session.state().ledger, &policy, "big"),
         Quota::Limited(0)
+    );
+}
+
+/// The two-step guard for shared sessions: admit (the session is released),
+/// run the tool elsewhere, then finish the ticket.
+#[test]
+fn admit_then_finish_releases_the_session_while_the_tool_runs() {
+    let policy = policy();
+    let send = policy.tool("email.send").expect("tool");
+    let to = policy.param(send, "to").expect("param");
+    let session = std::sync::Mutex::new(policy.session());
+    let call = TypedCall::new(send, "c1", 1).arg(to, "bob@corp.com");
+    let admitted = Guard::new(&mut session.lock().expect("lock"), call)
+        .admit()
+        .expect("decided");
+    let Admitted::Go(ticket) = admitted else {
+        panic!("allowed: {admitted:?}")
+    };
+    assert_eq!(ticket.call(), "c1");
+    // The tool runs without the lock; another call is decided meanwhile.
+    let other = TypedCall::new(send, "c2", 2).arg(to, "eve@evil.example");
+    let denied = Guard::new(&mut session.lock().expect("lock"), other)
+        .admit()
+        .expect("decided");
+    assert!(matches!(denied, Admitted::Denied(_)));
+    let result: Result<&str, String> = Ok("sent");
+    let mut s = session.lock().expect("lock");
+    assert_eq!(
+        s.state().call_status("c1"),
+        Some(agenra_core::graph::Status::Running)
+    );
+    ticket.finish(&mut s, &result).expect("reported");
+    assert_eq!(
+        s.state().call_status("c1"),
+        Some(agenra_core::graph::Status::Succeeded)
     );
 }
