@@ -190,10 +190,12 @@ impl Graph {
             .truncate(edges.saturating_sub(self.edge_base as usize));
     }
 
-    /// Forgets the nodes older than `keep_from` (a compact session): those
-    /// `pin` keeps move to `pinned` without their edges; every other one is
-    /// handed to `forget` with its incoming edges, in id order. Merges made
-    /// through forgotten edges go too (they only explain paths).
+    /// Forgets the nodes older than `keep_from` (a compact session), in id
+    /// order. Each is handed to `forget` with the edges stored after it (its
+    /// incoming edges, then later ones up to the next node, such as the merge
+    /// of its result into a context), which are dropped; those `pin` keeps
+    /// then move to `pinned`, without edges. Merges made through dropped
+    /// edges go too (they only explain paths).
     pub fn forget_before(
         &mut self,
         keep_from: u32,
@@ -212,10 +214,6 @@ impl Graph {
         for i in 0..cut {
             let id = NodeId(self.base + i as u32);
             let node = self.nodes[i];
-            if pin(id, &node) {
-                self.pinned.insert(id.0, node);
-                continue;
-            }
             let end = self
                 .nodes
                 .get(i + 1)
@@ -224,6 +222,9 @@ impl Graph {
                 ..end.saturating_sub(self.edge_base as usize);
             let edges = self.edges.get(range).unwrap_or(&[]);
             forget(id, &node, edges);
+            if pin(id, &node) {
+                self.pinned.insert(id.0, node);
+            }
         }
         self.nodes.drain(..cut);
         let drop_edges = edge_cut.saturating_sub(self.edge_base as usize);
@@ -724,7 +725,8 @@ mod tests {
         assert_eq!(merge_edges(&g), [0, 4]);
         // Forget n0..n2: the context is pinned, n1 and n2 go with the
         // edges appended after them.
-        assert_eq!(forget(&mut g, 3), [(1, vec![1]), (2, vec![1])]);
+        // Every node is handed over, the pinned context too (with its edges).
+        assert_eq!(forget(&mut g, 3), [(0, vec![]), (1, vec![1]), (2, vec![1])]);
         assert_eq!((g.base, g.edge_base), (3, 2));
         assert_eq!((g.len(), g.edge_count()), (6, 7));
         assert!(g.edge(1).is_none());

@@ -264,3 +264,103 @@ fn handles_of_another_policy_are_refused() {
         "the policy has no tool `nope`"
     );
 }
+
+/// A compact session hands every node to the audit sink with its edges, a
+/// kept one (a call still running) too, and again when it is released.
+#[test]
+fn compact_sessions_audit_kept_nodes_and_their_edges() {
+    use agenra_core::policy::{Grant, Param, Quota, Tool};
+    use agenra_core::{Label, ParamType};
+    use std::sync::Mutex;
+    let mut p = Policy::empty("audit");
+    p.tools.push(Tool {
+        name: "ping".into(),
+        params: vec![Param {
+            name: "x".into(),
+            ty: ParamType::Str,
+            list: false,
+            optional: false,
+        }],
+        resource: None,
+        sinks: vec![],
+        output: Label::BOTTOM,
+        sanitizer: None,
+        facts: vec![],
+    });
+    p.grants.push(Grant {
+        name: "g".into(),
+        agent: 0,
+        tool: 0,
+        resource: None,
+        args: vec![],
+        quota: Quota::Unlimited,
+        approval: false,
+        expires_at: None,
+        discovers: None,
+    });
+    let compiled = CompiledPolicy::new(p).expect("valid policy");
+    let ping = compiled.tool("ping").expect("tool");
+    let x = compiled.param(ping, "x").expect("param");
+    type Record = (Option<String>, u32, usize, bool);
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let sink = Arc::clone(&log);
+    let mut s = compiled.session_with(SessionOptions::compact(2).audit(move |f| {
+        sink.lock().expect("lock").push((
+            f.call.map(str::to_string),
+            f.node.0,
+            f.edges.len(),
+            f.kept,
+        ))
+    }));
+    let report = |s: &mut Session, id: &str| {
+        s.report(&agenra_core::Report {
+            session: None,
+            call: id.into(),
+            time: None,
+            status: agenra_core::event::Outcome::Succeeded,
+            output: serde_json::Value::Null,
+            discovered: vec![],
+        })
+        .expect("reported");
+    };
+    // c0 stays running while c1..c5 come and go.
+    for i in 0..6 {
+        let id = format!("c{i}");
+        let d = s
+            .authorize(TypedCall::new(ping, id.clone(), i).arg(x, "v"))
+            .expect("decided");
+        assert_eq!(d.verdict, Verdict::Allow);
+        if i > 0 {
+            report(&mut s, &id);
+        }
+    }
+    let kept: Vec<Record> = log
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|r| r.3 && r.0.is_some())
+        .cloned()
+        .collect();
+    assert_eq!(kept.len(), 1, "{:?}", log.lock().expect("lock"));
+    assert_eq!(kept[0].0.as_deref(), Some("c0"));
+    assert!(
+        kept[0].2 >= 1,
+        "c0's edge from the context reaches the sink"
+    );
+    // Released once it finishes, then reported again without edges.
+    report(&mut s, "c0");
+    for i in 6..12 {
+        let id = format!("c{i}");
+        s.authorize(TypedCall::new(ping, id.clone(), i).arg(x, "v"))
+            .expect("decided");
+        report(&mut s, &id);
+    }
+    let log = log.lock().expect("lock");
+    let released: Vec<&Record> = log
+        .iter()
+        .filter(|r| r.0.as_deref() == Some("c0") && !r.3)
+        .collect();
+    assert_eq!(released.len(), 1, "{log:?}");
+    assert_eq!(released[0].2, 0);
+    assert_eq!(s.state().call_status("c0"), None, "forgotten for good");
+}

@@ -363,7 +363,9 @@ pub struct Forgotten<'a> {
     pub node: NodeId,
     /// The node as it is now (status, label, time).
     pub data: &'a Node,
-    /// Its incoming edges (empty when it is reported a second time).
+    /// The edges stored after it: its incoming edges, then later ones up
+    /// to the next node (such as its result's merge into a context). Empty
+    /// when it is reported a second time.
     pub edges: &'a [crate::graph::Edge],
     /// Still needed (a paused or running call, a context, a task): kept
     /// without its edges, and reported again when it is released.

@@ -1059,9 +1059,10 @@ mod tests {
             tool("ping", &[]),
             tool("send", &[("body", false)]),
             tool("notify", &[("cc", true)]),
+            tool("mail", &[("body", false), ("cc", true)]),
         ];
         p.tools[0].output = Label::new(1, crate::label::CategorySet::EMPTY, true);
-        for t in [1, 2, 3] {
+        for t in [1, 2, 3, 4] {
             p.tools[t].sinks = vec![SinkUse {
                 sink: 0,
                 params: None,
@@ -1091,6 +1092,9 @@ mod tests {
                 // A null argument with lineage carries its sources' label.
                 json!({"kind": "call", "id": "n2", "time": 6, "tool": "notify", "args": {"cc": null}, "lineage": {"cc": ["p0"]}}),
                 call("n3", 6, "notify", json!({"cc": "x"})),
+                // An absent optional argument next to one with data adds nothing.
+                json!({"kind": "call", "id": "m1", "time": 6, "tool": "mail", "args": {"body": "x"}, "lineage": {"body": ["p0"]}}),
+                json!({"kind": "call", "id": "m2", "time": 6, "tool": "mail", "args": {"body": "x", "cc": null}, "lineage": {"body": ["p0"]}}),
             ],
         );
         assert_eq!(
@@ -1105,6 +1109,8 @@ mod tests {
                 "DENY no-secrets-out",
                 "ALLOW g3",
                 "DENY no-secrets-out",
+                "ALLOW g4",
+                "ALLOW g4",
             ]
         );
     }
