@@ -554,13 +554,13 @@ impl Session {
     /// Decides a call: ALLOW, DENY or PAUSE, and records it (an ALLOW or a
     /// PAUSE takes its units). Takes a JSON [`Call`](crate::event::Call) or a [`TypedCall`].
     pub fn authorize<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
-        let e = self.evaluate(call.into(), false)?;
+        let mut e = self.evaluate(call.into(), false)?;
         if e.verdict == Verdict::Deny {
             let decision = self.finish(e, None);
             self.compact_if_due();
             return Ok(decision);
         }
-        let Some(resolved) = e.resolved.clone() else {
+        let Some(resolved) = e.resolved.take() else {
             return Ok(self.finish(e, None));
         };
         self.consume(&e.grants);

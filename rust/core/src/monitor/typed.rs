@@ -18,7 +18,11 @@ struct Stamp(u64);
 
 impl Stamp {
     fn of(policy: &CompiledPolicy) -> Stamp {
-        let bytes = policy.hash.0;
+        Stamp::of_hash(policy.hash)
+    }
+
+    fn of_hash(hash: crate::hash::Hash) -> Stamp {
+        let bytes = hash.0;
         let mut first = [0u8; 8];
         first.copy_from_slice(&bytes[..8]);
         Stamp(u64::from_le_bytes(first))
@@ -253,7 +257,7 @@ impl CallArg<'_> {
     /// error, not a call to decide.
     pub(crate) fn foreign(&self, session: &Session) -> Option<StepError> {
         let c = self.typed()?;
-        let stamp = Stamp::of(&session.compiled());
+        let stamp = Stamp::of_hash(session.policy_hash());
         let what = if c.tool.stamp != stamp {
             Some("tool")
         } else {
