@@ -10,6 +10,9 @@
 use crate::label::Label;
 use serde::Serialize;
 
+/// A node's id in its session graph, printed as `n<id>`. Ids are handed out
+/// in order from 0 (the shared context) and never reused or changed, even
+/// when a compact session forgets old nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct NodeId(pub u32);
@@ -20,6 +23,9 @@ impl std::fmt::Display for NodeId {
     }
 }
 
+/// What a node stands for. For a call, set from its tool's declaration
+/// when the node is appended: a sink if the tool reaches one, else a source
+/// if its output can carry a label, else a plain tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
@@ -36,11 +42,18 @@ pub enum NodeKind {
     Task,
 }
 
+/// What an edge records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EdgeKind {
+    /// Data flows from `from` into `to`: lineage of an argument, the
+    /// context read by a call, or a result (or task) merged into a context.
+    /// The only kind a DENY's path follows.
     Data,
+    /// `from` is the call made just before `to`; for audit only.
     Control,
+    /// `from` is the delegator's latest call when the delegate made `to`;
+    /// for audit only.
     Parent,
 }
 
@@ -50,8 +63,14 @@ pub enum EdgeKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Trust {
+    /// Reported by the adapter or the event itself: lineage the call names,
+    /// a succeeded result or a task read into the context, control edges.
     Observed,
+    /// Assumed by the monitor's rules: the conservative edge from the
+    /// context, parent edges, the merge of a result whose outcome is
+    /// unknown.
     Policy,
+    /// Lineage the adapter guessed; recorded, never used to narrow a flow.
     Inferred,
     /// Provenance by value: the argument's value occurs in the source's
     /// text (the task, or a trusted output).
@@ -70,15 +89,25 @@ pub enum Evidence {
     Results,
 }
 
+/// Where a node stands: for a call, the state of its life cycle (decided,
+/// then possibly resolved by a human, then finished by a result).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// The call was denied (kept for the audit trail; nothing merged).
     Denied,
+    /// The call PAUSEd and awaits a human's approval or rejection.
     Paused,
+    /// The call was admitted (allowed, or paused and approved) and awaits
+    /// its result.
     Running,
+    /// A human rejected the paused call; its units were returned.
     Rejected,
+    /// The result succeeded; its output label merged into the context.
     Succeeded,
+    /// The result failed; its units were returned, nothing merged.
     Failed,
+    /// The outcome is unknown: units stay spent, the output label merged.
     Unknown,
     /// The context node.
     Context,
@@ -90,14 +119,22 @@ pub enum Status {
 /// node and for calls naming an unknown tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Node {
+    /// What the node stands for.
     pub kind: NodeKind,
+    /// Where a call is in its life cycle (or that the node is a context or
+    /// task).
     pub status: Status,
+    /// What the node's label rests on.
     pub evidence: Evidence,
+    /// The calling agent (an [`AgentId`](crate::policy::AgentId)); for an
+    /// agent's own context, its owner; 0 for the shared context and tasks.
     pub agent: u16,
+    /// The tool called, or [`NO_TOOL`].
     pub tool: u32,
     /// For calls: the label of what the call returns. For the context: the
     /// join of everything the agents have read.
     pub label: Label,
+    /// The time of the event that appended the node.
     pub time: u64,
     /// Index of the first edge appended after this node: a call node's
     /// incoming edges all come right after it (kept so explanations need
@@ -105,18 +142,28 @@ pub struct Node {
     pub first_edge: u32,
 }
 
+/// [`Node::tool`] of a node that is not a call of a known tool.
 pub const NO_TOOL: u32 = u32::MAX;
 
+/// A typed edge of the session graph, from an earlier node to a later one
+/// (or into a context). Edges are never removed, except by a compact
+/// session forgetting old nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Edge {
+    /// Where the data (or precedence, or delegation) comes from.
     pub from: NodeId,
+    /// The node it goes to.
     pub to: NodeId,
+    /// What the edge records.
     pub kind: EdgeKind,
+    /// How the edge is known; [`Trust::Inferred`] edges never narrow a flow.
     pub trust: Trust,
     /// The parameter the data flows into, or `NO_PARAM`.
     pub param: u16,
 }
 
+/// [`Edge::param`] of an edge that is not tied to one argument (control,
+/// parent and context edges, merges).
 pub const NO_PARAM: u16 = u16::MAX;
 
 /// One merge into a context node: the edge, where it came from, and the
@@ -124,8 +171,11 @@ pub const NO_PARAM: u16 = u16::MAX;
 /// increasing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Merge {
+    /// The absolute index of the merging edge.
     pub edge: u32,
+    /// The node merged (a call's result, or a task).
     pub from: NodeId,
+    /// The context's label right after the merge.
     pub joined: Label,
 }
 
@@ -135,6 +185,12 @@ pub struct Merge {
 /// is then the source: several reads together made the label).
 const MERGE_SCAN: usize = 64;
 
+/// A session's graph: its nodes, edges and the merge log of each context.
+///
+/// Appended to by the monitor, read for audit and to explain DENYs
+/// ([`Graph::explain_path`]). Nodes and edges are addressed by absolute id
+/// and index, which stay valid when a compact session forgets old ones
+/// (lookups of forgotten items return `None`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Graph {
     /// The nodes from `base` on (all of them, unless the session is
@@ -148,6 +204,7 @@ pub struct Graph {
     /// A compact session forgets old nodes: the id of `nodes[0]`, and the
     /// index of `edges[0]`. Ids and edge indexes never change.
     pub base: u32,
+    /// The absolute index of `edges[0]` (see `base`).
     pub edge_base: u32,
     /// Nodes older than `base` that are still needed (contexts, tasks,
     /// paused and running calls), without their edges.
@@ -155,6 +212,8 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Appends `node` and returns its id. Its incoming edges must be pushed
+    /// right after it, before the next node (`first_edge` is set here).
     pub fn push_node(&mut self, mut node: Node) -> NodeId {
         node.first_edge = self.edge_count() as u32;
         self.nodes.push(node);
@@ -243,6 +302,10 @@ impl Graph {
         self.pinned.retain(|&id, n| keep(NodeId(id), n));
     }
 
+    /// Appends an edge. A data edge into a context node is also logged as a
+    /// merge, with the context's label after it (the join of the merges so
+    /// far and `from`'s label); the context node's own label is not
+    /// changed here.
     pub fn push_edge(
         &mut self,
         from: NodeId,
@@ -274,6 +337,8 @@ impl Graph {
         });
     }
 
+    /// Node `id`, if it exists and was not forgotten (pinned nodes are
+    /// found too).
     pub fn node(&self, id: NodeId) -> Option<&Node> {
         match id.0.checked_sub(self.base) {
             Some(i) => self.nodes.get(i as usize),
@@ -281,6 +346,7 @@ impl Graph {
         }
     }
 
+    /// Node `id`, mutably (to update a call's status or a context's label).
     pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
         match id.0.checked_sub(self.base) {
             Some(i) => self.nodes.get_mut(i as usize),

@@ -8,10 +8,14 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::fmt;
 
+/// Why a value could not be serialized by [`to_cbor`], [`to_json`] or
+/// [`content_hash`].
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
+    /// The CBOR encoder failed; carries its message.
     #[error("cannot encode as CBOR: {0}")]
     Cbor(String),
+    /// The JSON encoder failed.
     #[error("cannot encode as JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -21,9 +25,12 @@ pub enum EncodeError {
 pub struct Hash(pub [u8; 32]);
 
 impl Hash {
+    /// The SHA-256 digest of `bytes`.
     pub fn of_bytes(bytes: &[u8]) -> Hash {
         Hash(Sha256::digest(bytes).into())
     }
+    /// The 64 lower-case hex digits of the digest, without the `sha256:`
+    /// prefix that [`Display`](fmt::Display) adds.
     pub fn hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -51,26 +58,39 @@ impl Serialize for Hash {
     }
 }
 
+/// The canonical CBOR bytes of `value`: equal values give equal bytes
+/// (see the module documentation), which is what [`content_hash`] hashes.
 pub fn to_cbor<T: Serialize>(value: &T) -> Result<Vec<u8>, EncodeError> {
     cbor4ii::serde::to_vec(Vec::new(), value).map_err(|e| EncodeError::Cbor(e.to_string()))
 }
 
+/// `value` as pretty-printed JSON, for people and tools that read JSON.
 pub fn to_json<T: Serialize>(value: &T) -> Result<String, EncodeError> {
     Ok(serde_json::to_string_pretty(value)?)
 }
 
+/// Why bytes or text could not be read back by [`from_cbor`] or
+/// [`from_json`].
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
+    /// The input is not valid CBOR for the expected type; carries the
+    /// decoder's message.
     #[error("invalid CBOR: {0}")]
     Cbor(String),
+    /// The input is not valid JSON for the expected type.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),
 }
 
+/// Reads a value from CBOR bytes. Decoding only checks the shape: a decoded
+/// [`Policy`](crate::policy::Policy) must still pass
+/// [`validate`](crate::validate::validate) before use.
 pub fn from_cbor<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
     cbor4ii::serde::from_slice(bytes).map_err(|e| DecodeError::Cbor(e.to_string()))
 }
 
+/// Reads a value from JSON text. As with [`from_cbor`], a decoded policy
+/// must still be validated before use.
 pub fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, DecodeError> {
     Ok(serde_json::from_str(text)?)
 }

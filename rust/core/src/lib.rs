@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Agenra core model: labels, patterns, grants, the ledger, the session
 //! graph and the monitor step. Pure data and logic: no I/O, no clock reads
 //! (time is an input of every event).

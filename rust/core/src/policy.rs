@@ -10,42 +10,67 @@ use crate::pattern::{glob_matches, Pattern};
 use crate::value::{ArgCond, ArgOp, NamedCond, ParamType, SetId};
 use serde::{Deserialize, Serialize};
 
+/// Index into [`Policy::tools`].
 pub type ToolId = usize;
+/// Index into [`Policy::sinks`].
 pub type SinkId = usize;
+/// Index into [`Policy::facts`].
 pub type FactId = usize;
+/// Index into [`Policy::agents`]; agent 0 is the root agent [`ROOT_AGENT`].
 pub type AgentId = usize;
+/// Index into [`Policy::scopes`].
 pub type ScopeId = usize;
+/// Index into [`Policy::grants`] (and into the ledger's remaining counts).
 pub type GrantId = usize;
+/// Index into [`Policy::sanitizers`].
 pub type SanitizerId = usize;
 
 /// The name of the root agent every policy has (agent 0).
 pub const ROOT_AGENT: &str = "main";
 
+/// A compiled policy: everything the monitor needs to decide calls.
+///
+/// Its parts refer to each other by index (the `*Id` aliases of this
+/// module), so a policy read from JSON or CBOR must pass
+/// [`validate`](crate::validate::validate) before use; the order of
+/// grants and rules is significant (the first match decides). Its content
+/// hash, carried by every decision, is the SHA-256 of its canonical CBOR.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
+    /// The policy's name (`policy "NAME";`, by default the file stem).
     pub name: String,
     /// Sensitivity levels, lowest first; a `Level` indexes this list.
     pub levels: Vec<String>,
     /// Declared categories; bit `i` of a `CategorySet` is `categories[i]`.
     pub categories: Vec<String>,
+    /// Declared sink names (`sinks network, email;`); a [`SinkId`] indexes
+    /// this list.
     pub sinks: Vec<String>,
     /// Discovered-resource sets, filled by results at run time.
     pub sets: Vec<String>,
     /// Facts that results establish (`Seen(fact)`).
     pub facts: Vec<String>,
+    /// The tools agents may call, with their parameters, sinks and source
+    /// rules; a call naming any other tool is denied as ill-formed.
     pub tools: Vec<Tool>,
     /// Labels of resources, joined into the output label of any call whose
     /// resource argument matches.
     pub resources: Vec<ResourceLabel>,
+    /// Declared sanitizer specifications, referenced by
+    /// [`Tool::sanitizer`].
     pub sanitizers: Vec<Sanitizer>,
     /// `agents[0]` is the root agent `main`; the others are delegates.
     pub agents: Vec<Agent>,
+    /// Declared scopes, referenced by [`Agent::scope`].
     pub scopes: Vec<Scope>,
     /// Ordered: an admitted call consumes the first matching grant with quota.
     pub grants: Vec<Grant>,
+    /// `deny|pause|allow flow` rules on sinks, in policy order.
     pub flow_rules: Vec<FlowRule>,
+    /// `deny|pause path` and `deny|pause count` rules, in policy order.
     pub path_rules: Vec<PathRule>,
+    /// `obligation` rules, in policy order.
     pub obligations: Vec<Obligation>,
     /// `deny call` / `pause call` rules.
     #[serde(default)]
@@ -63,9 +88,13 @@ pub struct Policy {
     pub task_seeds: Vec<SetId>,
 }
 
+/// A declared parameter of a tool (`name: ty`, `name?: list<ty>`). A call
+/// must pass an argument of this type (or none, if optional).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Param {
+    /// The parameter's name, unique within its tool; arguments and
+    /// conditions by name refer to it.
     pub name: String,
     /// The scalar type (of each element, for a list).
     pub ty: ParamType,
@@ -96,6 +125,7 @@ impl Param {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinkUse {
+    /// The sink reached.
     pub sink: SinkId,
     /// Parameter indexes bound to the sink (`sink payments on recipient,
     /// amount`); `None`: every argument flows into it.
@@ -103,10 +133,15 @@ pub struct SinkUse {
     pub params: Option<Vec<usize>>,
 }
 
+/// A tool agents may call (`tool NAME(PARAMS) { ... }`): its signature and
+/// what the policy says about the data flowing into and out of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tool {
+    /// The tool's name as calls give it, e.g. `fs.read`; unique.
     pub name: String,
+    /// The declared parameters, in order; parameter indexes elsewhere in the
+    /// policy index this list.
     pub params: Vec<Param>,
     /// The parameter that names the resource the call acts on (grants'
     /// resource patterns and resource labels apply to it).
@@ -123,6 +158,7 @@ pub struct Tool {
 }
 
 impl Tool {
+    /// The index of the parameter called `name`, if the tool has one.
     pub fn param_index(&self, name: &str) -> Option<usize> {
         self.params.iter().position(|p| p.name == name)
     }
@@ -138,7 +174,10 @@ impl Tool {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FactRule {
+    /// The fact established.
     pub fact: FactId,
+    /// The test the output must pass; `None`: every succeeded result
+    /// establishes the fact.
     pub when: Option<OutputTest>,
 }
 
@@ -149,13 +188,21 @@ pub struct FactRule {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OutputTest {
+    /// The JSON pointer selecting the tested value (`output.a.b` is `/a/b`).
     pub pointer: String,
+    /// For an array: whether every element (the default) or some element
+    /// must pass.
     #[serde(default)]
     pub quant: crate::value::Quant,
+    /// The test applied to the selected value.
     pub op: ArgOp,
 }
 
 impl OutputTest {
+    /// Whether the test holds on a result's `output`. `sets` are the
+    /// session's discovered sets, indexed by set id, for `in SET` tests. A
+    /// missing value, or one that is neither a scalar nor an array of
+    /// scalars (e.g. an object), fails the test.
     pub fn holds(
         &self,
         output: &serde_json::Value,
@@ -180,16 +227,26 @@ impl OutputTest {
     }
 }
 
+/// `resource PATTERN label LABEL`: the label of the resources a pattern
+/// matches, joined into the output label of a call whose resource argument
+/// matches it, and into the label its flows carry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceLabel {
+    /// Matched against a call's resource argument.
     pub pattern: Pattern,
+    /// The label of the matching resources, e.g. `<secret, {credential},
+    /// trusted>` for `~/.ssh/*`.
     pub label: Label,
 }
 
+/// An agent that makes calls: the root agent `main` or a delegate (`agent
+/// NAME from PARENT`). A delegate's call consumes a grant unit of every
+/// agent on its delegation chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Agent {
+    /// The agent's name, as calls and conditions (`agent == NAME`) give it.
     pub name: String,
     /// The delegator; `None` only for the root agent.
     pub parent: Option<AgentId>,
@@ -206,38 +263,55 @@ pub struct Agent {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scope {
+    /// The scope's name; a call outside the scope is denied with this name
+    /// as the rule.
     pub name: String,
+    /// Globs over tool names; a tool is in the scope if any matches.
     pub tools: Vec<String>,
 }
 
 impl Scope {
+    /// Whether the tool called `tool` is in the scope.
     pub fn allows(&self, tool: &str) -> bool {
         self.tools.iter().any(|g| glob_matches(g, tool))
     }
 }
 
+/// How many calls a grant may admit: its quota in the policy, and in the
+/// ledger the units it has left.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Quota {
+    /// At most this many units (`quota N`); each admitted call takes one.
     Limited(u64),
+    /// `quota unlimited`: never decremented.
     Unlimited,
 }
 
 impl Quota {
+    /// Whether a unit can be taken: unlimited, or at least one left.
     pub fn is_available(self) -> bool {
         self != Quota::Limited(0)
     }
 }
 
+/// `grant NAME: TOOL ...`: authority for an agent to call a tool, limited
+/// by resource pattern, conditions, quota, approval and expiry. Grants are
+/// the only source of authority: a call no grant covers is denied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
+    /// The grant's name, reported in decisions that use it.
     pub name: String,
+    /// The agent holding the grant (`agent A`; default `main`).
     pub agent: AgentId,
+    /// The tool it covers.
     pub tool: ToolId,
     /// Pattern on the tool's resource argument (`None`: any resource).
     pub resource: Option<Pattern>,
     /// Conditions on the arguments (and calling agent); all must hold.
     pub args: Vec<ArgCond>,
+    /// How many calls it may admit. A unit comes back when the call fails,
+    /// its pause is rejected, or its approval is denied.
     pub quota: Quota,
     /// Admission needs a human approval: the unit is reserved, the call PAUSEs.
     pub approval: bool,
@@ -248,6 +322,7 @@ pub struct Grant {
     pub discovers: Option<SetId>,
 }
 
+/// What a flow rule (or receive rule) does with the flows it judges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FlowEffect {
     /// Forbid flows whose label matches the (upward-closed) pattern.
@@ -267,8 +342,11 @@ pub enum FlowEffect {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowRule {
+    /// The rule's name, reported in the decisions it makes.
     pub name: String,
+    /// The sink whose incoming flows the rule judges.
     pub sink: SinkId,
+    /// Deny, pause or allow, with the rule's pattern or ceiling.
     pub effect: FlowEffect,
     /// Condition on the call's arguments, by parameter name; a test on a
     /// parameter the tool lacks is false.
@@ -280,9 +358,14 @@ pub struct FlowRule {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiveRule {
+    /// The rule's name, reported in the decisions it makes.
     pub name: String,
+    /// The receiving agent: the rule judges the calls this agent makes.
     pub agent: AgentId,
+    /// Deny, pause or allow, with the rule's pattern or ceiling.
     pub effect: FlowEffect,
+    /// Condition on the call's arguments, by parameter name, as for
+    /// [`FlowRule::when`].
     pub when: NamedCond,
 }
 
@@ -291,15 +374,23 @@ pub struct ReceiveRule {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallRule {
+    /// The rule's name, reported in the decisions it makes.
     pub name: String,
+    /// Whether a matching call is denied or paused.
     pub effect: RuleEffect,
+    /// The tool whose calls the rule judges.
     pub tool: ToolId,
+    /// Condition on the call's arguments (by parameter index) and calling
+    /// agent; the rule fires when it holds.
     pub when: ArgCond,
 }
 
+/// What a call rule, path rule, count or obligation does when it fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RuleEffect {
+    /// The call is denied.
     Deny,
+    /// The call still needs a grant, and then PAUSEs for a human.
     Pause,
 }
 
@@ -328,6 +419,7 @@ impl StepPattern {
     }
 }
 
+/// What a [`PathRule`] looks for in the history of admitted calls.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PathKind {
     /// The steps occur in this order among admitted calls, with anything in
@@ -335,14 +427,24 @@ pub enum PathKind {
     Sequence(Vec<StepPattern>),
     /// At most `max` admitted calls match `step`; the call that would be
     /// number `max + 1` is stopped.
-    AtMost { max: u64, step: StepPattern },
+    AtMost {
+        /// The number of matching admitted calls allowed.
+        max: u64,
+        /// The calls counted.
+        step: StepPattern,
+    },
 }
 
+/// `deny|pause path NAME: S1 -> ... -> Sn` or `deny|pause count NAME: at
+/// most K S`: a rule over the session's history of admitted calls.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathRule {
+    /// The rule's name, reported in the decisions it makes.
     pub name: String,
+    /// Whether the stopped call is denied or paused.
     pub effect: RuleEffect,
+    /// A sequence of steps, or a count.
     pub kind: PathKind,
     /// An admitted call matching this pattern starts the history afresh
     /// ("since the last X").
@@ -354,8 +456,11 @@ pub struct PathRule {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Obligation {
+    /// The obligation's name, reported in the decisions it makes.
     pub name: String,
+    /// [`RuleEffect::Deny`], or [`RuleEffect::Pause`] with `else pause`.
     pub effect: RuleEffect,
+    /// The fact required.
     pub fact: FactId,
     /// Glob over tool names.
     pub before: String,
@@ -394,9 +499,12 @@ impl Policy {
         }
     }
 
+    /// The id of the tool called `name`, if declared. A linear scan; the
+    /// monitor uses its own index.
     pub fn tool_id(&self, name: &str) -> Option<ToolId> {
         self.tools.iter().position(|t| t.name == name)
     }
+    /// The id of the agent called `name`, if declared. A linear scan.
     pub fn agent_id(&self, name: &str) -> Option<AgentId> {
         self.agents.iter().position(|a| a.name == name)
     }
@@ -414,6 +522,7 @@ impl Policy {
             .take(self.agents.len().max(1))
     }
 
+    /// The name of sensitivity level `l`, or `?` if it is out of range.
     pub fn level_name(&self, l: Level) -> &str {
         self.levels.get(l as usize).map_or("?", String::as_str)
     }

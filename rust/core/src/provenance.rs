@@ -91,7 +91,11 @@ fn is_one_word(s: &str) -> bool {
 /// number (numbers are kept apart from strings).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
+    /// A word (or one-word string value) in canonical form: e-mail
+    /// addresses and URL schemes and hosts in lower case, IBANs compact and
+    /// upper case, anything else exactly.
     Word(String),
+    /// A number, compared by exact value (`980` equals `980.00`).
     Number(Decimal),
 }
 
@@ -157,7 +161,11 @@ fn phrase_words(s: &str) -> Option<Vec<String>> {
 
 /// How provenance looks a scalar up: by its key, or as a phrase of words.
 pub enum Lookup {
+    /// A one-word string or a number: found under this key (in task texts
+    /// and outputs).
     Key(Key),
+    /// A string of several words: found when these canonical words occur
+    /// in a row in a task text (never in outputs).
     Phrase(Vec<String>),
     /// Booleans, `null`, empty strings: no provenance.
     Nothing,

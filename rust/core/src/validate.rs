@@ -6,11 +6,14 @@ use crate::label::MAX_CATEGORIES;
 use crate::policy::{PathKind, Policy, StepPattern};
 use crate::value::{ArgOp, Cond};
 
+/// An inconsistency found by [`validate`]: the first field of the policy that
+/// is out of range or contradicts another, displayed as `what: problem`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {problem}")]
 pub struct ModelError {
     /// Where, e.g. `grants[3].tool`.
     pub what: String,
+    /// What is wrong with it, e.g. `index 5 is out of range (2 tools)`.
     pub problem: String,
 }
 
@@ -32,6 +35,14 @@ fn index(what: String, i: usize, len: usize, list: &str) -> Result<(), ModelErro
     }
 }
 
+/// Checks that a compiled policy is internally consistent: every index
+/// (tool, parameter, agent, sink, set, fact, level, category, ...) points
+/// into its list, names are unique, the delegation chain has a root and no
+/// cycle. Returns the first problem found.
+///
+/// [`CompiledPolicy::new`](crate::monitor::CompiledPolicy::new) calls it, so
+/// a policy read from JSON or CBOR cannot make the monitor index out of
+/// bounds.
 pub fn validate(p: &Policy) -> Result<(), ModelError> {
     if p.levels.is_empty() || p.levels.len() > 256 {
         return Err(bad("levels", "must hold 1 to 256 levels"));

@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The Agenra policy language (`.agr`): lexer, parser, diagnostics,
 //! formatter and compiler to `agenra_core::Policy`. The language is
 //! described in `docs/policy-language.md`.

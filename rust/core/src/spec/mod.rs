@@ -18,9 +18,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// in the tool's parameter order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// The calling agent.
     pub agent: AgentId,
+    /// The tool called.
     pub tool: ToolId,
+    /// One value per parameter of the tool; an absent optional argument is
+    /// [`Value::Null`].
     pub args: Vec<Value>,
+    /// The time of the call (seconds), compared with grants' expiry.
     pub time: u64,
 }
 
@@ -100,37 +105,62 @@ pub fn refund(policy: &Policy, ledger: &Ledger, used: &[GrantId]) -> Ledger {
 /// What happens to a call, as far as authority is concerned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
+    /// A call is made: it is denied, paused (units reserved) or admitted.
     Call {
+        /// The call's id, which later events name.
         id: String,
+        /// What is called, by whom, with which arguments.
         req: Request,
     },
+    /// A human approves a paused call: it is admitted, unless the re-check
+    /// denies it.
     Approve {
+        /// The paused call.
         id: String,
     },
+    /// A human rejects a paused call: its reserved units return.
     Reject {
+        /// The paused call.
         id: String,
     },
+    /// An admitted call succeeded: its units stay spent, and the values it
+    /// discovered join the set its caller's grant `discovers` into.
     Succeeded {
+        /// The admitted call.
         id: String,
+        /// Values the result reports as discovered.
         discovered: Vec<String>,
     },
+    /// An admitted call failed: its units return.
     Failed {
+        /// The admitted call.
         id: String,
     },
+    /// An admitted call ended with an unknown outcome: its effect may have
+    /// happened, so its units stay spent.
     Unknown {
+        /// The admitted call.
         id: String,
     },
     /// A task seeds values into a discovered set.
     Seed {
+        /// The set, an index into [`Policy::sets`].
         set: usize,
+        /// The values added.
         values: Vec<String>,
     },
 }
 
+/// What [`step`] answers to an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// The call (or approved call) is admitted; the grants whose units it
+    /// took, the caller's first.
     Allow(Vec<GrantId>),
+    /// The call waits for a human; the grants whose units are reserved.
     Pause(Vec<GrantId>),
+    /// The call is denied (by the checks, for lack of a grant, or at
+    /// approval time); it holds no units.
     Deny,
     /// Approve/reject/result events: accepted and applied.
     Applied,
@@ -138,8 +168,11 @@ pub enum Outcome {
     Invalid,
 }
 
+/// The authority state of a session: what the ledger semantics carries from
+/// one event to the next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
+    /// The grants' remaining units.
     pub ledger: Ledger,
     /// Calls waiting for an approval, with the units reserved for them.
     pub paused: BTreeMap<String, Vec<GrantId>>,
@@ -150,6 +183,8 @@ pub struct State {
 }
 
 impl State {
+    /// The state of a new session: every grant at its full quota, no calls,
+    /// empty discovered sets.
     pub fn initial(policy: &Policy) -> State {
         State {
             ledger: Ledger::initial(policy),
@@ -166,9 +201,12 @@ impl State {
 /// an input; `spec::history` computes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checks {
+    /// No rule objects: the ledger decides.
     Pass,
     /// A rule asks a human (the ledger still reserves the units).
     Pause,
+    /// A rule denies the call: no units are taken (or, at approval time,
+    /// the reserved ones return).
     Deny,
 }
 

@@ -25,6 +25,8 @@ pub type Lineage = Vec<Option<Vec<String>>>;
 pub struct CallRecord {
     /// `None`: the call was not well-formed.
     pub req: Option<Request>,
+    /// Per parameter, the ids of the calls (or tasks) its observed lineage
+    /// names; empty for a call that was not well-formed and for a task.
     pub lineage: Lineage,
     /// What the call returns.
     pub output: Label,
@@ -35,20 +37,31 @@ pub struct CallRecord {
 /// An admitted call as it was when it was admitted.
 #[derive(Clone, Debug)]
 pub struct Admission {
+    /// The call's id.
     pub id: String,
+    /// The sequence number of the event that admitted it (the call, or
+    /// its approval); obligations compare facts by it.
     pub seq: u64,
+    /// The call as admitted.
     pub req: Request,
+    /// Its output label, which path steps' `reads(P)` test.
     pub output: Label,
     /// The discovered sets at admission (step conditions read them).
     pub sets: Vec<BTreeSet<String>>,
 }
 
+/// A session of the reference semantics: everything the step recomputes
+/// its answers from.
 #[derive(Clone, Debug)]
 pub struct Session {
+    /// The authority state of the ledger semantics ([`super::step`]).
     pub ledger: State,
     /// Every output the agents have read, with the agent whose call it was.
     pub read: Vec<(usize, Label)>,
+    /// Every call (and task) by id, well-formed or not, admitted or not.
     pub calls: BTreeMap<String, CallRecord>,
+    /// The admitted calls, in order of admission: the history that call
+    /// rules, path rules, counts and obligations judge.
     pub admitted: Vec<Admission>,
     /// Per fact: admission numbers of the calls whose result established it.
     pub facts: Vec<Vec<u64>>,
@@ -58,7 +71,11 @@ pub struct Session {
     pub outputs: Vec<(Label, serde_json::Value)>,
     /// The scope the latest task opened.
     pub task_scope: Option<crate::event::TaskScope>,
+    /// The number of events applied so far (the current event's sequence
+    /// number while it is being applied).
     pub seq: u64,
+    /// The time of the latest event; an event with an earlier time is
+    /// [`Invalid`].
     pub time: u64,
 }
 
@@ -67,6 +84,8 @@ pub struct Session {
 pub struct Answer {
     /// ALLOW/DENY/PAUSE for calls and approvals; `None` for other events.
     pub verdict: Option<Verdict>,
+    /// The rule or grant that decided: for an ALLOW, and for results and
+    /// rejections, the caller's own grant; `None` when nothing names one.
     pub rule: Option<Rule>,
     /// Units taken (or held, for an approval that ALLOWs).
     pub grants: Vec<GrantId>,
@@ -79,6 +98,7 @@ pub struct Answer {
 pub struct Invalid;
 
 impl Session {
+    /// A new session of `policy`: full quotas, no calls, no tasks.
     pub fn new(policy: &Policy) -> Session {
         Session {
             ledger: State::initial(policy),
@@ -104,6 +124,10 @@ impl Session {
         Ok(())
     }
 
+    /// Applies one event and answers it, as the monitor's step should.
+    /// `Err(Invalid)` for an event about an unknown call or a call in the
+    /// wrong state, a reused id, a time before the previous event's, or a
+    /// task seeding a set the policy does not let tasks seed.
     pub fn step(&mut self, policy: &Policy, e: &Event) -> Result<Answer, Invalid> {
         match e {
             Event::Call(c) => self.call(policy, c),
