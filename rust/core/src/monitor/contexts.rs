@@ -16,7 +16,14 @@ use crate::policy::AgentId;
 impl Session {
     /// The label of the context an agent's arguments read, now.
     pub(crate) fn context_label_of(&self, agent: AgentId) -> Label {
-        let node = match self.index.context_owner.get(agent).copied().flatten() {
+        let node = match self
+            .shared
+            .index
+            .context_owner
+            .get(agent)
+            .copied()
+            .flatten()
+        {
             None => Some(CONTEXT),
             Some(owner) => self.state.agent_contexts.value(owner),
         };
@@ -27,7 +34,14 @@ impl Session {
 
     /// The context node an agent's arguments read, created if needed.
     pub(crate) fn context_node_of(&mut self, agent: AgentId) -> NodeId {
-        match self.index.context_owner.get(agent).copied().flatten() {
+        match self
+            .shared
+            .index
+            .context_owner
+            .get(agent)
+            .copied()
+            .flatten()
+        {
             None => CONTEXT,
             Some(owner) => self.own_context(owner),
         }
@@ -47,7 +61,7 @@ impl Session {
             time: self.state.time,
             first_edge: 0,
         });
-        let agents = self.policy.agents.len();
+        let agents = self.shared.policy.agents.len();
         *self.state.agent_contexts.slot(owner, agents) = Some(n);
         n
     }
@@ -62,6 +76,7 @@ impl Session {
         trust: Trust,
     ) {
         let owners = self
+            .shared
             .index
             .merge_into
             .get(agent)

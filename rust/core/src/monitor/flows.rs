@@ -76,7 +76,7 @@ impl Session {
         labels: &CallLabels,
         collect: bool,
     ) -> FlowCheck {
-        let policy = &*self.policy;
+        let policy = &*self.shared.policy;
         let req = &r.req;
         let spec = &policy.tools[req.tool];
         let mut out = FlowCheck {
@@ -85,10 +85,12 @@ impl Session {
         };
         for sink in &spec.sinks {
             let label = sink_label(sink, labels);
-            let rules = self.index.flows_for_sink[sink.sink].iter().map(|&i| {
-                let rule = &policy.flow_rules[i];
-                (i, rule.effect, &self.index.flow_when[i][req.tool])
-            });
+            let rules = self.shared.index.flows_for_sink[sink.sink]
+                .iter()
+                .map(|&i| {
+                    let rule = &policy.flow_rules[i];
+                    (i, rule.effect, &self.shared.index.flow_when[i][req.tool])
+                });
             let target = Target::Sink(sink.sink);
             if self.judge(
                 r,
@@ -107,10 +109,12 @@ impl Session {
             Some((l, _)) => labels.input.join(&l),
             None => labels.input,
         };
-        let rules = self.index.receive_for_agent[req.agent].iter().map(|&i| {
-            let rule = &policy.receive_rules[i];
-            (i, rule.effect, &self.index.receive_when[i][req.tool])
-        });
+        let rules = self.shared.index.receive_for_agent[req.agent]
+            .iter()
+            .map(|&i| {
+                let rule = &policy.receive_rules[i];
+                (i, rule.effect, &self.shared.index.receive_when[i][req.tool])
+            });
         self.judge(
             r,
             labels,
@@ -154,7 +158,7 @@ impl Session {
             resource: labels
                 .resource
                 .filter(|(l, _)| pattern.matches(l))
-                .and_then(|_| spec::resource_of(&self.policy, req.tool, &req.args))
+                .and_then(|_| spec::resource_of(&self.shared.policy, req.tool, &req.args))
                 .map(str::to_string),
         };
         if let Some(all) = &mut out.all {

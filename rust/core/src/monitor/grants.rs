@@ -12,8 +12,8 @@ use std::sync::Arc;
 impl Session {
     /// The serving grant of every agent on the chain, or why there is none.
     pub(crate) fn select_chain(&self, r: &Resolved) -> Result<Vec<GrantId>, Reason> {
-        let policy = &*self.policy;
-        let candidates = &self.index.grants_for_tool[r.req.tool];
+        let policy = &*self.shared.policy;
+        let candidates = &self.shared.index.grants_for_tool[r.req.tool];
         let mut chosen = Vec::with_capacity(1);
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
@@ -52,7 +52,7 @@ impl Session {
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
         for &g in grants {
             if self.state.ledger.is_limited(g) {
-                Arc::make_mut(&mut self.state.ledger).refund(&self.policy, g);
+                Arc::make_mut(&mut self.state.ledger).refund(&self.shared.policy, g);
                 Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
             }
         }

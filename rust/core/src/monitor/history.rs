@@ -45,12 +45,12 @@ impl Session {
 
     /// Every call rule, path rule, count and obligation the call would break.
     pub(crate) fn history_violations(&self, node: NodeId, r: &Resolved) -> Vec<Violation> {
-        let policy = &*self.policy;
+        let policy = &*self.shared.policy;
         let mut out = Vec::new();
         let Some(n) = self.state.graph.node(node).copied() else {
             return out;
         };
-        for &c in &self.index.call_rules_for_tool[r.req.tool] {
+        for &c in &self.shared.index.call_rules_for_tool[r.req.tool] {
             let rule = &policy.call_rules[c];
             if rule.when.eval(&r.req.args, r.req.agent, &self.state.sets) {
                 out.push(Violation {
@@ -63,7 +63,7 @@ impl Session {
         }
         for (i, rule) in policy.path_rules.iter().enumerate() {
             let progress = self.state.path_progress.value(i);
-            let steps = &self.index.path_steps[i];
+            let steps = &self.shared.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let last = pattern.len().saturating_sub(1);
@@ -95,7 +95,7 @@ impl Session {
             }
         }
         for (o, ob) in policy.obligations.iter().enumerate() {
-            if !self.index.obligation_before[o][n.tool as usize] {
+            if !self.shared.index.obligation_before[o][n.tool as usize] {
                 continue;
             }
             let since = self.state.since_seen.value(o);
@@ -128,10 +128,10 @@ impl Session {
         let Some(n) = self.state.graph.node(node).copied() else {
             return;
         };
-        let policy = std::sync::Arc::clone(&self.policy);
+        let policy = std::sync::Arc::clone(&self.shared.policy);
         let rules = policy.path_rules.len();
         for (i, rule) in policy.path_rules.iter().enumerate() {
-            if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.index.path_reset[i]) {
+            if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.shared.index.path_reset[i]) {
                 if self.step_matches(by_tool, reset, &n, r) {
                     *self.state.path_progress.slot(i, rules) = 0;
                     if let Some(w) = self.state.path_witness.0.get_mut(i) {
@@ -140,7 +140,7 @@ impl Session {
                 }
             }
             let progress = self.state.path_progress.value(i);
-            let steps = &self.index.path_steps[i];
+            let steps = &self.shared.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let k = progress as usize;
@@ -157,7 +157,7 @@ impl Session {
             }
         }
         for o in 0..policy.obligations.len() {
-            if let Some(ok) = &self.index.obligation_since[o] {
+            if let Some(ok) = &self.shared.index.obligation_since[o] {
                 if ok.get(n.tool as usize).copied().unwrap_or(false) {
                     *self.state.since_seen.slot(o, policy.obligations.len()) = Some((seq, node));
                 }

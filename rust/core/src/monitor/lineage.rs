@@ -78,8 +78,8 @@ impl Session {
     pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
         let graph = &self.state.graph;
         let context = self.context_label_of(r.req.agent);
-        let by_value = self.policy.provenance_by_value;
-        let per_arg = by_value || self.index.bound_sinks[r.req.tool];
+        let by_value = self.shared.policy.provenance_by_value;
+        let per_arg = by_value || self.shared.index.bound_sinks[r.req.tool];
         if !per_arg {
             // The common case, without allocating: the join of the sources.
             let reads = (0..r.lineage.len()).any(|i| r.lineage[i].is_none() && !is_absent(r, i));
@@ -142,12 +142,12 @@ impl Session {
         tool: ToolId,
         args: &[crate::value::Value],
     ) -> Option<(Label, usize)> {
-        if !self.index.has_resource_labels {
+        if !self.shared.index.has_resource_labels {
             return None;
         }
-        let resource = spec::resource_of(&self.policy, tool, args)?;
+        let resource = spec::resource_of(&self.shared.policy, tool, args)?;
         let mut out: Option<(Label, usize)> = None;
-        for (i, rl) in self.policy.resources.iter().enumerate() {
+        for (i, rl) in self.shared.policy.resources.iter().enumerate() {
             if rl.pattern.matches(resource) {
                 out = Some(match out {
                     None => (rl.label, i),
@@ -193,7 +193,7 @@ impl Session {
     /// Appends the call node with its edges. Its label is what the call
     /// returns: `sanitize(input) ⊔ source label ⊔ resource labels`.
     pub(crate) fn append_call(&mut self, id: String, r: &Resolved, labels: &CallLabels) -> NodeId {
-        let policy = Arc::clone(&self.policy);
+        let policy = Arc::clone(&self.shared.policy);
         let spec = &policy.tools[r.req.tool];
         let (through, evidence) = match spec.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
             Some(s) => (s.apply(&labels.input), Evidence::Sanitized),
@@ -206,7 +206,7 @@ impl Session {
         let kind = if !spec.sinks.is_empty() {
             NodeKind::Sink
         } else if spec.output != Label::BOTTOM
-            || (self.index.has_resource_labels && spec.resource.is_some())
+            || (self.shared.index.has_resource_labels && spec.resource.is_some())
         {
             NodeKind::Source
         } else {

@@ -312,11 +312,7 @@ impl CompiledPolicy {
                 Arc::clone(&self.initial_ledger),
                 Arc::clone(&self.initial_tree),
             ),
-            policy: Arc::clone(&self.policy),
-            index: Arc::clone(&self.index),
-            policy_hash: self.hash,
-            initial_tree: Arc::clone(&self.initial_tree),
-            initial_ledger: Arc::clone(&self.initial_ledger),
+            shared: self.clone(),
         }
     }
 
@@ -335,11 +331,8 @@ impl CompiledPolicy {
 /// approvals. Create it with [`CompiledPolicy::session`].
 #[derive(Clone, Debug)]
 pub struct Session {
-    policy: Arc<Policy>,
-    index: Arc<Index>,
-    policy_hash: Hash,
-    initial_tree: Arc<LedgerTree>,
-    initial_ledger: Arc<Ledger>,
+    /// The policy, its lookup tables and initial ledger, shared.
+    shared: CompiledPolicy,
     options: SessionOptions,
     state: SessionState,
 }
@@ -491,13 +484,7 @@ impl Session {
 
     /// The shared policy this session runs under.
     pub fn compiled(&self) -> CompiledPolicy {
-        CompiledPolicy {
-            policy: Arc::clone(&self.policy),
-            index: Arc::clone(&self.index),
-            hash: self.policy_hash,
-            initial_tree: Arc::clone(&self.initial_tree),
-            initial_ledger: Arc::clone(&self.initial_ledger),
-        }
+        self.shared.clone()
     }
 
     /// The options this session was created with.
@@ -507,11 +494,11 @@ impl Session {
 
     /// The policy's model.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.shared.policy
     }
     /// The policy's content hash.
     pub fn policy_hash(&self) -> Hash {
-        self.policy_hash
+        self.shared.hash
     }
     /// Everything the session holds (graph, ledger, discovered sets).
     pub fn state(&self) -> &SessionState {
@@ -782,7 +769,9 @@ impl Session {
             None => vec![],
         };
         // The chain always holds the caller itself, so `grants` is not empty.
-        let approval = grants.iter().find(|&&g| self.policy.grants[g].approval);
+        let approval = grants
+            .iter()
+            .find(|&&g| self.shared.policy.grants[g].approval);
         if collect {
             if let Some(&g) = approval {
                 stops.push(Stop::new(
@@ -935,6 +924,6 @@ impl Session {
 
     /// Renders a decision's reason against this monitor's policy.
     pub fn reason_text(&self, d: &Decision) -> String {
-        d.reason_text(&self.policy)
+        d.reason_text(&self.shared.policy)
     }
 }

@@ -24,7 +24,7 @@ impl Session {
             pending: None,
         });
         let rule = held.grants.first().map(|&g| Rule::Grant(g));
-        let policy = Arc::clone(&self.policy);
+        let policy = Arc::clone(&self.shared.policy);
 
         match report.status {
             Outcome::Failed => {
@@ -76,7 +76,7 @@ impl Session {
     /// with provenance by value, its words are indexed.
     fn read_output(&mut self, node: NodeId, n: &Node, report: &Report, trust: Trust) {
         self.merge_into_contexts(node, n.agent as usize, n.label, trust);
-        if self.policy.provenance_by_value {
+        if self.shared.policy.provenance_by_value {
             self.state.values.add_output(node, n.label, &report.output);
         }
     }

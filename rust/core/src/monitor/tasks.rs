@@ -23,6 +23,7 @@ impl Session {
         let mut seeds: Vec<(SetId, &Vec<String>)> = Vec::with_capacity(t.sets.len());
         for (name, values) in &t.sets {
             let set = self
+                .shared
                 .policy
                 .sets
                 .iter()
@@ -31,7 +32,7 @@ impl Session {
                     task: t.id.clone(),
                     set: name.clone(),
                 })?;
-            if !self.policy.task_seeds.contains(&set) {
+            if !self.shared.policy.task_seeds.contains(&set) {
                 return Err(StepError::NotSeedable {
                     task: t.id.clone(),
                     set: name.clone(),
@@ -57,7 +58,7 @@ impl Session {
         self.state
             .graph
             .push_edge(node, CONTEXT, EdgeKind::Data, Trust::Observed, NO_PARAM);
-        if self.policy.provenance_by_value {
+        if self.shared.policy.provenance_by_value {
             self.state.values.add_task(node, &t.text);
         }
         let mut notes = vec![Note::TaskRecorded(t.id.clone())];

@@ -353,7 +353,7 @@ impl Session {
         let tool = call.tool.tool;
         let agent = call.agent.map_or(0, |a| a.agent);
         self.check_static_scope(agent, tool)?;
-        let spec = &self.policy.tools[tool];
+        let spec = &self.shared.policy.tools[tool];
         let mut args = Vec::with_capacity(spec.params.len());
         for (p, value) in spec.params.iter().zip(call.args) {
             let value = match value {
@@ -403,7 +403,7 @@ impl Session {
     ) -> Result<NodeId, Malformed> {
         self.state.calls.get(id).copied().ok_or_else(|| {
             malformed(Reason::UnknownLineage {
-                param: self.policy.tools[tool].params[param].name.clone(),
+                param: self.shared.policy.tools[tool].params[param].name.clone(),
                 call: id.to_string(),
             })
         })

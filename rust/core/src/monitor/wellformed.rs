@@ -32,19 +32,22 @@ pub(crate) fn malformed(reason: Reason) -> Malformed {
 
 impl Session {
     pub(crate) fn tool_of(&self, name: &str) -> Option<ToolId> {
-        self.index.tools.get(name).copied()
+        self.shared.index.tools.get(name).copied()
     }
 
     pub(crate) fn agent_of(&self, name: Option<&str>) -> Option<AgentId> {
         match name {
             None => Some(0),
-            Some(n) => self.index.agents.get(n).copied(),
+            Some(n) => self.shared.index.agents.get(n).copied(),
         }
     }
 
     /// The static scopes: the first on the agent's chain that excludes the tool.
     pub(crate) fn check_static_scope(&self, agent: AgentId, tool: ToolId) -> Result<(), Malformed> {
-        match self.index.scope_ok[agent].as_ref().and_then(|t| t[tool]) {
+        match self.shared.index.scope_ok[agent]
+            .as_ref()
+            .and_then(|t| t[tool])
+        {
             Some(scope) => Err((Rule::Scope(scope), Reason::OutOfScope { agent })),
             None => Ok(()),
         }
@@ -53,8 +56,9 @@ impl Session {
     /// The scope the session's latest task opened.
     pub(crate) fn check_task_scope(&self, tool: ToolId, args: &[Value]) -> Result<(), Malformed> {
         if let Some(scope) = &self.state.task_scope {
-            let resource = crate::spec::resource_of(&self.policy, tool, args);
-            if let Some(forbidden) = scope.excludes(&self.policy.tools[tool].name, resource) {
+            let resource = crate::spec::resource_of(&self.shared.policy, tool, args);
+            if let Some(forbidden) = scope.excludes(&self.shared.policy.tools[tool].name, resource)
+            {
                 return Err((Rule::TaskScope, Reason::OutOfTaskScope { forbidden }));
             }
         }
@@ -64,7 +68,7 @@ impl Session {
     /// Resolves a call, or says why it is not well-formed. Argument names
     /// are looked up once each, in the tool's name table.
     pub(crate) fn resolve(&self, call: &Call) -> Result<Resolved, Malformed> {
-        let policy = &*self.policy;
+        let policy = &*self.shared.policy;
         let tool = self
             .tool_of(&call.tool)
             .ok_or_else(|| malformed(Reason::UnknownTool(call.tool.clone())))?;
@@ -84,7 +88,7 @@ impl Session {
             &mut heap
         };
         for (name, value) in &call.args {
-            let i = self.index.param(tool, name).ok_or_else(|| {
+            let i = self.shared.index.param(tool, name).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: name.clone(),
                 })
@@ -112,7 +116,7 @@ impl Session {
         }
         self.check_task_scope(tool, &args)?;
         let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
-            let index = self.index.param(tool, param).ok_or_else(|| {
+            let index = self.shared.index.param(tool, param).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: param.to_string(),
                 })
