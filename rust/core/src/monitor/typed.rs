@@ -3,7 +3,7 @@
 //! JSON calls ([`crate::event::Call`]) stay accepted; both resolve to the same
 //! [`Resolved`] request, and so get the same decision.
 
-use super::wellformed::{malformed, Malformed, Resolved};
+use super::wellformed::{argument, malformed, Malformed, Resolved};
 use super::{CompiledPolicy, Session};
 use crate::decision::{Reason, StepError};
 use crate::event::Call;
@@ -356,22 +356,12 @@ impl Session {
         let spec = &self.shared.policy.tools[tool];
         let mut args = Vec::with_capacity(spec.params.len());
         for (p, value) in spec.params.iter().zip(call.args) {
-            let value = match value {
-                None | Some(Value::Null) if p.optional => Value::Null,
-                None => {
-                    return Err(malformed(Reason::MissingArg {
-                        param: p.name.clone(),
-                    }))
-                }
-                Some(v) => conform(v, p.ty, p.list).map_err(|e| {
-                    malformed(Reason::IllTyped {
-                        param: p.name.clone(),
-                        expected: p.type_name(),
-                        got: e.got,
-                    })
-                })?,
-            };
-            args.push(value);
+            args.push(argument(
+                p,
+                value,
+                |v| *v == Value::Null,
+                |v| conform(v, p.ty, p.list),
+            )?);
         }
         self.check_task_scope(tool, &args)?;
         let mut lineage = vec![None; spec.params.len()];

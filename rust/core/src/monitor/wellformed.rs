@@ -7,9 +7,9 @@ use super::Session;
 use crate::decision::{Reason, Rule};
 use crate::event::Call;
 use crate::graph::NodeId;
-use crate::policy::{AgentId, ToolId};
+use crate::policy::{AgentId, Param, ToolId};
 use crate::spec::Request;
-use crate::value::Value;
+use crate::value::{TypeMismatch, Value};
 
 /// Why a call is not well-formed.
 pub(crate) type Malformed = (Rule, Reason);
@@ -28,6 +28,31 @@ pub(crate) struct Resolved {
 
 pub(crate) fn malformed(reason: Reason) -> Malformed {
     (Rule::WellFormed, reason)
+}
+
+/// One argument of parameter `p`: an absent (or null) optional one is
+/// `Null`, an absent required one is missing, any other is converted to the
+/// declared type. JSON and typed calls share it, so they fail alike.
+pub(crate) fn argument<V>(
+    p: &Param,
+    value: Option<V>,
+    is_null: impl Fn(&V) -> bool,
+    convert: impl FnOnce(V) -> Result<Value, TypeMismatch>,
+) -> Result<Value, Malformed> {
+    match value {
+        None if p.optional => Ok(Value::Null),
+        Some(v) if p.optional && is_null(&v) => Ok(Value::Null),
+        None => Err(malformed(Reason::MissingArg {
+            param: p.name.clone(),
+        })),
+        Some(v) => convert(v).map_err(|e| {
+            malformed(Reason::IllTyped {
+                param: p.name.clone(),
+                expected: p.type_name(),
+                got: e.got,
+            })
+        }),
+    }
 }
 
 impl Session {
@@ -97,22 +122,12 @@ impl Session {
         }
         let mut args = Vec::with_capacity(spec.params.len());
         for (p, value) in spec.params.iter().zip(raw.iter().copied()) {
-            let value = match value {
-                None | Some(serde_json::Value::Null) if p.optional => Value::Null,
-                None => {
-                    return Err(malformed(Reason::MissingArg {
-                        param: p.name.clone(),
-                    }))
-                }
-                Some(v) => Value::from_json_typed(v, p.ty, p.list).map_err(|e| {
-                    malformed(Reason::IllTyped {
-                        param: p.name.clone(),
-                        expected: p.type_name(),
-                        got: e.got,
-                    })
-                })?,
-            };
-            args.push(value);
+            args.push(argument(
+                p,
+                value,
+                |v| v.is_null(),
+                |v| Value::from_json_typed(v, p.ty, p.list),
+            )?);
         }
         self.check_task_scope(tool, &args)?;
         let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
