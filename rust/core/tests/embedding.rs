@@ -364,3 +364,105 @@ fn compact_sessions_audit_kept_nodes_and_their_edges() {
     assert_eq!(released[0].2, 0);
     assert_eq!(s.state().call_status("c0"), None, "forgotten for good");
 }
+
+/// What a call's node records: an edge from the context only when an
+/// argument with a value has no lineage, a control edge from the previous
+/// call, the node's kind, and the typed call's id.
+#[test]
+fn call_nodes_record_their_context_edge_control_edge_and_kind() {
+    use agenra_core::graph::{EdgeKind, NodeId, NodeKind};
+    use agenra_core::policy::{Grant, Param, Quota, Tool};
+    use agenra_core::{Label, ParamType};
+    let param = |name: &str, optional| Param {
+        name: name.into(),
+        ty: ParamType::Str,
+        list: false,
+        optional,
+    };
+    let mut p = Policy::empty("edges");
+    p.tools.push(Tool {
+        name: "ping".into(),
+        params: vec![param("x", false), param("y", true)],
+        resource: None,
+        sinks: vec![],
+        output: Label::BOTTOM,
+        sanitizer: None,
+        facts: vec![],
+    });
+    p.grants.push(Grant {
+        name: "g".into(),
+        agent: 0,
+        tool: 0,
+        resource: None,
+        args: vec![],
+        quota: Quota::Unlimited,
+        approval: false,
+        expires_at: None,
+        discovers: None,
+    });
+    let compiled = CompiledPolicy::new(p).expect("valid policy");
+    let ping = compiled.tool("ping").expect("tool");
+    let (x, y) = (
+        compiled.param(ping, "x").expect("x"),
+        compiled.param(ping, "y").expect("y"),
+    );
+    let call = TypedCall::new(ping, "c0", 1)
+        .arg(x, "v")
+        .lineage(x, Vec::<String>::new());
+    assert_eq!(call.id(), "c0");
+    let mut s = compiled.session();
+    let calls = [
+        // x has (empty) lineage, y is absent: nothing reads the context.
+        (call, false),
+        // x has no lineage: it reads the context.
+        (TypedCall::new(ping, "c1", 2).arg(x, "v"), true),
+        // y has a value and no lineage.
+        (
+            TypedCall::new(ping, "c2", 3)
+                .arg(x, "v")
+                .lineage(x, Vec::<String>::new())
+                .arg(y, "w"),
+            true,
+        ),
+    ];
+    for (call, reads) in calls {
+        let d = s.authorize(call).expect("decided");
+        let graph = &s.state().graph;
+        assert_eq!(
+            graph.data_preds(d.node).contains(&NodeId(0)),
+            reads,
+            "node {:?}",
+            d.node
+        );
+        assert_eq!(graph.node(d.node).map(|n| n.kind), Some(NodeKind::Tool));
+    }
+    let graph = &s.state().graph;
+    let control: Vec<(u32, u32)> = graph
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::Control)
+        .map(|e| (e.from.0, e.to.0))
+        .collect();
+    assert_eq!(control, [(1, 2), (2, 3)]);
+    // A typed value of the wrong type is named in the reason.
+    let d = s
+        .authorize(TypedCall::new(ping, "c3", 4).arg(x, 5).arg(y, vec!["a"]))
+        .expect("decided");
+    assert_eq!(d.verdict, Verdict::Deny);
+    assert_eq!(
+        d.reason,
+        Reason::IllTyped {
+            param: "x".into(),
+            expected: "string".into(),
+            got: "int".into()
+        }
+    );
+    let d = s
+        .authorize(TypedCall::new(ping, "c4", 5).arg(x, "v").arg(y, vec!["a"]))
+        .expect("decided");
+    assert!(
+        matches!(&d.reason, Reason::IllTyped { got, .. } if got == "list"),
+        "{:?}",
+        d.reason
+    );
+}
