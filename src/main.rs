@@ -601,7 +601,7 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
             &fresh
         }
     };
-    let before = before_monitor.state().ledger.clone();
+    let before = before_monitor.state().ledger.to_ledger();
     let before_hash = before_monitor.state().ledger_hash().to_string();
     let record = step(&mut stepper, target)?;
     let monitor = stepper

@@ -291,7 +291,7 @@ pub fn explanation(
         let (lines, _) = layout(&["", ""], &[false, false], &rows);
         push_indented(&mut out, &lines[1..]);
     }
-    let after = &monitor.state().ledger;
+    let after = monitor.state().ledger.to_ledger();
     let _ = writeln!(out, "ledger (grant: before -> after):");
     let quotas: Vec<(String, String)> = (0..policy.grants.len())
         .map(|g| (quota(before.remaining[g]), quota(after.remaining[g])))

@@ -2,7 +2,7 @@
 //! result goes back to the session, a PAUSE goes to the approval callback.
 
 use agenra::{compile, Admitted, CompiledPolicy, Guard, Guarded, TypedCall, Verdict};
-use agenra_core::ledger::Ledger;
+use agenra_core::ledger::SessionLedger;
 use agenra_core::policy::Quota;
 use std::future::Future;
 use std::pin::pin;
@@ -21,14 +21,14 @@ fn policy() -> CompiledPolicy {
     compile(POLICY, "guard").expect("policy compiles").policy
 }
 
-fn left(ledger: &Ledger, policy: &CompiledPolicy, grant: &str) -> Quota {
+fn left(ledger: &SessionLedger, policy: &CompiledPolicy, grant: &str) -> Quota {
     let g = policy
         .policy()
         .grants
         .iter()
         .position(|g| g.name == grant)
         .expect("grant");
-    ledger.remaining[g]
+    ledger.remaining(g).expect("grant")
 }
 
 /// Runs a future to completion without any runtime (the guard needs none).

@@ -81,7 +81,7 @@ impl Session {
             .iter()
             .position(|g| g.name == grant)
             .expect("grant exists");
-        self.m.state().ledger.remaining[g]
+        self.m.state().ledger.remaining(g).expect("grant exists")
     }
 
     /// The decision's reason as a person reads it.

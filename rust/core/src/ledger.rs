@@ -3,6 +3,8 @@
 use crate::hash::Hash;
 use crate::policy::{GrantId, Policy, Quota};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Remaining quota per grant, indexed like `Policy::grants`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,35 +155,195 @@ impl LedgerTree {
     }
 
     fn compute_root(&self, ledger: &Ledger) -> Hash {
-        let mut bytes = Vec::with_capacity(16 + 8 + 9 * self.n.min(FAN_OUT));
-        bytes.extend_from_slice(b"agenra-ledger-v2");
-        bytes.extend_from_slice(&(self.n as u64).to_be_bytes());
-        match self.levels.last().and_then(|top| top.first()) {
-            Some(top) => bytes.extend_from_slice(&top.0),
-            None => ledger.remaining.iter().for_each(|q| encode(q, &mut bytes)),
-        }
-        Hash::of_bytes(&bytes)
+        let top = self.levels.last().and_then(|top| top.first()).copied();
+        root_of(self.n, top, |g| ledger.remaining[g])
     }
 }
 
 fn leaf_block(ledger: &Ledger, b: usize) -> Hash {
-    let grants = &ledger.remaining[b * FAN_OUT..((b + 1) * FAN_OUT).min(ledger.remaining.len())];
+    leaf_block_of(b, ledger.remaining.len(), |g| ledger.remaining[g])
+}
+
+/// Leaf block `b` of a ledger of `n` grants whose counts `count` gives.
+fn leaf_block_of(b: usize, n: usize, count: impl Fn(usize) -> Quota) -> Hash {
+    let grants = b * FAN_OUT..((b + 1) * FAN_OUT).min(n);
     let mut bytes = Vec::with_capacity(23 + 8 + 9 * grants.len());
     bytes.extend_from_slice(b"agenra-ledger-v2/leaves");
     bytes.extend_from_slice(&(b as u64).to_be_bytes());
-    grants.iter().for_each(|q| encode(q, &mut bytes));
+    grants.for_each(|g| encode(&count(g), &mut bytes));
     Hash::of_bytes(&bytes)
 }
 
 fn inner_node(k: u64, j: usize, below: &[Hash]) -> Hash {
-    let children = &below[j * FAN_OUT..((j + 1) * FAN_OUT).min(below.len())];
+    inner_node_of(k, j, below.len(), |i| below[i])
+}
+
+/// Node `j` of level `k` over the `below` hashes of level `k - 1` that
+/// `child` gives.
+fn inner_node_of(k: u64, j: usize, below: usize, child: impl Fn(usize) -> Hash) -> Hash {
+    let children = j * FAN_OUT..((j + 1) * FAN_OUT).min(below);
     let mut bytes = Vec::with_capacity(22 + 16 + 32 * children.len());
     bytes.extend_from_slice(b"agenra-ledger-v2/nodes");
     bytes.extend_from_slice(&k.to_be_bytes());
     bytes.extend_from_slice(&(j as u64).to_be_bytes());
-    children.iter().for_each(|h| bytes.extend_from_slice(&h.0));
+    children.for_each(|i| bytes.extend_from_slice(&child(i).0));
     Hash::of_bytes(&bytes)
 }
+
+/// The ledger hash of `n` counts from `count` (flat form, `n <= FAN_OUT`)
+/// or from the tree's top hash.
+fn root_of(n: usize, top: Option<Hash>, count: impl Fn(usize) -> Quota) -> Hash {
+    let mut bytes = Vec::with_capacity(16 + 8 + 9 * n.min(FAN_OUT));
+    bytes.extend_from_slice(b"agenra-ledger-v2");
+    bytes.extend_from_slice(&(n as u64).to_be_bytes());
+    match top {
+        Some(top) => bytes.extend_from_slice(&top.0),
+        None => (0..n).for_each(|g| encode(&count(g), &mut bytes)),
+    }
+    Hash::of_bytes(&bytes)
+}
+
+/// One session's ledger: the policy's initial ledger and hash tree, shared
+/// by every session, and only what this session changed — the counts of
+/// the limited grants it took or returned units of, and the tree hashes
+/// above them. A session's memory therefore grows with the grants it
+/// touches, never with the size of the policy, and its hash is the same
+/// [`Ledger::hash`] of the whole ledger (`docs/semantics.md`, "The ledger
+/// hash").
+#[derive(Clone, Debug)]
+pub struct SessionLedger {
+    base: Arc<Ledger>,
+    base_tree: Arc<LedgerTree>,
+    /// Counts that differ from `base` (limited grants only).
+    counts: BTreeMap<GrantId, u64>,
+    /// Tree hashes that differ from `base_tree`: (level, index) → hash.
+    hashes: BTreeMap<(usize, usize), Hash>,
+    root: Hash,
+}
+
+impl SessionLedger {
+    /// A ledger equal to `base`, whose tree `base_tree` must be.
+    pub fn new(base: Arc<Ledger>, base_tree: Arc<LedgerTree>) -> SessionLedger {
+        let root = base_tree.root();
+        SessionLedger {
+            base,
+            base_tree,
+            counts: BTreeMap::new(),
+            hashes: BTreeMap::new(),
+            root,
+        }
+    }
+
+    /// How many grants the ledger has.
+    pub fn len(&self) -> usize {
+        self.base.remaining.len()
+    }
+
+    /// Whether the policy has no grants.
+    pub fn is_empty(&self) -> bool {
+        self.base.remaining.is_empty()
+    }
+
+    /// What is left of grant `g` (`None` for an unknown index).
+    pub fn remaining(&self, g: GrantId) -> Option<Quota> {
+        match self.counts.get(&g) {
+            Some(&n) => Some(Quota::Limited(n)),
+            None => self.base.remaining.get(g).copied(),
+        }
+    }
+
+    /// Whether grant `g` has a unit left (always, when unlimited; never, for
+    /// an unknown index).
+    pub fn has_quota(&self, g: GrantId) -> bool {
+        self.remaining(g).is_some_and(|q| q.is_available())
+    }
+
+    /// Whether taking a unit of `g` changes the ledger (limited grants only).
+    pub fn is_limited(&self, g: GrantId) -> bool {
+        matches!(self.remaining(g), Some(Quota::Limited(_)))
+    }
+
+    /// Takes one unit of `g`; false (and no change) when none is left.
+    pub fn consume(&mut self, g: GrantId) -> bool {
+        match self.remaining(g) {
+            Some(Quota::Unlimited) => true,
+            Some(Quota::Limited(n)) if n > 0 => {
+                self.set(g, n - 1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Returns one unit of `g`, never beyond the grant's quota in `policy`.
+    pub fn refund(&mut self, policy: &Policy, g: GrantId) {
+        let cap = policy.grants.get(g).map(|gr| gr.quota);
+        if let (Some(Quota::Limited(n)), Some(Quota::Limited(cap))) = (self.remaining(g), cap) {
+            if n < cap {
+                self.set(g, n + 1);
+            }
+        }
+    }
+
+    /// The ledger hash, kept up to date as units are taken and returned.
+    pub fn hash(&self) -> Hash {
+        self.root
+    }
+
+    /// The whole ledger (`O(grants)`: for comparisons and reports).
+    pub fn to_ledger(&self) -> Ledger {
+        Ledger {
+            remaining: (0..self.len())
+                .map(|g| self.remaining(g).unwrap_or(Quota::Limited(0)))
+                .collect(),
+        }
+    }
+
+    /// Sets a limited grant's count and rehashes the block above it and its
+    /// ancestors.
+    fn set(&mut self, g: GrantId, n: u64) {
+        self.counts.insert(g, n);
+        let count = |i: usize| self.remaining(i).unwrap_or(Quota::Limited(0));
+        let len = self.len();
+        let levels = &self.base_tree.levels;
+        if levels.is_empty() {
+            self.root = root_of(len, None, count);
+            return;
+        }
+        let mut index = g / FAN_OUT;
+        let mut changed = vec![((0, index), leaf_block_of(index, len, count))];
+        for k in 1..levels.len() {
+            let below = levels[k - 1].len();
+            let child = |i: usize| {
+                if let Some(&((level, at), h)) = changed.last() {
+                    if level == k - 1 && at == i {
+                        return h;
+                    }
+                }
+                self.hashes
+                    .get(&(k - 1, i))
+                    .copied()
+                    .unwrap_or(levels[k - 1][i])
+            };
+            index /= FAN_OUT;
+            let node = inner_node_of(k as u64, index, below, child);
+            changed.push(((k, index), node));
+        }
+        let top = changed.last().map(|&(_, h)| h);
+        self.root = root_of(len, top, |_| Quota::Unlimited);
+        self.hashes.extend(changed);
+    }
+}
+
+impl PartialEq for SessionLedger {
+    /// Two session ledgers are equal when every grant has the same count.
+    fn eq(&self, other: &SessionLedger) -> bool {
+        self.len() == other.len()
+            && (0..self.len()).all(|g| self.remaining(g) == other.remaining(g))
+    }
+}
+
+impl Eq for SessionLedger {}
 
 #[cfg(test)]
 mod tests {
@@ -247,6 +409,54 @@ mod tests {
                     assert_eq!(tree.root(), l.hash(), "n = {n}, g = {g}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_session_ledger_hashes_like_the_whole_ledger_and_stores_only_its_changes() {
+        for n in [0, 1, 3, 64, 65, 130, 4096, 4097, 10_000] {
+            let base = ledger(n);
+            let mut policy = crate::policy::Policy::empty("p");
+            for q in &base.remaining {
+                policy.grants.push(crate::policy::Grant {
+                    name: "g".into(),
+                    agent: 0,
+                    tool: 0,
+                    resource: None,
+                    args: vec![],
+                    quota: *q,
+                    approval: false,
+                    expires_at: None,
+                    discovers: None,
+                });
+            }
+            let tree = Arc::new(LedgerTree::new(&base));
+            let mut session = SessionLedger::new(Arc::new(base.clone()), tree);
+            let mut plain = base.clone();
+            assert_eq!(session.hash(), plain.hash(), "n = {n}");
+            let touched = [1, n / 2, n.saturating_sub(1), 63, 64, 65, 4095, 4096, 9_999];
+            for (step, &g) in touched.iter().enumerate() {
+                if g >= n {
+                    continue;
+                }
+                assert_eq!(session.consume(g), plain.consume(g), "n = {n}, g = {g}");
+                assert_eq!(session.hash(), plain.hash(), "consume: n = {n}, g = {g}");
+                if step % 2 == 0 {
+                    session.refund(&policy, g);
+                    plain.refund(&policy, g);
+                    assert_eq!(session.hash(), plain.hash(), "refund: n = {n}, g = {g}");
+                }
+                assert_eq!(session.remaining(g), plain.remaining.get(g).copied());
+                assert_eq!(session.has_quota(g), plain.has_quota(g));
+            }
+            assert_eq!(session.to_ledger(), plain);
+            assert!(
+                session.counts.len() <= touched.len(),
+                "only touched counts are stored"
+            );
+            assert!(session.hashes.len() <= 3 * touched.len());
+            assert_eq!(session.remaining(n), None);
+            assert!(!session.consume(n), "no such grant");
         }
     }
 

@@ -19,7 +19,7 @@ fn fingerprint(s: &Session) -> String {
     format!(
         "{:?}|{:?}|{:?}|{}|{}|{}",
         st.graph,
-        st.ledger,
+        st.ledger.to_ledger(),
         st.sets,
         st.seq,
         st.time,

@@ -108,7 +108,7 @@ fn status(m: &Monitor, node: NodeId) -> Status {
 /// The session's ledger hash is the hash of its ledger, after every unit
 /// taken or returned.
 fn hash_is_current(m: &Monitor) {
-    assert_eq!(m.state().ledger_hash(), m.state().ledger.hash());
+    assert_eq!(m.state().ledger_hash(), m.state().ledger.to_ledger().hash());
 }
 
 #[test]
@@ -141,19 +141,19 @@ fn results_report_what_they_changed() {
     assert_eq!(m.state().sets[0].len(), 3);
     // A failed call gets its unit back; an unknown one does not.
     assert_eq!(call(&mut m, "l3", "lookup", json!({})), Verdict::Allow);
-    assert_eq!(m.state().ledger.remaining[0], Quota::Limited(0));
+    assert_eq!(m.state().ledger.remaining(0), Some(Quota::Limited(0)));
     let a = result(&mut m, "l3", "failed", &[]);
     assert_eq!(a.notes, vec![Note::Failed]);
     assert_eq!(a.refunded, vec![0]);
     assert_eq!(status(&m, a.node), Status::Failed);
-    assert_eq!(m.state().ledger.remaining[0], Quota::Limited(1));
+    assert_eq!(m.state().ledger.remaining(0), Some(Quota::Limited(1)));
     hash_is_current(&m);
     assert_eq!(call(&mut m, "l4", "lookup", json!({})), Verdict::Allow);
     let a = result(&mut m, "l4", "unknown", &["d@x"]);
     assert_eq!(a.notes, vec![Note::Unknown]);
     assert!(a.refunded.is_empty());
     assert_eq!(status(&m, a.node), Status::Unknown);
-    assert_eq!(m.state().ledger.remaining[0], Quota::Limited(0));
+    assert_eq!(m.state().ledger.remaining(0), Some(Quota::Limited(0)));
     assert!(!m.state().sets[0].contains("d@x"));
     hash_is_current(&m);
 }
@@ -209,7 +209,7 @@ fn rejections_and_approvals_hold_and_return_units() {
         call(&mut m, "s1", "send", json!({"to": "a"})),
         Verdict::Pause
     );
-    assert_eq!(m.state().ledger.remaining[1], Quota::Limited(1));
+    assert_eq!(m.state().ledger.remaining(1), Some(Quota::Limited(1)));
     hash_is_current(&m);
     let node = m.state().call_node("s1").unwrap();
     assert_eq!(status(&m, node), Status::Paused);
@@ -218,7 +218,7 @@ fn rejections_and_approvals_hold_and_return_units() {
     assert_eq!(a.refunded, vec![1]);
     assert_eq!(a.rule, Some(Rule::Grant(1)));
     assert_eq!(status(&m, node), Status::Rejected);
-    assert_eq!(m.state().ledger.remaining[1], Quota::Limited(2));
+    assert_eq!(m.state().ledger.remaining(1), Some(Quota::Limited(2)));
     hash_is_current(&m);
     assert_eq!(
         call(&mut m, "s2", "send", json!({"to": "b"})),
@@ -231,7 +231,7 @@ fn rejections_and_approvals_hold_and_return_units() {
     assert_eq!(m.state().held_grants("s2"), Some(&[1][..]));
     let node = m.state().call_node("s2").unwrap();
     assert_eq!(status(&m, node), Status::Running);
-    assert_eq!(m.state().ledger.remaining[1], Quota::Limited(1));
+    assert_eq!(m.state().ledger.remaining(1), Some(Quota::Limited(1)));
     hash_is_current(&m);
 }
 

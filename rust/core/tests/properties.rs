@@ -93,7 +93,7 @@ proptest! {
                 (want, got) => prop_assert!(false, "spec {:?} but monitor {:?} on {:?}", want, got, e),
             }
             state = next;
-            prop_assert_eq!(&*monitor.state().ledger, &state.ledger);
+            prop_assert_eq!(&monitor.state().ledger.to_ledger(), &state.ledger);
             prop_assert_eq!(&monitor.state().sets, &state.sets);
             prop_assert_eq!(monitor.state().ledger_hash(), state.ledger.hash());
         }
@@ -131,7 +131,7 @@ proptest! {
                 (Err(_), Err(_)) => {}
                 (want, got) => prop_assert!(false, "reference {:?} but monitor {:?} on {:?}", want, got, e),
             }
-            prop_assert_eq!(&*monitor.state().ledger, &reference.ledger.ledger);
+            prop_assert_eq!(&monitor.state().ledger.to_ledger(), &reference.ledger.ledger);
             prop_assert_eq!(&monitor.state().sets, &reference.ledger.sets);
         }
     }
@@ -173,7 +173,7 @@ proptest! {
                 _ => {}
             }
             for (g, grant) in policy.grants.iter().enumerate() {
-                if let (Quota::Limited(cap), Quota::Limited(left)) = (grant.quota, monitor.state().ledger.remaining[g]) {
+                if let (Quota::Limited(cap), Quota::Limited(left)) = (grant.quota, monitor.state().ledger.remaining(g).unwrap_or(Quota::Limited(0))) {
                     let in_use = held.values().flatten().filter(|&&h| h == g).count() as u64;
                     prop_assert!(left <= cap);
                     prop_assert_eq!(cap - left, in_use, "grant {} accounting", g);

@@ -7,7 +7,6 @@ use super::Session;
 use crate::decision::Reason;
 use crate::policy::GrantId;
 use crate::spec;
-use std::sync::Arc;
 
 impl Session {
     /// The serving grant of every agent on the chain, or why there is none.
@@ -40,10 +39,8 @@ impl Session {
     /// Takes one unit of each grant.
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            // Unlimited grants never change: the shared ledger stays shared.
-            if self.state.ledger.is_limited(g) && Arc::make_mut(&mut self.state.ledger).consume(g) {
-                Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
-            }
+            // Unlimited grants never change: nothing is recorded for them.
+            self.state.ledger.consume(g);
         }
     }
 
@@ -51,10 +48,7 @@ impl Session {
     /// approval whose re-check denies).
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            if self.state.ledger.is_limited(g) {
-                Arc::make_mut(&mut self.state.ledger).refund(&self.shared.policy, g);
-                Arc::make_mut(&mut self.state.ledger_tree).update(&self.state.ledger, g);
-            }
+            self.state.ledger.refund(&self.shared.policy, g);
         }
     }
 }

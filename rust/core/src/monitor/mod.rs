@@ -35,7 +35,7 @@ use crate::event::{Event, Resolve};
 use crate::graph::{Evidence, Graph, Node, NodeId, NodeKind, Status, NO_TOOL};
 use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
-use crate::ledger::{Ledger, LedgerTree};
+use crate::ledger::{Ledger, LedgerTree, SessionLedger};
 use crate::policy::{GrantId, Policy, Quota, RuleEffect, ToolId};
 use crate::validate::{validate, ModelError};
 use fast_map::FastMap;
@@ -111,13 +111,11 @@ struct Held {
 pub struct SessionState {
     /// Calls, tasks and contexts, and where their data came from.
     pub graph: Graph,
-    /// Units left per grant. Shared with the policy's initial ledger (and
-    /// every other new session) until the session takes its first unit.
-    pub ledger: Arc<Ledger>,
-    /// The ledger's hash tree: a unit taken or returned rehashes one block
-    /// and its ancestors, not every grant. Shared with the policy's initial
-    /// tree until the first unit is taken (a new session hashes nothing).
-    ledger_tree: Arc<LedgerTree>,
+    /// Units left per grant: the policy's initial ledger and hash tree,
+    /// shared by every session, plus only the counts (and tree hashes) this
+    /// session changed. A unit taken or returned rehashes one block and its
+    /// ancestors; a new session hashes and copies nothing.
+    pub ledger: SessionLedger,
     /// Discovered-resource sets, indexed like `Policy::sets`.
     pub sets: Vec<BTreeSet<String>>,
     /// Call and task ids. They come from the agent's runtime, so the map
@@ -192,14 +190,10 @@ impl SessionState {
     pub fn new(policy: &Policy) -> SessionState {
         let ledger = Ledger::initial(policy);
         let tree = Arc::new(LedgerTree::new(&ledger));
-        SessionState::with_ledger(policy, Arc::new(ledger), tree)
+        SessionState::with_ledger(policy, SessionLedger::new(Arc::new(ledger), tree))
     }
 
-    fn with_ledger(
-        policy: &Policy,
-        ledger: Arc<Ledger>,
-        ledger_tree: Arc<LedgerTree>,
-    ) -> SessionState {
+    fn with_ledger(policy: &Policy, ledger: SessionLedger) -> SessionState {
         let mut graph = Graph::default();
         graph.push_node(Node {
             kind: NodeKind::Context,
@@ -213,7 +207,6 @@ impl SessionState {
         });
         SessionState {
             graph,
-            ledger_tree,
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
             calls: HashMap::new(),
@@ -236,7 +229,7 @@ impl SessionState {
     /// The ledger's hash, as audit records name it (kept up to date as
     /// units are taken and returned, never recomputed from scratch).
     pub fn ledger_hash(&self) -> Hash {
-        self.ledger_tree.root()
+        self.ledger.hash()
     }
 
     /// The node of call `id`, if the session has seen it.
@@ -309,8 +302,10 @@ impl CompiledPolicy {
             options,
             state: SessionState::with_ledger(
                 &self.policy,
-                Arc::clone(&self.initial_ledger),
-                Arc::clone(&self.initial_tree),
+                SessionLedger::new(
+                    Arc::clone(&self.initial_ledger),
+                    Arc::clone(&self.initial_tree),
+                ),
             ),
             shared: self.clone(),
         }
@@ -611,7 +606,7 @@ impl Session {
             Reason::Granted { .. } => {}
             _ => return None,
         }
-        match self.state.ledger.remaining.get(*e.grants.first()?) {
+        match self.state.ledger.remaining(*e.grants.first()?) {
             Some(Quota::Limited(n)) => Some(n.saturating_sub(taken)),
             _ => None,
         }

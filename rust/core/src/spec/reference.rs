@@ -829,7 +829,7 @@ mod tests {
             };
             let want = short(policy, &want);
             assert_eq!(want, got, "reference and monitor on {e:?}");
-            assert_eq!(*monitor.state().ledger, reference.ledger.ledger);
+            assert_eq!(monitor.state().ledger.to_ledger(), reference.ledger.ledger);
             out.push(want);
         }
         out
