@@ -12,3 +12,10 @@ lean_lib Agenra where
 @[default_target]
 lean_lib AgenraProofs where
   srcDir := "proofs"
+
+-- Certificates written by `agenra certify OLD NEW --emit-lean
+-- certificates/Certificates/<Name>.lean` (docs/lean.md). Not a default
+-- target: `lake build Certificates`.
+lean_lib Certificates where
+  srcDir := "certificates"
+  globs := #[.submodules `Certificates]

@@ -1,1 +1,5 @@
 import AgenraProofs.Ledger
+import AgenraProofs.Quota
+import AgenraProofs.Certify
+import AgenraProofs.Label
+import AgenraProofs.Simulation

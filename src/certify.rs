@@ -124,9 +124,13 @@ pub fn run_certify(
     new: &Path,
     json: bool,
     out: Option<&Path>,
+    emit_lean: Option<&Path>,
 ) -> Result<(String, u8), String> {
     let (po, pn) = (load(old)?, load(new)?);
     let report = certify(&po, &pn);
+    if let Some(path) = emit_lean {
+        write_lean(&po, &pn, &report, path)?;
+    }
     if let Some(path) = out {
         match &report.certificate {
             Some(cert) => {
@@ -152,6 +156,23 @@ pub fn run_certify(
         report_text(&report)
     };
     Ok((text, exit_code(report.verdict)))
+}
+
+/// `--emit-lean FILE`: the certificate as a Lean file (docs/lean.md); the
+/// namespace is named after the file stem. No file without a certificate.
+fn write_lean(po: &Policy, pn: &Policy, report: &Report, path: &Path) -> Result<(), String> {
+    let Some(cert) = &report.certificate else {
+        eprintln!(
+            "agenra: no Lean certificate written to {}: the verdict is {}",
+            path.display(),
+            report.verdict.as_str()
+        );
+        return Ok(());
+    };
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("Cert");
+    let text = agenra_certify::emit_lean::emit_lean(po, pn, cert, stem)
+        .map_err(|e| format!("{}: cannot emit the Lean certificate: {e}", path.display()))?;
+    std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 /// `agenra check-cert`: `Ok` with a line when the certificate holds.

@@ -41,12 +41,22 @@
 
 #[cfg(feature = "cli")]
 pub mod bench;
+#[cfg(all(feature = "cli", feature = "smt"))]
+pub mod bench_authorizer;
 #[cfg(feature = "cli")]
 pub mod bench_embed;
 #[cfg(feature = "cli")]
 pub mod bench_scale;
 #[cfg(feature = "cli")]
+pub mod bench_verify;
+#[cfg(feature = "cli")]
 pub mod certify;
+#[cfg(all(feature = "cli", feature = "smt"))]
+pub mod cmd_authorize;
+#[cfg(feature = "cli")]
+pub mod cmd_verify;
+#[cfg(feature = "smt")]
+pub mod engine;
 pub mod guard;
 #[cfg(feature = "cli")]
 pub mod render;

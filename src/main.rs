@@ -1,8 +1,12 @@
 //! The `agenra` command line.
 
+mod bench_serve;
+mod cmd_audit;
+mod cmd_ir;
+mod cmd_serve;
 use agenra::bench;
 use agenra::render;
-use agenra::replay::{replay, ReplayError, Stepper};
+use agenra::replay::{Record, ReplayError, Stepper};
 use agenra::stream;
 use agenra::trace::{parse_trace, read_trace, TraceEvent};
 use agenra::Sessions;
@@ -141,7 +145,7 @@ enum Command {
         which: BenchKind,
     },
     /// Does NEW preserve every workflow OLD admits? Exit 0 certified, 2 not
-    /// preserved, 3 unknown (docs/certify.md). `--emit-lean` is not built yet.
+    /// preserved, 3 unknown (docs/certify.md).
     Certify {
         /// The deployed policy (`.agr`, or compiled `.json`/`.cbor`).
         old: PathBuf,
@@ -153,6 +157,34 @@ enum Command {
         /// Write the certificate here (CBOR if the name ends in `.cbor`, else JSON).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Write the certificate as a Lean file that `lake build` checks (docs/lean.md).
+        #[arg(long = "emit-lean")]
+        emit_lean: Option<PathBuf>,
+    },
+    /// The HTTP decision API on the durable store (docs/http-api.md).
+    Serve {
+        /// The policy (`.agr`, or compiled `.json`/`.cbor`); SIGHUP reloads it.
+        #[arg(long)]
+        policy: PathBuf,
+        /// The embedded store (created if missing; sessions are recovered from it).
+        #[arg(long, default_value = "agenra.redb")]
+        store: PathBuf,
+        /// Address to listen on (port 0: any free port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// Refuse a policy revision that `agenra certify` does not certify against the running one.
+        #[arg(long)]
+        require_certified: bool,
+    },
+    /// The hash-chained audit log: verify, export, report (docs/store.md).
+    Audit {
+        #[command(subcommand)]
+        which: cmd_audit::AuditCmd,
+    },
+    /// The Permission IR of a task: validate, produce, lower (docs/permission-ir.md).
+    Ir {
+        #[command(subcommand)]
+        which: cmd_ir::IrCommand,
     },
     /// Re-check a certificate written by `certify --out` (exit 0 when it holds).
     CheckCert {
@@ -160,6 +192,80 @@ enum Command {
         new: PathBuf,
         cert: PathBuf,
     },
+    /// Bounded SMT checks of one policy (docs/verification.md). Exit 0 when
+    /// every property holds, 2 violated, 3 unknown.
+    Verify {
+        /// The policy (`.agr`, or compiled `.json`/`.cbor`).
+        policy: PathBuf,
+        /// The number of calls in a bounded trace.
+        #[arg(long, default_value_t = 5)]
+        bound: usize,
+        /// Check only this property (repeatable; default: all seven).
+        #[arg(long)]
+        property: Vec<String>,
+        /// Per Z3 query, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u32,
+        /// Write each counterexample trace here.
+        #[arg(long)]
+        witness_dir: Option<PathBuf>,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Decide the last call of a trace with the native engine, the Z3
+    /// authorizer or both (docs/smt.md): the decision with the granted
+    /// capabilities or the counterexample.
+    Authorize {
+        /// The policy (`.agr`, or compiled `.json`/`.cbor`).
+        #[arg(long)]
+        policy: PathBuf,
+        /// A Permission IR (docs/permission-ir.md): the session runs under
+        /// the policy narrowed by the task, its task event first.
+        #[arg(long)]
+        ir: Option<PathBuf>,
+        /// A trace (docs/events.md) whose last event is the call to decide.
+        trace: PathBuf,
+        /// native, smt, or both (cross-checked: any difference is a DENY).
+        #[arg(long, default_value = "smt")]
+        engine: agenra::engine::Engine,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Draw the session graph of a trace (Graphviz DOT or JSON), with the
+    /// violating path of a denied call highlighted.
+    Graph {
+        /// The policy (`.agr`, or compiled `.json`/`.cbor`).
+        #[arg(long)]
+        policy: PathBuf,
+        /// A trace (docs/events.md).
+        trace: PathBuf,
+        /// Draw the graph as of event N (1-based; default: the last event).
+        #[arg(long)]
+        seq: Option<usize>,
+        /// dot or json.
+        #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+        format: GraphFormat,
+    },
+    /// Compare two policies: equivalent, more or less permissive, or
+    /// incomparable, with witnesses. Exit 0 equivalent, 2 differ, 3 unknown.
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        /// Longest witness, in calls.
+        #[arg(long, default_value_t = 5)]
+        bound: usize,
+        /// One JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum GraphFormat {
+    Dot,
+    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -170,6 +276,34 @@ enum Format {
 
 #[derive(Subcommand)]
 enum BenchKind {
+    /// `agenra serve` over loopback HTTP on the durable store: the JSON
+    /// figures on the last line.
+    Serve {
+        /// Only the JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Concurrent client threads (one session and connection each).
+        #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=256))]
+        clients: u64,
+        /// Measured seconds (after half a second of warm-up).
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// `agenra verify` on a generated policy (50 grants, 20 flow rules, 10
+    /// path rules) at K = 5: the JSON summary on the last line.
+    Verify {
+        /// One JSON object per property, then the summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The SMT authorizer on generated graphs of 1-50 nodes, each decided
+    /// 5 times: per size bucket median/p95/max ms, and the native median,
+    /// as one JSON object on the last line.
+    Authorizer {
+        /// Only the JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// The certify corpus (tests/certify-corpus): the summary object last.
     Certify {
         /// One JSON object per revision, then the summary.
@@ -248,6 +382,22 @@ struct Failed(u8);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve {
+            policy,
+            store,
+            listen,
+            require_certified,
+        } => cmd_serve::run(policy, store, listen, require_certified),
+        Command::Audit { which } => cmd_audit::run(which),
+        Command::Ir { which } => cmd_ir::run(which),
+        Command::Bench {
+            which:
+                BenchKind::Serve {
+                    json,
+                    clients,
+                    seconds,
+                },
+        } => bench_serve::run(json, clients as usize, seconds),
         Command::Check {
             files,
             deny_warnings,
@@ -294,13 +444,65 @@ fn main() -> ExitCode {
             new,
             json,
             out,
-        } => certify_cmd(&old, &new, json, out.as_deref()),
+            emit_lean,
+        } => certify_cmd(&old, &new, json, out.as_deref(), emit_lean.as_deref()),
         Command::CheckCert { old, new, cert } => agenra::certify::run_check_cert(&old, &new, &cert)
             .map(|line| print!("{line}"))
             .map_err(|e| {
                 eprintln!("agenra: error: {}", e.trim_end());
                 Failed(1)
             }),
+        Command::Verify {
+            policy,
+            bound,
+            property,
+            timeout_ms,
+            witness_dir,
+            json,
+        } => coded(agenra::cmd_verify::run_verify(
+            &policy,
+            bound,
+            &property,
+            timeout_ms,
+            witness_dir.as_deref(),
+            json,
+        )),
+        Command::Authorize {
+            policy,
+            ir,
+            trace,
+            engine,
+            json,
+        } => coded(
+            agenra::cmd_authorize::run_authorize(&policy, ir.as_deref(), &trace, engine, json)
+                .map(|t| (t, 0)),
+        ),
+        Command::Graph {
+            policy,
+            trace,
+            seq,
+            format,
+        } => coded(
+            agenra::cmd_authorize::run_graph(
+                &policy,
+                &trace,
+                seq,
+                matches!(format, GraphFormat::Dot),
+            )
+            .map(|t| (t, 0)),
+        ),
+        Command::Bench {
+            which: BenchKind::Authorizer { json },
+        } => coded(agenra::bench_authorizer::run_bench(json).map(|t| (t, 0))),
+        Command::Diff {
+            old,
+            new,
+            bound,
+            json,
+        } => coded(agenra::cmd_verify::run_diff(&old, &new, bound, json)),
+        Command::Bench {
+            which: BenchKind::Verify { json },
+        } => coded(agenra::bench_verify::run_bench(json).map(|t| (t, 0))),
         Command::Bench {
             which: BenchKind::Certify { json, corpus },
         } => {
@@ -489,7 +691,13 @@ fn compile(file: &Path, format: Format, output: Option<&Path>) -> Result<(), Fai
 /// `replay --json` streams: each line is read, decided and printed before
 /// the next is read, so memory does not grow with the trace (beyond the
 /// session itself).
-fn replay_json_streaming(stepper: &mut Stepper, trace: &Path) -> Result<(), Failed> {
+/// Runs a trace file line by line, handing each record to `sink` as it is
+/// produced; stops at the first bad event. Nothing holds the whole trace.
+fn replay_streaming(
+    stepper: &mut Stepper,
+    trace: &Path,
+    mut sink: impl FnMut(&Stepper, Record) -> Result<(), Failed>,
+) -> Result<(), Failed> {
     use std::io::BufRead;
     let file = std::fs::File::open(trace)
         .map_err(|e| fail(format!("{}: cannot read: {e}", trace.display())))?;
@@ -504,9 +712,9 @@ fn replay_json_streaming(stepper: &mut Stepper, trace: &Path) -> Result<(), Fail
         };
         match stepper.step_line(text) {
             None => {}
-            Some(Ok(record)) => println!("{}", serde_json::to_string(&record).map_err(fail)?),
+            Some(Ok(record)) => sink(stepper, record)?,
             Some(Err(source)) => {
-                return Err(fail(agenra::replay::ReplayError {
+                return Err(fail(ReplayError {
                     path: trace.to_path_buf(),
                     line: i + 1,
                     applied: stepper.applied() as usize,
@@ -518,29 +726,37 @@ fn replay_json_streaming(stepper: &mut Stepper, trace: &Path) -> Result<(), Fail
     Ok(())
 }
 
+/// Records per block of the human table (its columns are sized per block).
+const TABLE_BLOCK: usize = 4096;
+
 fn replay_cmd(policy: &Path, trace: &Path, json: bool) -> Result<(), Failed> {
     let mut stepper = Stepper::new(sessions_for(policy)?);
     if json {
-        return replay_json_streaming(&mut stepper, trace);
+        return replay_streaming(&mut stepper, trace, |_, record| {
+            println!("{}", serde_json::to_string(&record).map_err(fail)?);
+            Ok(())
+        });
     }
-    let text = read_trace(trace).map_err(fail)?;
-    let (records, error) = match replay(&mut stepper, trace, &text) {
-        Ok(r) => (r, None),
-        Err((r, e)) => (r, Some(e)),
-    };
-    // The human table sizes its columns to every record, so it is printed
-    // once the trace has run.
-    let sessions = stepper.sessions();
-    let default = sessions
+    let default = stepper
+        .sessions()
         .get(None)
         .ok_or_else(|| fail("no default session"))?;
     println!("{}", render::policy_line(default));
-    print!("{}", render::table(sessions, &records));
-    println!("{}", render::summary(&records));
-    match error {
-        Some(e) => Err(fail(e)),
-        None => Ok(()),
-    }
+    let mut table = render::Table::default();
+    let mut tally = render::Tally::default();
+    let mut block = Vec::with_capacity(TABLE_BLOCK);
+    let outcome = replay_streaming(&mut stepper, trace, |stepper, record| {
+        tally.add(&record);
+        block.push(record);
+        if block.len() == TABLE_BLOCK {
+            print!("{}", table.block(stepper.sessions(), &block));
+            block.clear();
+        }
+        Ok(())
+    });
+    print!("{}", table.block(stepper.sessions(), &block));
+    println!("{}", tally.line());
+    outcome
 }
 
 fn monitor(policy: &Path, trace_out: Option<&Path>) -> Result<(), Failed> {
@@ -715,8 +931,32 @@ fn bench_monitor(workload: bench::Workload, json: bool, samples: usize) -> Resul
     Ok(())
 }
 
-fn certify_cmd(old: &Path, new: &Path, json: bool, out: Option<&Path>) -> Result<(), Failed> {
-    match agenra::certify::run_certify(old, new, json, out) {
+/// Prints a report; its exit code (or an error, exit 1).
+fn coded(r: Result<(String, u8), String>) -> Result<(), Failed> {
+    match r {
+        Ok((text, code)) => {
+            print!("{text}");
+            if code == 0 {
+                Ok(())
+            } else {
+                Err(Failed(code))
+            }
+        }
+        Err(e) => {
+            eprintln!("agenra: error: {}", e.trim_end());
+            Err(Failed(1))
+        }
+    }
+}
+
+fn certify_cmd(
+    old: &Path,
+    new: &Path,
+    json: bool,
+    out: Option<&Path>,
+    emit_lean: Option<&Path>,
+) -> Result<(), Failed> {
+    match agenra::certify::run_certify(old, new, json, out, emit_lean) {
         Ok((text, 0)) => {
             print!("{text}");
             Ok(())

@@ -71,7 +71,21 @@ const GAP: &str = "  ";
 /// Lays out rows of cells under `titles`, each column as wide as its widest
 /// cell. Returns the lines (without newlines) and the column widths.
 fn layout(titles: &[&str], right: &[bool], rows: &[Vec<String>]) -> (Vec<String>, Vec<usize>) {
+    layout_at_least(titles, right, rows, &[])
+}
+
+/// [`layout`] with columns at least as wide as `floor` (a table printed in
+/// blocks keeps the widths of the blocks before).
+fn layout_at_least(
+    titles: &[&str],
+    right: &[bool],
+    rows: &[Vec<String>],
+    floor: &[usize],
+) -> (Vec<String>, Vec<usize>) {
     let mut widths: Vec<usize> = titles.iter().map(|t| width(t)).collect();
+    for (w, f) in widths.iter_mut().zip(floor) {
+        *w = (*w).max(*f);
+    }
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(width(cell));
@@ -125,43 +139,64 @@ pub fn policy_line(monitor: &Monitor) -> String {
 /// line (under the call column) below each event that has a path. Every
 /// line ends with a newline.
 pub fn table(sessions: &Sessions, records: &[Record]) -> String {
-    const TITLES: [&str; 7] = ["seq", "event", "call", "tool", "answer", "rule", "reason"];
-    const RIGHT: [bool; 7] = [true, false, false, false, false, false, false];
-    let rows: Vec<Vec<String>> = records
-        .iter()
-        .map(|r| {
-            vec![
-                r.seq.to_string(),
-                r.kind.to_string(),
-                call_cell(r),
-                escape(r.tool.as_deref().unwrap_or("")).into_owned(),
-                verdict_cell(r).to_string(),
-                escape(r.rule.as_deref().unwrap_or("-")).into_owned(),
-                escape(&r.reason).into_owned(),
-            ]
-        })
-        .collect();
-    let (lines, widths) = layout(&TITLES, &RIGHT, &rows);
-    let indent = widths[0] + GAP.len() + widths[1] + GAP.len();
-    let mut lines = lines.into_iter();
-    let mut out = String::new();
-    if let Some(header) = lines.next() {
-        out.push_str(&header);
-        out.push('\n');
-    }
-    for (r, line) in records.iter().zip(lines) {
-        out.push_str(&line);
-        out.push('\n');
-        if let (false, Some(monitor)) = (r.path.is_empty(), sessions.get(r.session.as_deref())) {
-            let _ = writeln!(
-                out,
-                "{:indent$}path: {}",
-                "",
-                describe_path(monitor, &r.path)
-            );
+    Table::default().block(sessions, records)
+}
+
+/// `replay`'s event table written block by block, so that a long trace is
+/// printed as it runs and never held whole: each block's columns are as
+/// wide as its widest cell and never narrower than the blocks before (a
+/// single block is exactly [`table`]).
+#[derive(Default)]
+pub struct Table {
+    widths: Vec<usize>,
+}
+
+impl Table {
+    /// The lines of `records` (and, for the first block, the header).
+    pub fn block(&mut self, sessions: &Sessions, records: &[Record]) -> String {
+        const TITLES: [&str; 7] = ["seq", "event", "call", "tool", "answer", "rule", "reason"];
+        const RIGHT: [bool; 7] = [true, false, false, false, false, false, false];
+        let first = self.widths.is_empty();
+        let rows: Vec<Vec<String>> = records
+            .iter()
+            .map(|r| {
+                vec![
+                    r.seq.to_string(),
+                    r.kind.to_string(),
+                    call_cell(r),
+                    escape(r.tool.as_deref().unwrap_or("")).into_owned(),
+                    verdict_cell(r).to_string(),
+                    escape(r.rule.as_deref().unwrap_or("-")).into_owned(),
+                    escape(&r.reason).into_owned(),
+                ]
+            })
+            .collect();
+        let (lines, widths) = layout_at_least(&TITLES, &RIGHT, &rows, &self.widths);
+        let indent = widths[0] + GAP.len() + widths[1] + GAP.len();
+        self.widths = widths;
+        let mut lines = lines.into_iter();
+        let mut out = String::new();
+        if let Some(header) = lines.next() {
+            if first {
+                out.push_str(&header);
+                out.push('\n');
+            }
         }
+        for (r, line) in records.iter().zip(lines) {
+            out.push_str(&line);
+            out.push('\n');
+            if let (false, Some(monitor)) = (r.path.is_empty(), sessions.get(r.session.as_deref()))
+            {
+                let _ = writeln!(
+                    out,
+                    "{:indent$}path: {}",
+                    "",
+                    describe_path(monitor, &r.path)
+                );
+            }
+        }
+        out
     }
-    out
 }
 
 /// `n3 c3 fs.read -> n0 context -> n5 c5 http.get` (escaped)
@@ -203,16 +238,45 @@ pub fn describe_node(monitor: &Monitor, id: NodeId) -> String {
 }
 
 pub fn summary(records: &[Record]) -> String {
-    let count = |v| records.iter().filter(|r| r.decision == Some(v)).count();
-    let last = records.last().map_or("-", |r| r.ledger_hash.as_str());
-    format!(
-        "{} events: {} ALLOW, {} DENY, {} PAUSE; ledger {}",
-        records.len(),
-        count(Verdict::Allow),
-        count(Verdict::Deny),
-        count(Verdict::Pause),
-        last
-    )
+    let mut tally = Tally::default();
+    records.iter().for_each(|r| tally.add(r));
+    tally.line()
+}
+
+/// What `replay`'s summary line counts, accumulated one record at a time.
+#[derive(Default)]
+pub struct Tally {
+    events: usize,
+    allow: usize,
+    deny: usize,
+    pause: usize,
+    ledger: Option<String>,
+}
+
+impl Tally {
+    /// Counts one record.
+    pub fn add(&mut self, r: &Record) {
+        self.events += 1;
+        match r.decision {
+            Some(Verdict::Allow) => self.allow += 1,
+            Some(Verdict::Deny) => self.deny += 1,
+            Some(Verdict::Pause) => self.pause += 1,
+            None => {}
+        }
+        self.ledger = Some(r.ledger_hash.clone());
+    }
+
+    /// `N events: A ALLOW, D DENY, P PAUSE; ledger HASH`
+    pub fn line(&self) -> String {
+        format!(
+            "{} events: {} ALLOW, {} DENY, {} PAUSE; ledger {}",
+            self.events,
+            self.allow,
+            self.deny,
+            self.pause,
+            self.ledger.as_deref().unwrap_or("-")
+        )
+    }
 }
 
 fn quota(q: Quota) -> String {

@@ -904,3 +904,108 @@ fn bench_scale_measures_one_thing_per_process() {
         stderr(&out)
     );
 }
+
+/// A long trace is printed block by block: one header, every event once,
+/// a summary that counts them all, and columns that never get narrower.
+#[test]
+fn human_replay_of_a_long_trace_streams_in_blocks() {
+    let mut text = String::new();
+    let n = 9_000;
+    for i in 1..=n {
+        // Ids grow longer after the first block: later blocks widen columns.
+        let id = if i > 5_000 {
+            format!("call-with-a-longer-id-{i}")
+        } else {
+            format!("c{i}")
+        };
+        text.push_str(&format!(
+            "{{\"kind\":\"call\",\"id\":\"{id}\",\"time\":{i},\"tool\":\"tests.run\",\"args\":{{\"suite\":\"a\"}}}}\n"
+        ));
+    }
+    let trace = temp_file("long-trace.jsonl", &text);
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        "examples/coding-agent/policy.agr",
+        s(&trace),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("policy "), "{}", lines[0]);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with("seq "))
+            .count(),
+        1,
+        "one header"
+    );
+    let rows = &lines[2..lines.len() - 1];
+    assert_eq!(rows.len(), n, "every event once");
+    for (i, row) in rows.iter().enumerate() {
+        assert!(
+            row.trim_start().starts_with(&format!("{} ", i + 1)),
+            "row {i}: {row}"
+        );
+    }
+    let summary = lines[lines.len() - 1];
+    assert!(summary.starts_with(&format!("{n} events: ")), "{summary}");
+    // The answer column of the last block sits right of the first's.
+    let answer = |row: &str| row.find("ALLOW").or_else(|| row.find("DENY"));
+    assert!(
+        answer(rows[n - 1]) >= answer(rows[0]),
+        "{}\n{}",
+        rows[0],
+        rows[n - 1]
+    );
+}
+
+/// `replay` prints the first block of its table while the trace is still
+/// being written: it streams instead of reading the whole trace first.
+#[test]
+fn human_replay_prints_before_the_trace_ends() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agenra"))
+        .args([
+            "replay",
+            "--policy",
+            "examples/coding-agent/policy.agr",
+            "/dev/stdin",
+        ])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the agenra binary runs");
+    // Output is read from the start: a pipe holds only 64 KB.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for _ in 0..4_000 {
+            if lines.next().is_none() {
+                return;
+            }
+        }
+        let _ = tx.send(());
+        for _ in lines {}
+    });
+    let mut input = child.stdin.take().expect("stdin");
+    for i in 1..=5_000 {
+        writeln!(
+            input,
+            "{{\"kind\":\"call\",\"id\":\"c{i}\",\"time\":{i},\"tool\":\"tests.run\",\"args\":{{\"suite\":\"a\"}}}}"
+        )
+        .expect("write an event");
+    }
+    input.flush().expect("flush");
+    // The trace is still open: only a streaming replay can have printed the
+    // first block (4,096 rows) by now.
+    let printed = rx.recv_timeout(std::time::Duration::from_secs(60));
+    drop(input);
+    let status = child.wait().expect("replay ends");
+    assert!(printed.is_ok(), "no output before the trace ended");
+    assert!(status.success());
+}

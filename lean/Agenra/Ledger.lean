@@ -619,6 +619,19 @@ def select (p : Policy) (l : Ledger) (agent : Nat) (req : Request)
     (sets : List (List String)) : Option Nat :=
   selectFrom p l agent req sets 0 p.grants
 
+/-- `match o { Some(a) => f(a), None => n }`: a non-recursive helper, so
+that proofs can case on the `Option` without unfolding a `match`. -/
+def optElim {α β : Type} (o : Option α) (n : β) (f : α → β) : β :=
+  match o with
+  | some a => f a
+  | none => n
+
+/-- The rest of admission after the first agent's grant `g`: a failure
+stays a failure; otherwise `g` is prefixed to the grants taken. -/
+def consUsed (g : Nat) : Except Nat (List Nat × List Quota) → Except Nat (List Nat × List Quota)
+  | .error a => .error a
+  | .ok r => .ok (g :: r.1, r.2)
+
 /-- Admission along an explicit chain of agents: one unit from the serving
 grant of each, in order, all or nothing. `.error a` names the first agent
 with no serving grant; `.ok (used, ledger)` lists the grants taken, in
@@ -627,12 +640,8 @@ def admitChain (p : Policy) (req : Request) (sets : List (List String)) :
     List Quota → List Nat → Except Nat (List Nat × List Quota)
   | l, [] => .ok ([], l)
   | l, agent :: rest =>
-    match select p l agent req sets with
-    | none => .error agent
-    | some g =>
-      match admitChain p req sets (consume l g).2 rest with
-      | .error a => .error a
-      | .ok r => .ok (g :: r.1, r.2)
+    optElim (select p l agent req sets) (Except.error agent)
+      (fun g => consUsed g (admitChain p req sets (consume l g).2 rest))
 
 /-- Admission of a request (`spec/mod.rs`, the function after `select`): along
 `agent_chain(req.agent)`, the caller first and the root last. -/
@@ -788,35 +797,51 @@ def approveWith (p : Policy) (s : State) (id : String) (checks : Checks) :
 def stepApprove (p : Policy) (s : State) (id : String) (checks : Checks) : Outcome × State :=
   approveWith p s id checks (mapFind s.paused id)
 
-/-- `step`, `Event::Reject`: a paused call is dropped and its units refunded. -/
-def stepReject (p : Policy) (s : State) (id : String) : Outcome × State :=
-  match mapFind s.paused id with
+/-- `step`, `Event::Reject`, on the entry `paused.remove(id)` finds: a paused
+call is dropped and its units refunded; no entry: `invalid`. -/
+def rejectWith (p : Policy) (s : State) (id : String) : Option (List Nat) → Outcome × State
   | some used =>
     (.applied, { s with paused := mapErase s.paused id, ledger := refund p s.ledger used })
   | none => (.invalid, s)
 
-/-- `step`, `Event::Succeeded`: the call ends; its discovered values are added. -/
-def stepSucceeded (p : Policy) (s : State) (id : String) (discovered : List String) :
-    Outcome × State :=
-  match mapFind s.running id with
+/-- `step`, `Event::Reject`. -/
+def stepReject (p : Policy) (s : State) (id : String) : Outcome × State :=
+  rejectWith p s id (mapFind s.paused id)
+
+/-- `step`, `Event::Succeeded`, on the entry `running.remove(id)` finds: the
+call ends; its discovered values are added. -/
+def succeedWith (p : Policy) (s : State) (id : String) (discovered : List String) :
+    Option (List Nat) → Outcome × State
   | some used =>
     (.applied, { s with running := mapErase s.running id,
                         sets := discoverInto p used discovered s.sets })
   | none => (.invalid, s)
 
-/-- `step`, `Event::Failed`: the call ends and its units are refunded. -/
-def stepFailed (p : Policy) (s : State) (id : String) : Outcome × State :=
-  match mapFind s.running id with
+/-- `step`, `Event::Succeeded`. -/
+def stepSucceeded (p : Policy) (s : State) (id : String) (discovered : List String) :
+    Outcome × State :=
+  succeedWith p s id discovered (mapFind s.running id)
+
+/-- `step`, `Event::Failed`, on the entry `running.remove(id)` finds: the
+call ends and its units are refunded. -/
+def failWith (p : Policy) (s : State) (id : String) : Option (List Nat) → Outcome × State
   | some used =>
     (.applied, { s with running := mapErase s.running id, ledger := refund p s.ledger used })
   | none => (.invalid, s)
 
-/-- `step`, `Event::Unknown`: the call ends; the effect may have happened, so
-the units stay spent. -/
-def stepUnknown (s : State) (id : String) : Outcome × State :=
-  match mapFind s.running id with
+/-- `step`, `Event::Failed`. -/
+def stepFailed (p : Policy) (s : State) (id : String) : Outcome × State :=
+  failWith p s id (mapFind s.running id)
+
+/-- `step`, `Event::Unknown`, on the entry `running.remove(id)` finds: the
+call ends; the effect may have happened, so the units stay spent. -/
+def unknownWith (s : State) (id : String) : Option (List Nat) → Outcome × State
   | some _ => (.applied, { s with running := mapErase s.running id })
   | none => (.invalid, s)
+
+/-- `step`, `Event::Unknown`. -/
+def stepUnknown (s : State) (id : String) : Outcome × State :=
+  unknownWith s id (mapFind s.running id)
 
 /-- `step`, `Event::Seed`, on the set that `next.sets.get_mut(set)` finds:
 `some _` (the index is in range): the values are added to set `k` and the

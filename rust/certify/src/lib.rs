@@ -8,6 +8,7 @@
 //! * `simulation`: the reachable pairs (the relation R) or a shortest
 //!   lost workflow;
 //! * `certificate` / `check`: the certificate and its tiny checker;
+//! * `emit_lean`: the certificate as a Lean file (`--emit-lean`);
 //! * `replay`: concrete events, confirmed through both real monitors.
 //!
 //! A wrong "certified" is the worst bug this crate can have: whenever a
@@ -16,6 +17,7 @@
 pub mod certificate;
 pub mod check;
 pub mod classes;
+pub mod emit_lean;
 pub mod product;
 pub mod recognise;
 pub mod replay;

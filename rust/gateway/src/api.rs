@@ -1,0 +1,327 @@
+//! Request and response bodies of the HTTP API (`docs/http-api.md`).
+
+use agenra_core::event::{Outcome as Status, TaskScope};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    /// The tenant (default `default`).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The session's id (default: one is made up).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The agent the session serves (recorded; calls must not name another).
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// A call as the API takes it: an event `call` (`docs/events.md`) whose
+/// `time` may be left out (the server's clock then gives it).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallIn {
+    /// Unique within the session.
+    pub id: String,
+    /// Seconds; default: now (never before the session's last event).
+    #[serde(default)]
+    pub time: Option<u64>,
+    /// The calling agent of the policy (default `main`).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The tool's name.
+    pub tool: String,
+    /// Arguments by parameter name.
+    #[serde(default, deserialize_with = "agenra_core::strict::object")]
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// Observed lineage per argument.
+    #[serde(default, deserialize_with = "agenra_core::strict::lists")]
+    pub lineage: BTreeMap<String, Vec<String>>,
+    /// Inferred lineage (audit only).
+    #[serde(default, deserialize_with = "agenra_core::strict::lists")]
+    pub inferred: BTreeMap<String, Vec<String>>,
+}
+
+/// `POST /v1/authorize`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorize {
+    /// The tenant (default `default`).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The session, opened with `POST /v1/sessions`.
+    pub session: String,
+    /// The call.
+    pub call: CallIn,
+}
+
+/// `POST /v1/report`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportIn {
+    /// The tenant (default `default`).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The session.
+    pub session: String,
+    /// The admitted call this is the result of.
+    pub call: String,
+    /// Seconds; default: now.
+    #[serde(default)]
+    pub time: Option<u64>,
+    /// `succeeded`, `failed` or `unknown`.
+    pub status: Status,
+    /// The tool's output.
+    #[serde(default, deserialize_with = "agenra_core::strict::value")]
+    pub output: serde_json::Value,
+    /// Resources the result discovered.
+    #[serde(default)]
+    pub discovered: Vec<String>,
+}
+
+/// `POST /v1/tasks`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskIn {
+    /// The tenant (default `default`).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The session.
+    pub session: String,
+    /// Unique within the session, like call ids.
+    pub id: String,
+    /// Seconds; default: now.
+    #[serde(default)]
+    pub time: Option<u64>,
+    /// What the user asked.
+    pub text: String,
+    /// Values for seedable discovered sets.
+    #[serde(default, deserialize_with = "agenra_core::strict::lists")]
+    pub sets: BTreeMap<String, Vec<String>>,
+    /// What the task may use.
+    #[serde(default)]
+    pub scope: Option<TaskScope>,
+}
+
+/// `POST /v1/approvals/{call}/approve` and `/reject`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolveIn {
+    /// The tenant (default `default`).
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// The session (default: the one session of the tenant where the call
+    /// is paused).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Seconds; default: now.
+    #[serde(default)]
+    pub time: Option<u64>,
+}
+
+/// `POST /v1/policy`: a policy revision to run from now on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyIn {
+    /// The policy text (`.agr`).
+    pub source: String,
+    /// A name for it in the audit log (default `api`).
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// What the server answers to an event (a call, a result, an approval, a
+/// rejection, a task). Also what a retried call gets back.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// The tenant.
+    pub tenant: String,
+    /// The session.
+    pub session: String,
+    /// `call`, `approve`, `result`, `reject` or `task`.
+    pub kind: &'static str,
+    /// The call (or task) the event is about.
+    pub call: String,
+    /// `ALLOW`, `DENY` or `PAUSE` (calls and approvals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'static str>,
+    /// The rule or grant that decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// Why, as a sentence.
+    pub reason: String,
+    /// The violating path: call or task ids, `context` for what the session
+    /// has read (`#N` for another node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
+    /// Grants whose units were taken.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+    /// Grants whose units came back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refunded: Vec<String>,
+    /// Units of the serving grant left (ALLOW of a limited grant).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub left: Option<u64>,
+    /// The session's policy.
+    pub policy_hash: String,
+    /// The session's ledger hash after the event.
+    pub ledger_hash: String,
+    /// The audit record's position (absent on a retried call's answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_seq: Option<u64>,
+    /// True when the call had already been decided: this is the recorded
+    /// answer, and nothing was taken again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// An error answer: `{"error": "...", "field": "call.time"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApiError {
+    /// The HTTP status (4xx: the request; 5xx: the server).
+    #[serde(skip)]
+    pub status: u16,
+    /// What is wrong.
+    pub error: String,
+    /// The request field at fault, as a path (`call.args.to`), when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    /// An error with a status and no field.
+    pub fn new(status: u16, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            error: error.into(),
+            field: None,
+        }
+    }
+
+    /// An error about `field`.
+    pub fn field(status: u16, field: &str, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            error: error.into(),
+            field: Some(field.to_string()),
+        }
+    }
+}
+
+/// Parses a JSON body into `T`; the error names the field at fault.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::field(
+            400,
+            "body",
+            "the body is empty; a JSON object is expected",
+        ));
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+        // serde would take an array for a struct's fields in order.
+        return Err(ApiError::field(
+            422,
+            "body",
+            "the body must be a JSON object",
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let inner = e.inner();
+        let mut path = e.path().to_string();
+        if path == "." || path == "?" {
+            path.clear();
+        }
+        let message = inner.to_string();
+        // "missing field `tool`" names the field inside the path.
+        if let Some(rest) = message.strip_prefix("missing field `") {
+            if let Some(name) = rest.split('`').next() {
+                path = if path.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{path}.{name}")
+                };
+            }
+        }
+        let status = if inner.is_syntax() || inner.is_eof() {
+            400
+        } else {
+            422
+        };
+        let field = if path.is_empty() {
+            "body".to_string()
+        } else {
+            path
+        };
+        ApiError::field(status, &field, format!("{field}: {message}"))
+    })?;
+    de.end().map_err(|e| {
+        ApiError::field(
+            400,
+            "body",
+            format!("trailing characters after the JSON object: {e}"),
+        )
+    })?;
+    Ok(value)
+}
+
+/// Checks a tenant, session or agent name: 1 to 128 characters from
+/// `A-Z a-z 0-9 . _ - : @`.
+pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:@".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            422,
+            field,
+            format!("{field} must be 1 to 128 characters of A-Z a-z 0-9 . _ - : @, got {name:?}"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse::<Authorize>(br#"{"session":"s","call":{"id":"c","tool":"t","time":"x"}}"#)
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("call.time"));
+        assert_eq!(e.status, 422);
+        let e = parse::<Authorize>(br#"{"session":"s","call":{"id":"c"}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("call.tool"));
+        let e = parse::<Authorize>(br#"{"session":"s","call":{"id":"c","tool":"t","bogus":1}}"#)
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("call.bogus"));
+        let e = parse::<Authorize>(br#"{"session":"s","#).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (400, Some("body")));
+        let e = parse::<Authorize>(
+            br#"{"session":"s","call":{"id":"c","tool":"t","args":{"a":1,"a":2}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("call.args"), "{e:?}");
+        let e =
+            parse::<Authorize>(br#"{"session":"s","session":"t","call":{"id":"c","tool":"t"}}"#)
+                .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("body"), "{e:?}");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("tenant", "acme-1").is_ok());
+        assert!(check_name("tenant", "").is_err());
+        assert!(check_name("tenant", "a/b").is_err());
+        assert!(check_name("tenant", &"x".repeat(129)).is_err());
+    }
+}

@@ -1,0 +1,323 @@
+//! The HTTP routes (axum). Every answer is JSON except `GET /metrics`;
+//! every error is `{"error": …, "field": …}` with a 4xx (the request) or
+//! 5xx (the server) status.
+
+use crate::api::{self, ApiError, Outcome};
+use crate::state::{Gateway, Pending};
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The largest request body accepted (1 MiB); larger ones get 413.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// The API's routes over `gateway`.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/v1/sessions", post(create_session))
+        .route("/v1/sessions/{session}", get(get_session))
+        .route("/v1/authorize", post(authorize))
+        .route("/v1/report", post(report))
+        .route("/v1/tasks", post(task))
+        .route("/v1/approvals", get(approvals))
+        .route("/v1/approvals/{call}/approve", post(approve))
+        .route("/v1/approvals/{call}/reject", post(reject))
+        .route("/v1/policy", post(reload))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(gateway)
+}
+
+fn json<T: Serialize>(status: u16, value: &T) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_else(|e| {
+        format!("{{\"error\":\"cannot encode the answer: {e}\"}}").into_bytes()
+    });
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn error(gw: &Gateway, e: ApiError) -> Response {
+    gw.metrics.error(e.status);
+    json(e.status, &e)
+}
+
+async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.to_string().contains("length limit"))
+            || e.to_string().contains("length limit");
+        if too_large {
+            ApiError::field(
+                413,
+                "body",
+                format!("the body is larger than {MAX_BODY} bytes"),
+            )
+        } else {
+            ApiError::field(400, "body", format!("cannot read the body: {e}"))
+        }
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantQuery {
+    #[serde(default)]
+    tenant: Option<String>,
+}
+
+fn query(q: Result<Query<TenantQuery>, QueryRejection>) -> Result<TenantQuery, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::field(400, "query", format!("bad query string: {}", e.body_text())))
+}
+
+fn path(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    p.map(|Path(p)| p)
+        .map_err(|e| ApiError::field(400, "path", e.body_text()))
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    policy_hash: String,
+    sessions: usize,
+    pending_approvals: usize,
+}
+
+async fn health(State(gw): State<Arc<Gateway>>) -> Response {
+    let status = if gw.is_failed() { "failed" } else { "ok" };
+    let h = Health {
+        status,
+        policy_hash: gw.current_policy().hash().to_string(),
+        sessions: gw.session_count(),
+        pending_approvals: gw.pending_count(),
+    };
+    json(if gw.is_failed() { 503 } else { 200 }, &h)
+}
+
+async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+    let stats = gw.store_stats();
+    let text = gw.metrics.render(&[
+        (
+            "agenra_sessions",
+            "Open sessions.",
+            gw.session_count() as f64,
+        ),
+        (
+            "agenra_pending_approvals",
+            "Calls paused for a human.",
+            gw.pending_count() as f64,
+        ),
+        (
+            "agenra_store_commits",
+            "Store transactions since start (one fsync each).",
+            stats.commits as f64,
+        ),
+        (
+            "agenra_store_records",
+            "Audit records written since start.",
+            stats.records as f64,
+        ),
+    ]);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn not_found(State(gw): State<Arc<Gateway>>, uri: axum::http::Uri) -> Response {
+    error(
+        &gw,
+        ApiError::field(404, "path", format!("no such endpoint: {}", uri.path())),
+    )
+}
+
+async fn method_not_allowed(
+    State(gw): State<Arc<Gateway>>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> Response {
+    error(
+        &gw,
+        ApiError::field(
+            405,
+            "method",
+            format!("{method} is not allowed on {}", uri.path()),
+        ),
+    )
+}
+
+/// Sends an event's answer once it is durable, counting it.
+async fn answer(gw: &Gateway, start: Instant, pending: Pending<Outcome>) -> Response {
+    match pending.durable().await {
+        Ok((mut out, seq)) => {
+            out.audit_seq = seq;
+            gw.metrics
+                .observe(out.decision, out.replayed, start.elapsed());
+            json(200, &out)
+        }
+        Err(e) => error(gw, e),
+    }
+}
+
+async fn create_session(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+    let run = async {
+        let bytes = read_body(body).await?;
+        let req: api::NewSession = if bytes.iter().all(u8::is_ascii_whitespace) {
+            api::NewSession {
+                tenant: None,
+                session: None,
+                agent: None,
+            }
+        } else {
+            api::parse(&bytes)?
+        };
+        gw.create_session(req.tenant, req.session, req.agent)?
+            .durable()
+            .await
+    };
+    match run.await {
+        Ok((view, _)) => json(if view.created { 201 } else { 200 }, &view),
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn get_session(
+    State(gw): State<Arc<Gateway>>,
+    session: Result<Path<String>, PathRejection>,
+    q: Result<Query<TenantQuery>, QueryRejection>,
+) -> Response {
+    let run = || -> Result<_, ApiError> {
+        let session = path(session)?;
+        gw.session_view(query(q)?.tenant, &session)
+    };
+    match run() {
+        Ok(v) => json(200, &v),
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn authorize(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+    let start = Instant::now();
+    let pending = async {
+        let bytes = read_body(body).await?;
+        gw.authorize(api::parse(&bytes)?)
+    };
+    match pending.await {
+        Ok(p) => answer(&gw, start, p).await,
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn report(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+    let start = Instant::now();
+    let pending = async {
+        let bytes = read_body(body).await?;
+        gw.report(api::parse(&bytes)?)
+    };
+    match pending.await {
+        Ok(p) => answer(&gw, start, p).await,
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn task(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+    let start = Instant::now();
+    let pending = async {
+        let bytes = read_body(body).await?;
+        gw.task(api::parse(&bytes)?)
+    };
+    match pending.await {
+        Ok(p) => answer(&gw, start, p).await,
+        Err(e) => error(&gw, e),
+    }
+}
+
+#[derive(Serialize)]
+struct Approvals {
+    approvals: Vec<crate::state::PendingCall>,
+}
+
+async fn approvals(
+    State(gw): State<Arc<Gateway>>,
+    q: Result<Query<TenantQuery>, QueryRejection>,
+) -> Response {
+    match query(q).and_then(|q| gw.approvals(q.tenant)) {
+        Ok(approvals) => json(200, &Approvals { approvals }),
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn resolve(
+    gw: Arc<Gateway>,
+    call: Result<Path<String>, PathRejection>,
+    body: Body,
+    approve: bool,
+) -> Response {
+    let start = Instant::now();
+    let pending = async {
+        let call = path(call)?;
+        let bytes = read_body(body).await?;
+        let req: api::ResolveIn = if bytes.iter().all(u8::is_ascii_whitespace) {
+            api::ResolveIn::default()
+        } else {
+            api::parse(&bytes)?
+        };
+        gw.resolve(call, req, approve)
+    };
+    match pending.await {
+        Ok(p) => answer(&gw, start, p).await,
+        Err(e) => error(&gw, e),
+    }
+}
+
+async fn approve(
+    State(gw): State<Arc<Gateway>>,
+    call: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> Response {
+    resolve(gw, call, body, true).await
+}
+
+async fn reject(
+    State(gw): State<Arc<Gateway>>,
+    call: Result<Path<String>, PathRejection>,
+    body: Body,
+) -> Response {
+    resolve(gw, call, body, false).await
+}
+
+async fn reload(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+    let run = async {
+        let bytes = read_body(body).await?;
+        let req: api::PolicyIn = api::parse(&bytes)?;
+        let name = req.name.unwrap_or_else(|| "api".into());
+        let policy = agenra_policy::compile(&req.source, &name)
+            .map_err(|e| {
+                ApiError::field(
+                    422,
+                    "source",
+                    e.render(&name, &req.source).trim_end().to_string(),
+                )
+            })?
+            .policy;
+        // Certification can take a while: off the async workers.
+        let gw2 = Arc::clone(&gw);
+        let pending = tokio::task::spawn_blocking(move || gw2.reload(policy, &name))
+            .await
+            .map_err(|e| ApiError::new(500, e.to_string()))??;
+        pending.durable().await
+    };
+    match run.await {
+        Ok((mut r, seq)) => {
+            r.audit_seq = seq;
+            json(200, &r)
+        }
+        Err(e) => error(&gw, e),
+    }
+}

@@ -1,0 +1,252 @@
+#![warn(missing_docs)]
+//! `agenra serve`: the HTTP decision API (`docs/http-api.md`).
+//!
+//! [`Gateway`] holds the sessions (per tenant), the pending approvals and
+//! the durable log (`agenra-store`); [`http::router`] puts the JSON API in
+//! front of it; [`Server`] runs it on a tokio runtime of its own.
+//!
+//! A call's answer is sent only once its audit record is durable, and the
+//! sessions are recovered on start by replaying the log through the
+//! monitor (`docs/store.md`).
+
+pub mod api;
+pub mod client;
+pub mod http;
+pub mod metrics;
+pub mod state;
+
+pub use state::{certify, Gateway, OpenError};
+
+use agenra_core::{CompiledPolicy, Policy};
+use agenra_store::Log;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What `agenra serve` runs.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// The policy file (`.agr`, or compiled `.json`/`.cbor`).
+    pub policy: PathBuf,
+    /// The embedded store's file.
+    pub store: PathBuf,
+    /// Where to listen (`127.0.0.1:8080`; port 0 picks a free one).
+    pub listen: String,
+    /// Refuse a policy revision (at start or on reload) that `agenra
+    /// certify` does not certify against the running one.
+    pub require_certified: bool,
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The policy file.
+    #[error("{0}")]
+    Policy(String),
+    /// Opening or recovering the store.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// Sockets, the runtime.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Reads a policy file: `.agr` text (compiled), or a compiled policy
+/// (`.json`, `.cbor`, as `agenra compile` writes them). Errors are rendered
+/// with their line and column.
+pub fn load_policy_file(path: &Path) -> Result<Policy, String> {
+    let show = path.display().to_string();
+    let ext = path.extension().and_then(|e| e.to_str());
+    if ext == Some("cbor") {
+        let bytes = std::fs::read(path).map_err(|e| format!("{show}: cannot read: {e}"))?;
+        return agenra_core::hash::from_cbor::<Policy>(&bytes)
+            .map_err(|e| format!("{show}: not a compiled policy: {e}"));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{show}: cannot read: {e}"))?;
+    if ext == Some("json") {
+        return agenra_core::hash::from_json::<Policy>(&text)
+            .map_err(|e| format!("{show}: not a compiled policy: {e}"));
+    }
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("policy");
+    agenra_policy::compile(&text, name)
+        .map(|c| c.policy)
+        .map_err(|e| e.render(&show, &text).trim_end().to_string())
+}
+
+/// A running server: its address, and how to stop it.
+pub struct Server {
+    addr: SocketAddr,
+    gateway: Arc<Gateway>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `gateway` on `listen` from a runtime on its own threads.
+    pub fn spawn(gateway: Arc<Gateway>, listen: &str) -> Result<Server, ServeError> {
+        let runtime = runtime()?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(listen))
+            .map_err(|source| ServeError::Io {
+                what: format!("cannot listen on {listen}"),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Io {
+            what: "no local address".into(),
+            source,
+        })?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = http::router(Arc::clone(&gateway));
+        let thread = std::thread::Builder::new()
+            .name("agenra-serve".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = stopped.await;
+                        })
+                        .await;
+                });
+            })
+            .map_err(|source| ServeError::Io {
+                what: "cannot start the server thread".into(),
+                source,
+            })?;
+        Ok(Server {
+            addr,
+            gateway,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The gateway it serves.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Stops accepting, finishes the requests in flight, and returns.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ServeError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_io()
+        .enable_time()
+        .thread_name("agenra-http")
+        .build()
+        .map_err(|source| ServeError::Io {
+            what: "cannot start the runtime".into(),
+            source,
+        })
+}
+
+/// Opens the store and recovers the sessions.
+pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
+    let policy = load_policy_file(&config.policy).map_err(ServeError::Policy)?;
+    let compiled = CompiledPolicy::new(policy)
+        .map_err(|e| ServeError::Policy(format!("{}: {e}", config.policy.display())))?;
+    let log = Log::open_redb(&config.store).map_err(OpenError::from)?;
+    Ok(Gateway::open(
+        log,
+        compiled,
+        &config.policy.display().to_string(),
+        config.require_certified,
+    )?)
+}
+
+/// `agenra serve`: opens the store, recovers, listens, calls `ready` with
+/// the address, and serves until SIGINT or SIGTERM. SIGHUP reloads the
+/// policy file (refused, with the reason on standard error, when it does
+/// not compile or, with `require_certified`, does not certify).
+pub fn run(
+    config: &ServeConfig,
+    ready: impl FnOnce(SocketAddr, &Gateway),
+) -> Result<(), ServeError> {
+    let gateway = Arc::new(open(config)?);
+    let server = Server::spawn(Arc::clone(&gateway), &config.listen)?;
+    ready(server.addr(), &gateway);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .map_err(|source| ServeError::Io {
+            what: "cannot start the signal runtime".into(),
+            source,
+        })?;
+    let policy_path = config.policy.clone();
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let io = |source| ServeError::Io {
+            what: "cannot install signal handlers".into(),
+            source,
+        };
+        let mut hup = signal(SignalKind::hangup()).map_err(io)?;
+        let mut term = signal(SignalKind::terminate()).map_err(io)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+        loop {
+            tokio::select! {
+                _ = hup.recv() => reload_file(&gateway, &policy_path).await,
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+            }
+        }
+        Ok::<(), ServeError>(())
+    })?;
+    server.stop();
+    Ok(())
+}
+
+async fn reload_file(gateway: &Arc<Gateway>, path: &Path) {
+    let policy = match load_policy_file(path) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("agenra serve: SIGHUP: reload refused: {e}");
+            return;
+        }
+    };
+    let gw = Arc::clone(gateway);
+    let source = path.display().to_string();
+    let pending = tokio::task::spawn_blocking(move || gw.reload(policy, &source)).await;
+    match pending {
+        Ok(Ok(p)) => match p.durable().await {
+            Ok((r, _)) if r.changed => eprintln!(
+                "agenra serve: SIGHUP: new sessions now run {} (was {})",
+                r.policy_hash, r.previous
+            ),
+            Ok(_) => eprintln!("agenra serve: SIGHUP: the policy did not change"),
+            Err(e) => eprintln!("agenra serve: SIGHUP: reload failed: {}", e.error),
+        },
+        Ok(Err(e)) => eprintln!("agenra serve: SIGHUP: reload refused: {}", e.error),
+        Err(e) => eprintln!("agenra serve: SIGHUP: reload failed: {e}"),
+    }
+}

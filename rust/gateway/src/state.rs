@@ -1,0 +1,996 @@
+//! The gateway's sessions, their durable log and their recovery.
+//!
+//! Every applied event is appended to the log while its session is locked,
+//! so the log holds each session's events in the order they were applied;
+//! the answer is sent only once its record is durable. A restart replays
+//! the log through the monitor (a pure step), which rebuilds every session
+//! exactly, and checks that each replayed decision and ledger hash equal
+//! the recorded ones.
+
+use crate::api::{check_name, ApiError, Outcome};
+use crate::metrics::Metrics;
+use agenra_core::decision::{Rule, StepError, StepOutput, Verdict};
+use agenra_core::event::{Call, Event, Report, Resolve, Task};
+use agenra_core::graph::NodeId;
+use agenra_core::policy::Quota;
+use agenra_core::{CompiledPolicy, Hash, Policy, Session};
+use agenra_store::{Committer, Head, Kind, Log, Record, StoreError};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::oneshot;
+
+/// The tenant used when a request names none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The store failed, or its chain is broken.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A record cannot be replayed (the log was written by another
+    /// version, or the monitor is no longer deterministic on it).
+    #[error("audit record {seq}: cannot recover: {reason}")]
+    Recover {
+        /// The record's position.
+        seq: u64,
+        /// What went wrong.
+        reason: String,
+    },
+    /// `--require-certified`: the policy to start with does not preserve
+    /// the workflows of the one the store last ran.
+    #[error("{0}")]
+    NotCertified(String),
+    /// The policy is invalid.
+    #[error("invalid policy: {0}")]
+    Policy(String),
+}
+
+/// A durable answer being committed: await it, then reply.
+pub struct Pending<T> {
+    value: T,
+    rx: oneshot::Receiver<Result<Head, StoreError>>,
+    fresh: bool,
+}
+
+impl<T> Pending<T> {
+    /// Waits until the record is durable. `Err`: it could not be written
+    /// (the server then refuses everything until restarted).
+    pub async fn durable(self) -> Result<(T, Option<u64>), ApiError> {
+        match self.rx.await {
+            Ok(Ok(head)) => Ok((self.value, self.fresh.then_some(head.seq))),
+            Ok(Err(e)) => Err(ApiError::new(503, format!("not recorded: {e}"))),
+            Err(_) => Err(ApiError::new(
+                503,
+                "not recorded: the store's writer is gone",
+            )),
+        }
+    }
+
+    /// Blocks until the record is durable (outside an async runtime).
+    pub fn wait(self) -> Result<(T, Option<u64>), ApiError> {
+        match self.rx.blocking_recv() {
+            Ok(Ok(head)) => Ok((self.value, self.fresh.then_some(head.seq))),
+            Ok(Err(e)) => Err(ApiError::new(503, format!("not recorded: {e}"))),
+            Err(_) => Err(ApiError::new(
+                503,
+                "not recorded: the store's writer is gone",
+            )),
+        }
+    }
+}
+
+/// A paused call waiting for a human.
+#[derive(Clone, Debug, Serialize)]
+pub struct PendingCall {
+    /// The tenant.
+    pub tenant: String,
+    /// The session.
+    pub session: String,
+    /// The call's id.
+    pub call: String,
+    /// The call's tool.
+    pub tool: Option<String>,
+    /// The rule or grant that paused it.
+    pub rule: Option<String>,
+    /// Why it paused.
+    pub reason: String,
+    /// The call's time (seconds).
+    pub time: u64,
+}
+
+/// A session as `GET /v1/sessions/{id}` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionView {
+    /// The tenant.
+    pub tenant: String,
+    /// The session.
+    pub session: String,
+    /// The agent it was opened for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Its policy.
+    pub policy_hash: String,
+    /// Its ledger hash.
+    pub ledger_hash: String,
+    /// Events applied.
+    pub events: u64,
+    /// Each grant's remaining units (`null`: unlimited).
+    pub ledger: BTreeMap<String, Option<u64>>,
+    /// Calls paused for approval.
+    pub pending: Vec<String>,
+    /// False when the request found it already open (`POST /v1/sessions`).
+    pub created: bool,
+}
+
+/// What a policy reload did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reloaded {
+    /// Whether the policy changed (false: the same hash was already running).
+    pub changed: bool,
+    /// The policy now running for new sessions.
+    pub policy_hash: String,
+    /// The policy it replaced.
+    pub previous: String,
+    /// The certify report, when certification was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<serde_json::Value>,
+    /// The audit record of the revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit_seq: Option<u64>,
+}
+
+struct Answer {
+    fingerprint: [u8; 16],
+    outcome: Outcome,
+}
+
+struct Entry {
+    tenant: String,
+    id: String,
+    agent: Option<String>,
+    session: Session,
+    /// The answer given to each call id, for retries.
+    answers: HashMap<String, Answer>,
+}
+
+struct Policies {
+    current: CompiledPolicy,
+    by_hash: HashMap<Hash, CompiledPolicy>,
+}
+
+type Key = (String, String);
+
+/// What a request does to its session.
+enum Step {
+    /// Apply the event.
+    Apply(Event),
+    /// Answer a retried call with its recorded answer.
+    Replay(String),
+}
+
+/// The gateway: sessions by tenant, the pending approvals, the log.
+pub struct Gateway {
+    policies: RwLock<Policies>,
+    sessions: RwLock<HashMap<Key, Arc<Mutex<Entry>>>>,
+    pending: Mutex<BTreeMap<(String, String, String), PendingCall>>,
+    committer: Committer,
+    require_certified: bool,
+    failed: Arc<AtomicBool>,
+    counter: AtomicU64,
+    /// Counters for `GET /metrics`.
+    pub metrics: Metrics,
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn fingerprint(call: &Call) -> [u8; 16] {
+    let mut c = call.clone();
+    c.time = 0;
+    c.session = None;
+    let bytes = serde_json::to_vec(&c).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    let mut out = [0; 16];
+    out.copy_from_slice(&digest[..16]);
+    out
+}
+
+fn step_error(e: StepError) -> ApiError {
+    match &e {
+        StepError::DuplicateCall(_) => ApiError::field(409, "call.id", e.to_string()),
+        StepError::UnknownCall(_) => ApiError::field(404, "call", e.to_string()),
+        StepError::WrongState { .. } => ApiError::field(409, "call", e.to_string()),
+        StepError::TimeWentBackwards { .. } => ApiError::field(422, "time", e.to_string()),
+        StepError::GraphFull => ApiError::new(507, e.to_string()),
+        StepError::UnknownSet { .. } | StepError::NotSeedable { .. } => {
+            ApiError::field(422, "sets", e.to_string())
+        }
+        _ => ApiError::new(422, e.to_string()),
+    }
+}
+
+fn policy_record(
+    compiled: &CompiledPolicy,
+    source: &str,
+    certificate: Option<serde_json::Value>,
+) -> Result<Record, StoreError> {
+    Ok(Record {
+        time_ms: now_ms(),
+        kind: Kind::Policy,
+        policy_hash: compiled.hash().to_string(),
+        policy: Some(serde_json::to_value(compiled.policy())?),
+        source: Some(source.to_string()),
+        certificate,
+        ..Record::default()
+    })
+}
+
+/// Certifies `new` against `old`; the report as JSON, and whether it
+/// certifies.
+pub fn certify(old: &Policy, new: &Policy) -> (serde_json::Value, bool) {
+    let report = agenra_certify::certify(old, new);
+    let ok = report.verdict == agenra_certify::Verdict::Certified;
+    (
+        serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
+        ok,
+    )
+}
+
+impl Entry {
+    fn path_ids(&self, path: &[NodeId]) -> Vec<String> {
+        path.iter()
+            .map(|n| {
+                if *n == agenra_core::monitor::CONTEXT {
+                    return "context".to_string();
+                }
+                self.session
+                    .state()
+                    .call_id_of(*n)
+                    .map_or_else(|| format!("#{}", n.0), str::to_string)
+            })
+            .collect()
+    }
+
+    /// Applies `event` and describes it (the answer, and the audit record
+    /// without its position).
+    fn apply(&mut self, event: &Event) -> Result<(Outcome, Record), StepError> {
+        let out = self.session.step(event)?;
+        let policy = self.session.policy();
+        let names = |ids: &[usize]| -> Vec<String> {
+            ids.iter()
+                .filter_map(|&g| policy.grants.get(g).map(|g| g.name.clone()))
+                .collect()
+        };
+        let (call, kind) = match event {
+            Event::Call(c) => (c.id.clone(), "call"),
+            Event::Result(r) => (r.call.clone(), "result"),
+            Event::Approve(a) => (a.call.clone(), "approve"),
+            Event::Reject(a) => (a.call.clone(), "reject"),
+            Event::Task(t) => (t.id.clone(), "task"),
+        };
+        let mut outcome = Outcome {
+            tenant: self.tenant.clone(),
+            session: self.id.clone(),
+            kind,
+            call,
+            decision: None,
+            rule: None,
+            reason: String::new(),
+            path: vec![],
+            grants: vec![],
+            refunded: vec![],
+            left: None,
+            policy_hash: self.session.policy_hash().to_string(),
+            ledger_hash: String::new(),
+            audit_seq: None,
+            replayed: false,
+        };
+        match &out {
+            StepOutput::Decision(d) => {
+                outcome.decision = Some(d.verdict.as_str());
+                outcome.rule = Some(d.rule.name(policy));
+                outcome.reason = d.reason_text(policy);
+                outcome.path = self.path_ids(&d.path);
+                outcome.grants = names(&d.grants);
+                outcome.refunded = names(&d.refunded);
+                if let agenra_core::decision::Reason::Granted { left, .. } = d.reason {
+                    outcome.left = left;
+                }
+                outcome.ledger_hash = d.ledger_hash.to_string();
+            }
+            StepOutput::Applied(a) => {
+                outcome.rule = a.rule.map(|r: Rule| r.name(policy));
+                outcome.reason = a.reason_text(policy);
+                outcome.refunded = names(&a.refunded);
+                outcome.ledger_hash = a.ledger_hash.to_string();
+            }
+        }
+        let mut stored = event.clone();
+        match &mut stored {
+            Event::Call(c) => c.session = None,
+            Event::Result(r) => r.session = None,
+            Event::Approve(a) | Event::Reject(a) => a.session = None,
+            Event::Task(t) => t.session = None,
+        }
+        let record = Record {
+            time_ms: now_ms(),
+            kind: Kind::Event,
+            tenant: Some(self.tenant.clone()),
+            session: Some(self.id.clone()),
+            agent: None,
+            policy_hash: outcome.policy_hash.clone(),
+            event: serde_json::to_value(&stored).ok(),
+            verdict: outcome.decision.map(str::to_string),
+            rule: outcome.rule.clone(),
+            reason: Some(outcome.reason.clone()),
+            path: outcome.path.clone(),
+            grants: if outcome.grants.is_empty() {
+                outcome.refunded.clone()
+            } else {
+                outcome.grants.clone()
+            },
+            ledger_hash: Some(outcome.ledger_hash.clone()),
+            ..Record::default()
+        };
+        if let Event::Call(c) = event {
+            self.answers.insert(
+                c.id.clone(),
+                Answer {
+                    fingerprint: fingerprint(c),
+                    outcome: outcome.clone(),
+                },
+            );
+        }
+        Ok((outcome, record))
+    }
+
+    fn view(&self, created: bool) -> SessionView {
+        let policy = self.session.policy();
+        let state = self.session.state();
+        let ledger = policy
+            .grants
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                (
+                    g.name.clone(),
+                    match state.ledger.remaining(i) {
+                        Some(Quota::Limited(n)) => Some(n),
+                        _ => None,
+                    },
+                )
+            })
+            .collect();
+        let mut pending: Vec<String> = self
+            .answers
+            .keys()
+            .filter(|id| state.call_status(id) == Some(agenra_core::graph::Status::Paused))
+            .cloned()
+            .collect();
+        pending.sort();
+        SessionView {
+            tenant: self.tenant.clone(),
+            session: self.id.clone(),
+            agent: self.agent.clone(),
+            policy_hash: self.session.policy_hash().to_string(),
+            ledger_hash: state.ledger_hash().to_string(),
+            events: state.seq,
+            ledger,
+            pending,
+            created,
+        }
+    }
+}
+
+impl Gateway {
+    /// Recovers every session from `log`, then runs `policy` for new
+    /// sessions (recording it as a revision when it differs from the one the
+    /// log last ran; with `require_certified`, only if `agenra certify`
+    /// certifies it against that one).
+    pub fn open(
+        log: Log,
+        policy: CompiledPolicy,
+        source: &str,
+        require_certified: bool,
+    ) -> Result<Gateway, OpenError> {
+        log.verify()?;
+        let mut by_hash: HashMap<Hash, CompiledPolicy> = HashMap::new();
+        let mut current: Option<CompiledPolicy> = None;
+        let mut sessions: HashMap<Key, Arc<Mutex<Entry>>> = HashMap::new();
+        let mut pending = BTreeMap::new();
+        log.scan(1, &mut |seq, line| {
+            let fail = |reason: String| StoreError::Engine {
+                path: format!("record {seq}"),
+                message: reason,
+            };
+            let r: Record = serde_json::from_slice(line)
+                .map_err(|e| fail(format!("not an audit record: {e}")))?;
+            match r.kind {
+                Kind::Policy => {
+                    let value = r
+                        .policy
+                        .ok_or_else(|| fail("policy record without its policy".into()))?;
+                    let p: Policy = serde_json::from_value(value)
+                        .map_err(|e| fail(format!("unreadable policy: {e}")))?;
+                    let c = CompiledPolicy::new(p).map_err(|e| fail(e.to_string()))?;
+                    if c.hash().to_string() != r.policy_hash {
+                        return Err(fail(format!(
+                            "the stored policy hashes to {}, the record says {}",
+                            c.hash(),
+                            r.policy_hash
+                        )));
+                    }
+                    by_hash.insert(c.hash(), c.clone());
+                    current = Some(c);
+                }
+                Kind::Session => {
+                    let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
+                        return Err(fail("session record without tenant or session".into()));
+                    };
+                    let compiled = by_hash
+                        .values()
+                        .find(|c| c.hash().to_string() == r.policy_hash)
+                        .ok_or_else(|| fail(format!("unknown policy {}", r.policy_hash)))?;
+                    let entry = Entry {
+                        tenant: tenant.clone(),
+                        id: id.clone(),
+                        agent: r.agent,
+                        session: compiled.session(),
+                        answers: HashMap::new(),
+                    };
+                    sessions.insert((tenant, id), Arc::new(Mutex::new(entry)));
+                }
+                Kind::Event => {
+                    let (Some(tenant), Some(id), Some(ev)) = (r.tenant, r.session, r.event) else {
+                        return Err(fail("event record without tenant, session or event".into()));
+                    };
+                    let event: Event = serde_json::from_value(ev)
+                        .map_err(|e| fail(format!("unreadable event: {e}")))?;
+                    let entry = sessions
+                        .get(&(tenant.clone(), id.clone()))
+                        .ok_or_else(|| fail(format!("event of unknown session {tenant}/{id}")))?;
+                    let mut entry = entry.lock().map_err(|_| fail("poisoned".into()))?;
+                    let (outcome, _) = entry
+                        .apply(&event)
+                        .map_err(|e| fail(format!("the event no longer applies: {e}")))?;
+                    if outcome.decision.map(str::to_string) != r.verdict
+                        || Some(&outcome.ledger_hash) != r.ledger_hash.as_ref()
+                    {
+                        return Err(fail(format!(
+                            "replaying gives {} with ledger {}, the record says {} with ledger {}",
+                            outcome.decision.unwrap_or("no decision"),
+                            outcome.ledger_hash,
+                            r.verdict.as_deref().unwrap_or("no decision"),
+                            r.ledger_hash.as_deref().unwrap_or("none")
+                        )));
+                    }
+                    track_pending(&mut pending, &event, &outcome, entry.session.state().time);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| match e {
+            StoreError::Engine { path, message } if path.starts_with("record ") => {
+                OpenError::Recover {
+                    seq: path[7..].parse().unwrap_or(0),
+                    reason: message,
+                }
+            }
+            other => OpenError::Store(other),
+        })?;
+
+        let mut first_record = None;
+        let running = match current {
+            Some(old) if old.hash() == policy.hash() => old,
+            old => {
+                let certificate = match &old {
+                    Some(old) if require_certified => {
+                        let (report, ok) = certify(old.policy(), policy.policy());
+                        if !ok {
+                            return Err(OpenError::NotCertified(format!(
+                                "--require-certified: {} is not certified against the policy the store last ran ({}): {}",
+                                policy.hash(),
+                                old.hash(),
+                                report
+                            )));
+                        }
+                        Some(report)
+                    }
+                    _ => None,
+                };
+                first_record = Some(policy_record(&policy, source, certificate)?);
+                by_hash.insert(policy.hash(), policy.clone());
+                policy
+            }
+        };
+        let gateway = Gateway {
+            policies: RwLock::new(Policies {
+                current: running,
+                by_hash,
+            }),
+            sessions: RwLock::new(sessions),
+            pending: Mutex::new(pending),
+            committer: Committer::start(log, 1024),
+            require_certified,
+            failed: Arc::new(AtomicBool::new(false)),
+            counter: AtomicU64::new(0),
+            metrics: Metrics::default(),
+        };
+        if let Some(r) = first_record {
+            gateway.committer.submit_wait(r)?;
+        }
+        Ok(gateway)
+    }
+
+    fn check_ok(&self) -> Result<(), ApiError> {
+        if self.failed.load(Ordering::Relaxed) {
+            return Err(ApiError::new(
+                503,
+                "the store failed to record an event; restart the server to recover from the log",
+            ));
+        }
+        Ok(())
+    }
+
+    fn submit<T>(&self, record: Record, value: T) -> Pending<T> {
+        let (tx, rx) = oneshot::channel();
+        let failed = Arc::clone(&self.failed);
+        self.committer.submit(
+            record,
+            Box::new(move |r| {
+                if r.is_err() {
+                    // Memory is now ahead of the log: refuse everything
+                    // until a restart recovers from the log.
+                    failed.store(true, Ordering::Relaxed);
+                }
+                let _ = tx.send(r);
+            }),
+        );
+        Pending {
+            value,
+            rx,
+            fresh: true,
+        }
+    }
+
+    fn barrier<T>(&self, value: T) -> Pending<T> {
+        let (tx, rx) = oneshot::channel();
+        self.committer.barrier(Box::new(move |r| {
+            let _ = tx.send(r);
+        }));
+        Pending {
+            value,
+            rx,
+            fresh: false,
+        }
+    }
+
+    /// Whether a write failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The policy new sessions get.
+    pub fn current_policy(&self) -> CompiledPolicy {
+        self.policies
+            .read()
+            .map(|p| p.current.clone())
+            .unwrap_or_else(|p| p.into_inner().current.clone())
+    }
+
+    /// Open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.read().map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// Calls waiting for approval.
+    pub fn pending_count(&self) -> usize {
+        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    /// Transactions and records the store has written since start.
+    pub fn store_stats(&self) -> agenra_store::CommitStats {
+        self.committer.stats()
+    }
+
+    /// Opens a session (or finds it open, for a retried request).
+    pub fn create_session(
+        &self,
+        tenant: Option<String>,
+        session: Option<String>,
+        agent: Option<String>,
+    ) -> Result<Pending<SessionView>, ApiError> {
+        self.check_ok()?;
+        let tenant = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
+        check_name("tenant", &tenant)?;
+        if let Some(a) = &agent {
+            check_name("agent", a)?;
+        }
+        let id = match session {
+            Some(s) => {
+                check_name("session", &s)?;
+                s
+            }
+            None => format!(
+                "s-{:x}-{}",
+                now_ms(),
+                self.counter.fetch_add(1, Ordering::Relaxed)
+            ),
+        };
+        let mut sessions = self
+            .sessions
+            .write()
+            .map_err(|_| ApiError::new(500, "session table poisoned"))?;
+        let key = (tenant.clone(), id.clone());
+        if let Some(existing) = sessions.get(&key) {
+            let e = existing
+                .lock()
+                .map_err(|_| ApiError::new(500, "session poisoned"))?;
+            if e.agent != agent {
+                return Err(ApiError::field(
+                    409,
+                    "session",
+                    format!(
+                        "session `{id}` of tenant `{tenant}` is already open for agent {:?}",
+                        e.agent
+                    ),
+                ));
+            }
+            return Ok(self.barrier(e.view(false)));
+        }
+        let compiled = self.current_policy();
+        let entry = Entry {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            agent: agent.clone(),
+            session: compiled.session(),
+            answers: HashMap::new(),
+        };
+        let view = entry.view(true);
+        sessions.insert(key, Arc::new(Mutex::new(entry)));
+        let record = Record {
+            time_ms: now_ms(),
+            kind: Kind::Session,
+            tenant: Some(tenant),
+            session: Some(id),
+            agent,
+            policy_hash: compiled.hash().to_string(),
+            ..Record::default()
+        };
+        // Submitted under the table's lock: the session's record precedes
+        // every event of it in the log.
+        Ok(self.submit(record, view))
+    }
+
+    fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
+        self.sessions
+            .read()
+            .map_err(|_| ApiError::new(500, "session table poisoned"))?
+            .get(&(tenant.to_string(), session.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::field(
+                    404,
+                    "session",
+                    format!("unknown session `{session}` of tenant `{tenant}` (open it with POST /v1/sessions)"),
+                )
+            })
+    }
+
+    fn tenant(tenant: Option<String>) -> Result<String, ApiError> {
+        let t = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
+        check_name("tenant", &t)?;
+        Ok(t)
+    }
+
+    /// Applies one event to a session under its lock, logs it, and returns
+    /// the answer to send once it is durable.
+    fn run(
+        &self,
+        tenant: &str,
+        session: &str,
+        make: impl FnOnce(&Entry) -> Result<Step, ApiError>,
+    ) -> Result<Pending<Outcome>, ApiError> {
+        self.check_ok()?;
+        let entry = self.entry(tenant, session)?;
+        let mut e = entry
+            .lock()
+            .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        let event = match make(&e)? {
+            Step::Apply(event) => event,
+            Step::Replay(id) => {
+                // A retried call: its recorded answer, once durable (the
+                // first attempt may still be committing).
+                let mut out = e
+                    .answers
+                    .get(&id)
+                    .map(|a| a.outcome.clone())
+                    .ok_or_else(|| ApiError::new(500, "no recorded answer to replay"))?;
+                out.replayed = true;
+                return Ok(self.barrier(out));
+            }
+        };
+        let (outcome, record) = e.apply(&event).map_err(step_error)?;
+        if let Ok(mut p) = self.pending.lock() {
+            track_pending(&mut p, &event, &outcome, e.session.state().time);
+        }
+        // Submitted under the session's lock: the log holds the session's
+        // events in the order they were applied.
+        Ok(self.submit(record, outcome))
+    }
+
+    fn time(e: &Entry, given: Option<u64>) -> u64 {
+        given.unwrap_or_else(|| now_secs().max(e.session.state().time))
+    }
+
+    /// `POST /v1/authorize`.
+    pub fn authorize(&self, req: crate::api::Authorize) -> Result<Pending<Outcome>, ApiError> {
+        let tenant = Self::tenant(req.tenant)?;
+        check_name("session", &req.session)?;
+        let c = req.call;
+        if c.id.is_empty() || c.id.len() > 1024 {
+            return Err(ApiError::field(
+                422,
+                "call.id",
+                "call.id must be 1 to 1024 bytes",
+            ));
+        }
+        self.run(&tenant, &req.session, |e| {
+            let call = Call {
+                session: None,
+                id: c.id,
+                time: Self::time(e, c.time),
+                agent: c.agent,
+                tool: c.tool,
+                args: c.args,
+                lineage: c.lineage,
+                inferred: c.inferred,
+            };
+            if let Some(a) = e.answers.get(&call.id) {
+                if a.fingerprint == fingerprint(&call) {
+                    return Ok(Step::Replay(call.id));
+                }
+                return Err(ApiError::field(
+                    409,
+                    "call.id",
+                    format!(
+                        "call id `{}` is already used in this session by a different call",
+                        call.id
+                    ),
+                ));
+            }
+            Ok(Step::Apply(Event::Call(call)))
+        })
+    }
+
+    /// `POST /v1/report`.
+    pub fn report(&self, req: crate::api::ReportIn) -> Result<Pending<Outcome>, ApiError> {
+        let tenant = Self::tenant(req.tenant)?;
+        check_name("session", &req.session)?;
+        self.run(&tenant, &req.session, |e| {
+            Ok(Step::Apply(Event::Result(Report {
+                session: None,
+                call: req.call,
+                time: Some(Self::time(e, req.time)),
+                status: req.status,
+                output: req.output,
+                discovered: req.discovered,
+            })))
+        })
+    }
+
+    /// `POST /v1/tasks`.
+    pub fn task(&self, req: crate::api::TaskIn) -> Result<Pending<Outcome>, ApiError> {
+        let tenant = Self::tenant(req.tenant)?;
+        check_name("session", &req.session)?;
+        self.run(&tenant, &req.session, |e| {
+            Ok(Step::Apply(Event::Task(Task {
+                session: None,
+                id: req.id,
+                time: Some(Self::time(e, req.time)),
+                text: req.text,
+                sets: req.sets,
+                scope: req.scope,
+            })))
+        })
+    }
+
+    /// `POST /v1/approvals/{call}/approve` (or `/reject` with `approve`
+    /// false).
+    pub fn resolve(
+        &self,
+        call: String,
+        req: crate::api::ResolveIn,
+        approve: bool,
+    ) -> Result<Pending<Outcome>, ApiError> {
+        let tenant = Self::tenant(req.tenant)?;
+        let session = match req.session {
+            Some(s) => {
+                check_name("session", &s)?;
+                s
+            }
+            None => {
+                let p = self
+                    .pending
+                    .lock()
+                    .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
+                let found: Vec<&PendingCall> = p
+                    .values()
+                    .filter(|pc| pc.tenant == tenant && pc.call == call)
+                    .collect();
+                match found.as_slice() {
+                    [one] => one.session.clone(),
+                    [] => {
+                        return Err(ApiError::field(
+                            404,
+                            "call",
+                            format!("no call `{call}` of tenant `{tenant}` waits for approval"),
+                        ))
+                    }
+                    many => {
+                        let names: Vec<&str> = many.iter().map(|p| p.session.as_str()).collect();
+                        return Err(ApiError::field(
+                            409,
+                            "session",
+                            format!(
+                                "call `{call}` waits in several sessions ({}): name the session",
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        self.run(&tenant, &session, |e| {
+            let r = Resolve {
+                session: None,
+                call,
+                time: Some(Self::time(e, req.time)),
+            };
+            if e.session.state().call_node(&r.call).is_none() {
+                return Err(ApiError::field(
+                    404,
+                    "call",
+                    format!(
+                        "unknown approval: session `{}` has no call `{}`",
+                        e.id, r.call
+                    ),
+                ));
+            }
+            Ok(Step::Apply(if approve {
+                Event::Approve(r)
+            } else {
+                Event::Reject(r)
+            }))
+        })
+    }
+
+    /// `GET /v1/approvals`: the calls of `tenant` waiting for a human.
+    pub fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
+        let tenant = Self::tenant(tenant)?;
+        let p = self
+            .pending
+            .lock()
+            .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
+        Ok(p.values()
+            .filter(|pc| pc.tenant == tenant)
+            .cloned()
+            .collect())
+    }
+
+    /// `GET /v1/sessions/{id}`.
+    pub fn session_view(
+        &self,
+        tenant: Option<String>,
+        session: &str,
+    ) -> Result<SessionView, ApiError> {
+        let tenant = Self::tenant(tenant)?;
+        check_name("session", session)?;
+        let entry = self.entry(&tenant, session)?;
+        let e = entry
+            .lock()
+            .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        Ok(e.view(false))
+    }
+
+    /// Runs `policy` for new sessions from now on (sessions already open
+    /// keep the policy they were opened with). With `--require-certified`,
+    /// only a revision that `agenra certify` certifies against the running
+    /// policy is accepted. The revision is durable before it runs.
+    pub fn reload(&self, policy: Policy, source: &str) -> Result<Pending<Reloaded>, ApiError> {
+        self.check_ok()?;
+        let compiled = CompiledPolicy::new(policy)
+            .map_err(|e| ApiError::field(422, "source", format!("invalid policy: {e}")))?;
+        let mut policies = self
+            .policies
+            .write()
+            .map_err(|_| ApiError::new(500, "policy table poisoned"))?;
+        let previous = policies.current.hash().to_string();
+        if compiled.hash() == policies.current.hash() {
+            return Ok(self.barrier(Reloaded {
+                changed: false,
+                policy_hash: previous.clone(),
+                previous,
+                certificate: None,
+                audit_seq: None,
+            }));
+        }
+        let certificate = if self.require_certified {
+            let (report, ok) = certify(policies.current.policy(), compiled.policy());
+            if !ok {
+                return Err(ApiError {
+                    status: 409,
+                    error: format!(
+                        "--require-certified: the revision {} is not certified against the running policy {previous}: {report}",
+                        compiled.hash()
+                    ),
+                    field: Some("source".into()),
+                });
+            }
+            Some(report)
+        } else {
+            None
+        };
+        let record = policy_record(&compiled, source, certificate.clone())
+            .map_err(|e| ApiError::new(500, e.to_string()))?;
+        policies.by_hash.insert(compiled.hash(), compiled.clone());
+        policies.current = compiled.clone();
+        Ok(self.submit(
+            record,
+            Reloaded {
+                changed: true,
+                policy_hash: compiled.hash().to_string(),
+                previous,
+                certificate,
+                audit_seq: None,
+            },
+        ))
+    }
+}
+
+fn track_pending(
+    pending: &mut BTreeMap<(String, String, String), PendingCall>,
+    event: &Event,
+    outcome: &Outcome,
+    time: u64,
+) {
+    let key = (
+        outcome.tenant.clone(),
+        outcome.session.clone(),
+        outcome.call.clone(),
+    );
+    match event {
+        Event::Call(c) if outcome.decision == Some(Verdict::Pause.as_str()) => {
+            pending.insert(
+                key,
+                PendingCall {
+                    tenant: outcome.tenant.clone(),
+                    session: outcome.session.clone(),
+                    call: outcome.call.clone(),
+                    tool: Some(c.tool.clone()),
+                    rule: outcome.rule.clone(),
+                    reason: outcome.reason.clone(),
+                    time,
+                },
+            );
+        }
+        Event::Approve(_) | Event::Reject(_) => {
+            pending.remove(&key);
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,960 @@
+//! The SMT authorizer (DESIGN §3): one Z3 solver per session, the session
+//! graph's label definitions asserted once, and each call decided in a
+//! `push`/`pop` scope by the shared step encoding ([`crate::step`]).
+//!
+//! * **Pass 1** asks Z3 for a model in which the call is not denied (the
+//!   required capabilities — one grant per agent of the delegation chain —
+//!   hard). SAT: the verdict (ALLOW or PAUSE) and the granted capabilities
+//!   `A[v,g]` are read off the model.
+//! * **Pass 2** (pass 1 UNSAT): a model of the denial, from which the
+//!   deciding rule and the counterexample are read: for a flow rule, the
+//!   sink, the label atoms the rule needs and, per atom, the tainted path
+//!   from the node that adds it to the call; for a history rule, the
+//!   admitted calls that make it up.
+//!
+//! What is not encoded is shared with the native engine's semantics and
+//! computed concretely: stage 1 (well-formedness, scopes, task scope),
+//! condition values on concrete arguments, and the bookkeeping of the
+//! session (which calls were admitted, results, the ledger's remaining
+//! units), kept by the reference semantics (`agenra_core::spec::reference`).
+
+use crate::graph::{EdgeTrust, GraphEdge, GraphNode, NodeKind, SessionGraph};
+use crate::step::{self, Atom, CallInputs, HistoryState, StepEncoding, SymLabel};
+use agenra_core::decision::Rule;
+use agenra_core::event::{self, Call, Event};
+use agenra_core::label::Label;
+use agenra_core::policy::{AgentId, FlowEffect, GrantId, Policy, Quota};
+use agenra_core::spec::reference::{Lineage, Session};
+use agenra_core::spec::Request;
+use agenra_core::value::Value;
+use agenra_core::Verdict;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use z3::ast::{Ast, Bool, Int};
+use z3::{Model, SatResult, Solver};
+
+/// Why the SMT engine gives no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SmtError {
+    /// The policy uses a construct the encoding does not cover.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The event cannot be applied (unknown call, wrong state, reused id,
+    /// time going back): the native monitor's `StepError`.
+    #[error("invalid event: {0}")]
+    Invalid(String),
+    /// Z3 answered `unknown` or gave no model.
+    #[error("z3: {0}")]
+    Solver(String),
+}
+
+/// One step of a tainted path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PathStep {
+    /// The node's name (call or task id, or a context version).
+    pub node: String,
+    /// What the node is.
+    pub kind: NodeKind,
+    /// Why the node carries the label: what adds it (first step) or the
+    /// edge it came through.
+    pub evidence: String,
+}
+
+/// A label atom and the path that carries it to the sink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TaintedPath {
+    /// The atom (`untrusted`, `category pii`, `sensitivity>=secret`).
+    pub label: String,
+    /// Source first, the decided call last.
+    pub path: Vec<PathStep>,
+}
+
+/// Why a call is denied, mapped back to the graph and its evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Counterexample {
+    /// The call's node.
+    pub node: String,
+    /// The sink (`sink NAME`) or agent (`agent NAME`) the flow reaches, for
+    /// flow rules.
+    pub sink: Option<String>,
+    /// The label that reaches the sink, as the model gives it.
+    pub label: Option<String>,
+    /// Per atom the rule's pattern needs: its path.
+    pub paths: Vec<TaintedPath>,
+    /// For history rules: the admitted calls that make up the violation
+    /// (the matched steps of a path rule, the counted calls of a count,
+    /// the last `since` call of an obligation), then the call.
+    pub history: Vec<String>,
+}
+
+/// What the SMT engine decides for a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SmtDecision {
+    /// ALLOW, DENY or PAUSE.
+    pub verdict: Verdict,
+    /// The rule or grant that decided.
+    #[serde(skip)]
+    pub rule: Rule,
+    /// Its name in the policy.
+    pub rule_name: String,
+    /// The granted capabilities `A[v,g]`: the grants whose units are taken
+    /// (the caller's first), by index.
+    pub grants: Vec<GrantId>,
+    /// Their names.
+    pub granted: Vec<String>,
+    /// For a DENY by a flow or history rule: the counterexample.
+    pub counterexample: Option<Counterexample>,
+    /// Inferred lineage into the call: recorded for audit, never used
+    /// (`source -> param`).
+    pub inferred: Vec<String>,
+    /// Whether Z3 was asked (false for a stage-1 denial).
+    pub solved: bool,
+}
+
+/// An admitted call, with the history state right after its admission.
+#[derive(Clone, Debug)]
+struct Admitted {
+    node: usize,
+    /// Per path rule: the call matched its `reset` step.
+    resets: Vec<Bool>,
+    after: HistoryState,
+}
+
+/// A session of the SMT authorizer.
+///
+/// Feed it the session's events in order with [`SmtSession::apply`];
+/// [`SmtSession::decide`] decides a call without recording it.
+pub struct SmtSession {
+    policy: std::sync::Arc<Policy>,
+    reference: Session,
+    graph: SessionGraph,
+    by_id: BTreeMap<String, usize>,
+    /// Per context owner (`None`: the shared context): its current
+    /// version's node and how many reads it covers.
+    contexts: BTreeMap<Option<AgentId>, (usize, usize)>,
+    /// Outputs read so far: (node, reading agent).
+    reads: Vec<(usize, AgentId)>,
+    history: HistoryState,
+    admitted: Vec<Admitted>,
+    solver: Solver,
+    fresh: u64,
+}
+
+impl SmtSession {
+    /// A new session of `policy`, or the construct the encoding does not
+    /// support.
+    pub fn new(policy: &Policy) -> Result<SmtSession, SmtError> {
+        if let Some(c) = unsupported(policy) {
+            return Err(SmtError::Unsupported(c));
+        }
+        Ok(SmtSession {
+            policy: std::sync::Arc::new(policy.clone()),
+            reference: Session::new(policy),
+            graph: SessionGraph::default(),
+            by_id: BTreeMap::new(),
+            contexts: BTreeMap::new(),
+            reads: Vec::new(),
+            history: HistoryState::initial(policy),
+            admitted: Vec::new(),
+            // Booleans and linear integer arithmetic: the QF_LIA solver
+            // starts faster than the default one on these small queries.
+            solver: Solver::new_for_logic("QF_LIA").unwrap_or_default(),
+            fresh: 0,
+        })
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The graph built so far.
+    pub fn graph(&self) -> &SessionGraph {
+        &self.graph
+    }
+
+    /// The label of every node of the graph, as Z3 computes it.
+    pub fn labels(&self) -> Result<Vec<Option<Label>>, SmtError> {
+        match self.solver.check() {
+            SatResult::Sat => Ok(self.graph.eval_labels(&self.model()?)),
+            SatResult::Unsat => Err(SmtError::Solver(
+                "the graph's definitions are inconsistent".into(),
+            )),
+            SatResult::Unknown => Err(self.unknown()),
+        }
+    }
+
+    /// Applies an event of the session (the native answer is the
+    /// reference's; the graph and the history state grow with it).
+    pub fn apply(&mut self, e: &Event) -> Result<(), SmtError> {
+        let facts_before: Vec<usize> = self.reference.facts.iter().map(Vec::len).collect();
+        let reads_before = self.reference.read.len();
+        let answer = self
+            .reference
+            .step(&self.policy, e)
+            .map_err(|_| SmtError::Invalid(describe(e)))?;
+        match e {
+            Event::Task(t) => {
+                let n = self.push_node(NodeKind::Task, t.id.clone(), None, 0, Label::BOTTOM, None);
+                self.by_id.insert(t.id.clone(), n);
+                self.define(n);
+            }
+            Event::Call(c) => {
+                let record = self.reference.calls.get(&c.id).cloned();
+                let req = record.as_ref().and_then(|r| r.req.clone());
+                let n = match (&req, &record) {
+                    (Some(req), Some(record)) => self.call_node(c, req, &record.lineage),
+                    _ => {
+                        let n = self.push_node(
+                            NodeKind::Call,
+                            c.id.clone(),
+                            None,
+                            0,
+                            Label::BOTTOM,
+                            None,
+                        );
+                        self.define(n);
+                        n
+                    }
+                };
+                self.graph.nodes[n].status = match answer.verdict {
+                    Some(Verdict::Allow) => "admitted",
+                    Some(Verdict::Pause) => "paused",
+                    _ => "denied",
+                }
+                .into();
+                if answer.verdict == Some(Verdict::Allow) {
+                    if let Some(req) = req {
+                        self.admit(n, &req);
+                    }
+                }
+            }
+            Event::Approve(a) => {
+                let n = self.by_id.get(&a.call).copied();
+                let req = self
+                    .reference
+                    .calls
+                    .get(&a.call)
+                    .and_then(|r| r.req.clone());
+                if let (Some(n), Some(req)) = (n, req) {
+                    match answer.verdict {
+                        Some(Verdict::Allow) => {
+                            self.graph.nodes[n].status = "admitted".into();
+                            self.admit(n, &req);
+                        }
+                        _ => self.graph.nodes[n].status = "denied".into(),
+                    }
+                }
+            }
+            Event::Reject(r) => {
+                if let Some(&n) = self.by_id.get(&r.call) {
+                    self.graph.nodes[n].status = "rejected".into();
+                }
+            }
+            Event::Result(r) => {
+                if let Some(&n) = self.by_id.get(&r.call) {
+                    self.graph.nodes[n].status = match r.status {
+                        event::Outcome::Succeeded => "succeeded",
+                        event::Outcome::Failed => "failed",
+                        event::Outcome::Unknown => "unknown",
+                    }
+                    .into();
+                    if self.reference.read.len() > reads_before {
+                        let agent = self.reference.read[reads_before].0;
+                        self.reads.push((n, agent));
+                    }
+                }
+                for (f, seqs) in self.reference.facts.iter().enumerate() {
+                    for &at in &seqs[facts_before[f]..] {
+                        self.history = self.history.establish(f, &Int::from_u64(at));
+                    }
+                }
+                self.history = self.pin(&self.history.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides `call` as the next event of the session, without recording
+    /// it: stage 1 concretely, then the two Z3 passes in a `push`/`pop`
+    /// scope.
+    pub fn decide(&mut self, call: &Call) -> Result<SmtDecision, SmtError> {
+        if self.reference.calls.contains_key(&call.id) || call.time < self.reference.time {
+            return Err(SmtError::Invalid(format!("call {}", call.id)));
+        }
+        let (req, lineage) = match well_formed(&self.policy, &self.reference, call) {
+            Ok(x) => x,
+            Err(rule) => {
+                return Ok(SmtDecision {
+                    verdict: Verdict::Deny,
+                    rule_name: rule.name(&self.policy),
+                    rule,
+                    grants: vec![],
+                    granted: vec![],
+                    counterexample: None,
+                    inferred: vec![],
+                    solved: false,
+                })
+            }
+        };
+        let (nodes, edges) = (self.graph.nodes.len(), self.graph.edges.len());
+        let contexts = self.contexts.clone();
+        self.solver.push();
+        let out = self.decide_in_scope(call, &req, &lineage);
+        self.solver.pop(1);
+        self.graph.nodes.truncate(nodes);
+        self.graph.edges.truncate(edges);
+        self.contexts = contexts;
+        self.by_id.remove(&call.id);
+        out
+    }
+
+    fn decide_in_scope(
+        &mut self,
+        call: &Call,
+        req: &Request,
+        lineage: &Lineage,
+    ) -> Result<SmtDecision, SmtError> {
+        let policy = std::sync::Arc::clone(&self.policy);
+        let n = self.call_node(call, req, lineage);
+        let tool = &policy.tools[req.tool];
+        let own = SymLabel::constant(&policy, &resource_label(&policy, req));
+        let input = self.graph.input(&policy, n);
+        let sinks = tool
+            .sinks
+            .iter()
+            .map(|u| {
+                let bound = match &u.params {
+                    None => input.clone(),
+                    Some(ps) => {
+                        let args: Vec<SymLabel> = ps
+                            .iter()
+                            .map(|&p| self.graph.arg_label(&policy, n, p))
+                            .collect();
+                        SymLabel::join_all(&policy, &args)
+                    }
+                };
+                bound.join(&own)
+            })
+            .collect();
+        let inputs = CallInputs::concrete(
+            &policy,
+            req,
+            &self.reference.ledger.sets,
+            sinks,
+            input.join(&own),
+            self.graph.nodes[n].label.clone(),
+            self.reference.seq + 1,
+        );
+        let mut state = self.history.clone();
+        for (g, q) in self.reference.ledger.ledger.remaining.iter().enumerate() {
+            if let (Quota::Limited(left), Some(slot)) = (q, state.remaining.get_mut(g)) {
+                *slot = Int::from_u64(*left);
+            }
+        }
+        let enc = step::encode_step(&policy, &state, &inputs);
+        let inferred = call
+            .inferred
+            .iter()
+            .flat_map(|(p, ids)| ids.iter().map(move |id| format!("{id} -> {p}")))
+            .collect();
+        // Pass 1: can the call be admitted (required capabilities hard)?
+        let model = match self.solver.check_assumptions(&[enc.deny.not()]) {
+            SatResult::Sat => Some(self.model()?),
+            SatResult::Unsat => None,
+            SatResult::Unknown => return Err(self.unknown()),
+        };
+        let (model, admitted) = match model {
+            Some(m) => (m, true),
+            None => match self
+                .solver
+                .check_assumptions(std::slice::from_ref(&enc.deny))
+            {
+                // Pass 2: the denial's model.
+                SatResult::Sat => (self.model()?, false),
+                SatResult::Unsat => {
+                    return Err(SmtError::Solver(
+                        "neither admitted nor denied: the encoding is inconsistent".into(),
+                    ))
+                }
+                SatResult::Unknown => return Err(self.unknown()),
+            },
+        };
+        let (verdict, rule, grants) = step::read_decision(&policy, &enc, &model)
+            .ok_or_else(|| SmtError::Solver("the model leaves the decision open".into()))?;
+        debug_assert_eq!(admitted, verdict != Verdict::Deny);
+        let counterexample = match verdict {
+            Verdict::Deny => self.counterexample(&policy, &enc, &inputs, &model, n, req, rule),
+            _ => None,
+        };
+        Ok(SmtDecision {
+            verdict,
+            rule_name: rule.name(&policy),
+            rule,
+            granted: grants
+                .iter()
+                .map(|&g| policy.grants[g].name.clone())
+                .collect(),
+            grants,
+            counterexample,
+            inferred,
+            solved: true,
+        })
+    }
+
+    fn model(&self) -> Result<Model, SmtError> {
+        self.solver
+            .get_model()
+            .ok_or_else(|| SmtError::Solver("no model".into()))
+    }
+
+    fn unknown(&self) -> SmtError {
+        SmtError::Solver(
+            self.solver
+                .get_reason_unknown()
+                .unwrap_or_else(|| "unknown".into()),
+        )
+    }
+
+    /// The counterexample of a DENY by rule `rule`.
+    #[allow(clippy::too_many_arguments)]
+    fn counterexample(
+        &self,
+        policy: &Policy,
+        enc: &StepEncoding,
+        inputs: &CallInputs,
+        model: &Model,
+        n: usize,
+        req: &Request,
+        rule: Rule,
+    ) -> Option<Counterexample> {
+        let node = self.graph.nodes[n].name.clone();
+        match rule {
+            Rule::Flow(_) | Rule::Receive(_) => {
+                let firing = enc.flows.iter().find(|f| f.rule == rule)?;
+                let tool = &policy.tools[req.tool];
+                let (sink, params, pattern) = match (rule, firing.sink_use) {
+                    (Rule::Flow(i), Some(u)) => (
+                        format!("sink {}", policy.sinks.get(tool.sinks[u].sink)?),
+                        tool.sinks[u].params.clone(),
+                        policy.flow_rules[i].effect,
+                    ),
+                    (Rule::Receive(i), _) => (
+                        format!("agent {}", policy.agents.get(req.agent)?.name),
+                        None,
+                        policy.receive_rules[i].effect,
+                    ),
+                    _ => return None,
+                };
+                let flow = match firing.sink_use {
+                    Some(u) => inputs.sinks.get(u)?,
+                    None => &inputs.received,
+                };
+                let has = |a: Atom| {
+                    model
+                        .eval(&flow.atom(a), true)
+                        .and_then(|b| b.as_bool())
+                        .unwrap_or(false)
+                };
+                let label = flow.eval(model).map(|l| render_label(policy, &l));
+                let FlowEffect::Deny(p) = pattern else {
+                    return None;
+                };
+                let own = resource_label(policy, req);
+                let mut atoms = Vec::new();
+                if let Some(m) = p.min_sensitivity.filter(|&m| m > 0) {
+                    atoms.push(Atom::Sensitivity(m));
+                }
+                if let Some(c) = p.any_category.indexes().find(|&c| has(Atom::Category(c))) {
+                    atoms.push(Atom::Category(c));
+                }
+                if p.untrusted {
+                    atoms.push(Atom::Untrusted);
+                }
+                let mut paths = Vec::new();
+                for atom in atoms {
+                    let from_resource =
+                        SymLabel::constant(policy, &own).atom(atom).as_bool() == Some(true);
+                    let path = if from_resource {
+                        vec![PathStep {
+                            node: node.clone(),
+                            kind: NodeKind::Call,
+                            evidence: format!(
+                                "its resource {:?} is labeled {}",
+                                agenra_core::spec::resource_of(policy, req.tool, &req.args)
+                                    .unwrap_or(""),
+                                atom.name(policy)
+                            ),
+                        }]
+                    } else {
+                        let nodes =
+                            self.graph
+                                .taint_path(policy, model, n, params.as_deref(), atom)?;
+                        self.explain(policy, &nodes, atom)
+                    };
+                    paths.push(TaintedPath {
+                        label: atom.name(policy),
+                        path,
+                    });
+                }
+                Some(Counterexample {
+                    node,
+                    sink: Some(sink),
+                    label,
+                    paths,
+                    history: vec![],
+                })
+            }
+            Rule::Path(i) => {
+                let mut calls: Vec<String> = Vec::new();
+                let eval = |x: &Int| model.eval(x, true).and_then(|v| v.as_i64());
+                let mut prev = eval(&HistoryState::initial(policy).path[i])?;
+                for a in &self.admitted {
+                    let now = eval(&a.after.path[i])?;
+                    let reset = model
+                        .eval(&a.resets[i], true)
+                        .and_then(|b| b.as_bool())
+                        .unwrap_or(false);
+                    if reset {
+                        // The history starts again at this call.
+                        calls.clear();
+                        prev = 0;
+                    }
+                    if now > prev {
+                        calls.push(self.graph.nodes[a.node].name.clone());
+                    }
+                    prev = now;
+                }
+                calls.push(node.clone());
+                Some(Counterexample {
+                    node,
+                    sink: None,
+                    label: None,
+                    paths: vec![],
+                    history: calls,
+                })
+            }
+            Rule::Obligation(o) => {
+                let eval = |x: &Int| model.eval(x, true).and_then(|v| v.as_i64());
+                let mut last = None;
+                let mut prev = -1;
+                for a in &self.admitted {
+                    let now = eval(&a.after.since[o])?;
+                    if now != prev {
+                        last = Some(self.graph.nodes[a.node].name.clone());
+                    }
+                    prev = now;
+                }
+                Some(Counterexample {
+                    node: node.clone(),
+                    sink: None,
+                    label: None,
+                    paths: vec![],
+                    history: last.into_iter().chain([node]).collect(),
+                })
+            }
+            Rule::Call(_) => Some(Counterexample {
+                node: node.clone(),
+                sink: None,
+                label: None,
+                paths: vec![],
+                history: vec![node],
+            }),
+            _ => None,
+        }
+    }
+
+    /// A path of node indexes (source first) as steps with their evidence.
+    fn explain(&self, policy: &Policy, nodes: &[usize], atom: Atom) -> Vec<PathStep> {
+        let mut out = Vec::new();
+        for (k, &n) in nodes.iter().enumerate() {
+            let node = &self.graph.nodes[n];
+            let evidence = if k == 0 {
+                match node.tool {
+                    Some(t) => {
+                        let tool = &policy.tools[t];
+                        if SymLabel::constant(policy, &tool.output)
+                            .atom(atom)
+                            .as_bool()
+                            == Some(true)
+                        {
+                            format!(
+                                "source rule of tool {} adds {}",
+                                tool.name,
+                                atom.name(policy)
+                            )
+                        } else {
+                            format!("its resource is labeled {}", atom.name(policy))
+                        }
+                    }
+                    None => format!("adds {}", atom.name(policy)),
+                }
+            } else {
+                let from = nodes[k - 1];
+                let edge = self.graph.preds(n).find(|e| e.from == from).cloned();
+                describe_edge(policy, &self.graph, edge.as_ref())
+            };
+            out.push(PathStep {
+                node: node.name.clone(),
+                kind: node.kind,
+                evidence,
+            });
+        }
+        out
+    }
+
+    // ---- building the graph ---------------------------------------------
+
+    fn push_node(
+        &mut self,
+        kind: NodeKind,
+        name: String,
+        tool: Option<usize>,
+        agent: AgentId,
+        own: Label,
+        sanitizer: Option<usize>,
+    ) -> usize {
+        self.fresh += 1;
+        let label = SymLabel::fresh(&self.policy, &format!("H{}", self.fresh));
+        self.graph.nodes.push(GraphNode {
+            kind,
+            name,
+            tool,
+            agent,
+            own,
+            sanitizer,
+            label,
+            status: String::new(),
+        });
+        self.graph.nodes.len() - 1
+    }
+
+    fn define(&mut self, n: usize) {
+        let def = self.graph.definition(&self.policy, n);
+        self.solver.assert(&def);
+    }
+
+    /// The context version `agent`'s arguments read now.
+    fn context_node(&mut self, agent: AgentId) -> usize {
+        let policy = &self.policy;
+        let owner = policy
+            .agent_chain(agent)
+            .into_iter()
+            .find(|&a| policy.agents[a].own_context);
+        let now = self.reads.len();
+        let prev = self.contexts.get(&owner).copied();
+        if let Some((node, covered)) = prev {
+            if covered == now {
+                return node;
+            }
+        }
+        let from = prev.map_or(0, |(_, c)| c);
+        let name = match owner {
+            None => format!("context@{now}"),
+            Some(o) => format!("context:{}@{now}", policy.agents[o].name),
+        };
+        let merged: Vec<(usize, AgentId)> = self.reads[from..]
+            .iter()
+            .filter(|(_, reader)| owner.is_none_or(|o| policy.agent_chain(*reader).contains(&o)))
+            .copied()
+            .collect();
+        let c = self.push_node(
+            NodeKind::Context,
+            name,
+            None,
+            owner.unwrap_or(0),
+            Label::BOTTOM,
+            None,
+        );
+        self.graph.nodes[c].status = "context".into();
+        if let Some((p, _)) = prev {
+            self.graph.edges.push(GraphEdge {
+                from: p,
+                to: c,
+                param: None,
+                trust: EdgeTrust::Observed,
+            });
+        }
+        for (r, _) in merged {
+            let trust = match self.graph.nodes[r].status.as_str() {
+                "unknown" => EdgeTrust::Policy,
+                _ => EdgeTrust::Observed,
+            };
+            self.graph.edges.push(GraphEdge {
+                from: r,
+                to: c,
+                param: None,
+                trust,
+            });
+        }
+        self.define(c);
+        self.contexts.insert(owner, (c, now));
+        c
+    }
+
+    /// Appends the node of a well-formed call and its edges, and asserts
+    /// its definition.
+    fn call_node(&mut self, call: &Call, req: &Request, lineage: &Lineage) -> usize {
+        let policy = std::sync::Arc::clone(&self.policy);
+        let tool = &policy.tools[req.tool];
+        let own = tool.output.join(&resource_label(&policy, req));
+        let sanitizer = tool.sanitizer.filter(|&s| s < policy.sanitizers.len());
+        // Every source is created before the node, so edges point back.
+        let carries =
+            (0..lineage.len()).any(|i| lineage[i].is_some() || req.args[i] != Value::Null);
+        let needs_context = !carries
+            || (0..lineage.len()).any(|i| lineage[i].is_none() && req.args[i] != Value::Null);
+        let ctx = needs_context.then(|| self.context_node(req.agent));
+        let n = self.push_node(
+            NodeKind::Call,
+            call.id.clone(),
+            Some(req.tool),
+            req.agent,
+            own,
+            sanitizer,
+        );
+        let mut edges = Vec::new();
+        if carries {
+            for (i, l) in lineage.iter().enumerate() {
+                match l {
+                    Some(ids) => {
+                        for id in ids {
+                            if let Some(&from) = self.by_id.get(id) {
+                                edges.push((from, Some(i), EdgeTrust::Observed));
+                            }
+                        }
+                    }
+                    None if req.args[i] == Value::Null => {}
+                    None => edges.push((ctx.unwrap_or(0), Some(i), EdgeTrust::Policy)),
+                }
+            }
+        } else if let Some(c) = ctx {
+            edges.push((c, None, EdgeTrust::Policy));
+        }
+        for (p, ids) in &call.inferred {
+            for id in ids {
+                if let Some(&from) = self.by_id.get(id) {
+                    edges.push((from, tool.param_index(p), EdgeTrust::Inferred));
+                }
+            }
+        }
+        for (from, param, trust) in edges {
+            self.graph.edges.push(GraphEdge {
+                from,
+                to: n,
+                param,
+                trust,
+            });
+        }
+        self.by_id.insert(call.id.clone(), n);
+        self.define(n);
+        n
+    }
+
+    /// Moves the history on by admitting the call at node `n`.
+    fn admit(&mut self, n: usize, req: &Request) {
+        let policy = std::sync::Arc::clone(&self.policy);
+        let out = self.graph.nodes[n].label.clone();
+        let tool = &policy.tools[req.tool];
+        let inputs = CallInputs::concrete(
+            &policy,
+            req,
+            &self.reference.ledger.sets,
+            vec![out.clone(); tool.sinks.len()],
+            out.clone(),
+            out,
+            self.reference.seq,
+        );
+        let next = step::admit(&policy, &self.history, &inputs, &Bool::from_bool(true));
+        let resets = policy
+            .path_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match &r.reset {
+                Some(reset) => step::step_matches(
+                    &policy,
+                    reset,
+                    req.tool,
+                    &inputs.output,
+                    &inputs.reset_when[i],
+                ),
+                None => Bool::from_bool(false),
+            })
+            .collect();
+        self.history = self.pin(&next);
+        self.admitted.push(Admitted {
+            node: n,
+            resets,
+            after: self.history.clone(),
+        });
+    }
+
+    /// Replaces each history term by a fresh constant asserted equal to it,
+    /// so terms stay small however long the history.
+    fn pin(&mut self, s: &HistoryState) -> HistoryState {
+        self.fresh += 1;
+        let k = self.fresh;
+        let pin_all = |v: &[Int], kind: &str| -> Vec<Int> {
+            v.iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    if t.is_const() {
+                        return t.clone();
+                    }
+                    let c = Int::fresh_const(&format!("{kind}{i}.{k}"));
+                    self.solver.assert(c.eq(t));
+                    c
+                })
+                .collect()
+        };
+        HistoryState {
+            path: pin_all(&s.path, "path"),
+            since: pin_all(&s.since, "since"),
+            facts: pin_all(&s.facts, "fact"),
+            remaining: s.remaining.clone(),
+        }
+    }
+}
+
+/// `l` as the policy names it: `⟨secret, {pii}, untrusted⟩`.
+pub fn render_label(policy: &Policy, l: &Label) -> String {
+    let cats: Vec<&str> = l
+        .categories
+        .indexes()
+        .map(|c| policy.categories.get(c).map_or("?", String::as_str))
+        .collect();
+    format!(
+        "<{}, {{{}}}, {}>",
+        policy.level_name(l.sensitivity),
+        cats.join(", "),
+        if l.trusted { "trusted" } else { "untrusted" }
+    )
+}
+
+fn describe_edge(policy: &Policy, graph: &SessionGraph, e: Option<&GraphEdge>) -> String {
+    let Some(e) = e else {
+        return "data edge".into();
+    };
+    let to = &graph.nodes[e.to];
+    let param = e
+        .param
+        .zip(to.tool)
+        .and_then(|(p, t)| policy.tools[t].params.get(p))
+        .map(|p| p.name.clone());
+    match (to.kind, e.trust, param) {
+        (NodeKind::Context, EdgeTrust::Policy, _) => {
+            "merged into the context (outcome unknown)".into()
+        }
+        (NodeKind::Context, _, _) if graph.nodes[e.from].kind == NodeKind::Context => {
+            "the context as it was".into()
+        }
+        (NodeKind::Context, _, _) => "its result was read into the context".into(),
+        (_, EdgeTrust::Observed, Some(p)) => format!("observed lineage of argument {p}"),
+        (_, EdgeTrust::Policy, Some(p)) => {
+            format!("argument {p} has no lineage: it reads the context")
+        }
+        (_, _, None) => "the call passes no data: it reads the context".into(),
+        (_, _, Some(p)) => format!("argument {p}"),
+    }
+}
+
+fn describe(e: &Event) -> String {
+    match e {
+        Event::Call(c) => format!("call {}", c.id),
+        Event::Approve(a) => format!("approve {}", a.call),
+        Event::Reject(r) => format!("reject {}", r.call),
+        Event::Result(r) => format!("result {}", r.call),
+        Event::Task(t) => format!("task {}", t.id),
+    }
+}
+
+/// The first construct of `policy` the encoding does not cover.
+pub fn unsupported(policy: &Policy) -> Option<String> {
+    if policy.provenance_by_value {
+        return Some("provenance by value".into());
+    }
+    None
+}
+
+/// The join of the labels of the resources the call's resource argument
+/// matches (bottom if none).
+pub fn resource_label(policy: &Policy, req: &Request) -> Label {
+    match agenra_core::spec::resource_of(policy, req.tool, &req.args) {
+        None => Label::BOTTOM,
+        Some(r) => policy
+            .resources
+            .iter()
+            .filter(|rl| rl.pattern.matches(r))
+            .fold(Label::BOTTOM, |a, rl| a.join(&rl.label)),
+    }
+}
+
+/// Stage 1 (well-formedness, scopes, task scope), as the reference
+/// semantics states it: the resolved call and its observed lineage, or the
+/// rule that denies it.
+pub fn well_formed(
+    policy: &Policy,
+    session: &Session,
+    c: &Call,
+) -> Result<(Request, Lineage), Rule> {
+    let malformed = Rule::WellFormed;
+    let tool = policy
+        .tools
+        .iter()
+        .position(|t| t.name == c.tool)
+        .ok_or(malformed)?;
+    let agent = match &c.agent {
+        None => 0,
+        Some(a) => policy
+            .agents
+            .iter()
+            .position(|x| &x.name == a)
+            .ok_or(malformed)?,
+    };
+    for a in policy.agent_chain(agent) {
+        if let Some(s) = policy.agents[a].scope {
+            if !policy.scopes[s].allows(&c.tool) {
+                return Err(Rule::Scope(s));
+            }
+        }
+    }
+    let spec = &policy.tools[tool];
+    if c.args.keys().any(|k| spec.param_index(k).is_none()) {
+        return Err(malformed);
+    }
+    let mut args = Vec::new();
+    for p in &spec.params {
+        let v = match c.args.get(&p.name) {
+            None | Some(serde_json::Value::Null) if p.optional => Value::Null,
+            None => return Err(malformed),
+            Some(raw) => Value::from_json_typed(raw, p.ty, p.list).map_err(|_| malformed)?,
+        };
+        args.push(v);
+    }
+    if let Some(scope) = &session.task_scope {
+        let resource = agenra_core::spec::resource_of(policy, tool, &args);
+        if scope.excludes(&spec.name, resource).is_some() {
+            return Err(Rule::TaskScope);
+        }
+    }
+    for (param, ids) in c.lineage.iter().chain(&c.inferred) {
+        if spec.param_index(param).is_none() || ids.iter().any(|id| !session.calls.contains_key(id))
+        {
+            return Err(malformed);
+        }
+    }
+    let lineage = spec
+        .params
+        .iter()
+        .map(|p| c.lineage.get(&p.name).cloned())
+        .collect();
+    Ok((
+        Request {
+            agent,
+            tool,
+            args,
+            time: c.time,
+        },
+        lineage,
+    ))
+}

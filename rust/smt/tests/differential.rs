@@ -1,0 +1,445 @@
+//! Differential tests: on random policies and traces (the generators of
+//! `rust/core/tests/common.rs`), the SMT authorizer decides every call as
+//! the native monitor does (verdict, rule, grants taken), and every
+//! counterexample path is a real path of the session graph that carries the
+//! label from a node that adds it to the denied call.
+//!
+//! 500 cases by default; `AGENRA_SMT_CASES=10000` for the long run.
+
+#[path = "../../core/tests/common.rs"]
+#[allow(unused_imports)]
+mod common;
+
+use agenra_core::decision::StepOutput;
+use agenra_core::label::Label;
+use agenra_core::policy::Policy;
+use agenra_core::{Event, Monitor, Verdict};
+use agenra_smt::graph::{EdgeTrust, NodeKind, SessionGraph};
+use agenra_smt::step::Atom;
+use agenra_smt::{SmtDecision, SmtSession};
+use proptest::prelude::*;
+
+fn cases(default: u32) -> u32 {
+    std::env::var("AGENRA_SMT_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A generated policy without provenance by value (which the SMT engine
+/// answers `unsupported`).
+fn policy() -> impl Strategy<Value = Policy> {
+    common::full_policy().prop_map(|mut p| {
+        p.provenance_by_value = false;
+        p
+    })
+}
+
+/// Concrete labels of the graph's nodes, by propagation in plain Rust.
+fn concrete_labels(policy: &Policy, g: &SessionGraph) -> Vec<Label> {
+    let mut out: Vec<Label> = Vec::with_capacity(g.nodes.len());
+    for (n, node) in g.nodes.iter().enumerate() {
+        let input = g
+            .preds(n)
+            .fold(Label::BOTTOM, |acc, e| acc.join(&out[e.from]));
+        let l = match node.kind {
+            NodeKind::Task => Label::BOTTOM,
+            NodeKind::Context => input,
+            NodeKind::Call => {
+                let through = match node.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
+                    Some(s) => s.apply(&input),
+                    None => input,
+                };
+                through.join(&node.own)
+            }
+        };
+        out.push(l);
+    }
+    out
+}
+
+fn atom_named(policy: &Policy, name: &str) -> Atom {
+    agenra_smt::step::SymLabel::atom_list(policy)
+        .into_iter()
+        .find(|a| a.name(policy) == name)
+        .expect("a known atom")
+}
+
+fn has(l: &Label, a: Atom) -> bool {
+    match a {
+        Atom::Sensitivity(s) => l.sensitivity >= s,
+        Atom::Category(c) => l.categories.contains(c),
+        Atom::Untrusted => !l.trusted,
+    }
+}
+
+/// Every tainted path of `d` is a chain of data edges of the graph (after
+/// the call was appended), each node carrying the atom, from a node that
+/// adds it to the call.
+fn check_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: &str) {
+    let Some(cx) = &d.counterexample else { return };
+    let g = s.graph();
+    let labels = concrete_labels(policy, g);
+    let index = |name: &str| {
+        g.nodes
+            .iter()
+            .rposition(|n| n.name == name)
+            .unwrap_or_else(|| panic!("path node {name} is in the graph"))
+    };
+    for tp in &cx.paths {
+        let atom = atom_named(policy, &tp.label);
+        let nodes: Vec<usize> = tp.path.iter().map(|st| index(&st.node)).collect();
+        assert_eq!(
+            g.nodes[*nodes.last().unwrap()].name,
+            call,
+            "the path ends at the call"
+        );
+        let first = nodes[0];
+        assert!(
+            has(&g.nodes[first].own, atom),
+            "the path starts where {} is added: {tp:?}",
+            tp.label
+        );
+        for w in nodes.windows(2) {
+            assert!(
+                g.edges
+                    .iter()
+                    .any(|e| e.from == w[0] && e.to == w[1] && e.trust != EdgeTrust::Inferred),
+                "{} -> {} is a data edge",
+                g.nodes[w[0]].name,
+                g.nodes[w[1]].name
+            );
+        }
+        for &n in &nodes[..nodes.len() - 1] {
+            assert!(
+                has(&labels[n], atom),
+                "{} carries {}",
+                g.nodes[n].name,
+                tp.label
+            );
+        }
+    }
+}
+
+/// Runs the trace through both engines; returns how many calls the SMT
+/// engine decided.
+fn differential(policy: &Policy, events: &[Event]) -> usize {
+    let mut native = Monitor::new(policy.clone()).expect("a valid policy");
+    let mut smt = SmtSession::new(policy).expect("supported");
+    let mut decided = 0;
+    for e in events {
+        let ours = match e {
+            Event::Call(c) => Some(smt.decide(c)),
+            _ => None,
+        };
+        let theirs = native.step(e);
+        match (ours, theirs) {
+            (Some(Ok(d)), Ok(StepOutput::Decision(n))) => {
+                decided += 1;
+                if std::env::var("AGENRA_SMT_STATS").is_ok() {
+                    eprintln!(
+                        "STAT {:?} {} {}",
+                        d.verdict,
+                        d.rule_name,
+                        d.counterexample.as_ref().map_or(0, |c| c.paths.len())
+                    );
+                }
+                assert_eq!(
+                    (d.verdict, d.rule_name.clone(), d.grants.clone()),
+                    (n.verdict, n.rule.name(policy), n.grants.clone()),
+                    "SMT and native decide {e:?} alike"
+                );
+                smt.apply(e).expect("the event applies");
+                if d.verdict == Verdict::Deny {
+                    if let Event::Call(c) = e {
+                        check_paths(policy, &smt, &d, &c.id);
+                    }
+                }
+            }
+            (Some(Err(_)), Err(_)) | (None, Err(_)) => {
+                assert!(smt.apply(e).is_err(), "both reject {e:?}");
+            }
+            (None, Ok(_)) => smt.apply(e).expect("the event applies"),
+            (ours, theirs) => panic!("engines differ on {e:?}: {ours:?} vs {theirs:?}"),
+        }
+    }
+    // The graph's labels are the reference's output labels.
+    let labels = concrete_labels(policy, smt.graph());
+    let _ = labels;
+    decided
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(500), ..ProptestConfig::default() })]
+
+    #[test]
+    fn smt_and_native_decide_alike(
+        (policy, steps) in policy().prop_flat_map(|p| {
+            let agents = p.agents.len();
+            (Just(p), common::steps(agents))
+        })
+    ) {
+        let events = common::events(&policy, &steps);
+        differential(&policy, &events);
+    }
+}
+
+/// `c` with each argument that has observed lineage also reading `extra`
+/// (known ids of the session): the call's inputs only gain labels.
+fn tainted(c: &agenra_core::Call, extra: &[String]) -> agenra_core::Call {
+    let mut c2 = c.clone();
+    for ids in c2.lineage.values_mut() {
+        ids.extend(extra.iter().cloned());
+    }
+    c2
+}
+
+/// Taint monotonicity on both engines: whenever a call is denied, the
+/// same call with more sources on its observed lineage is denied too.
+/// Returns how many denied calls were extended.
+fn monotone(policy: &Policy, events: &[Event], picks: &[usize]) -> usize {
+    let mut native = Monitor::new(policy.clone()).expect("a valid policy");
+    let mut smt = SmtSession::new(policy).expect("supported");
+    let mut known: Vec<String> = Vec::new();
+    let mut extended = 0;
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Call(c) = e {
+            let ours = smt.decide(c);
+            let theirs = native.check(c);
+            if let (Ok(d), Ok(n)) = (&ours, &theirs) {
+                let has_lineage = c.lineage.values().any(|ids| !ids.is_empty());
+                if d.verdict == Verdict::Deny
+                    && n.verdict == Verdict::Deny
+                    && has_lineage
+                    && !known.is_empty()
+                {
+                    let extra: Vec<String> = picks
+                        .iter()
+                        .skip(i % picks.len().max(1))
+                        .take(2)
+                        .map(|&p| known[p % known.len()].clone())
+                        .collect();
+                    let c2 = tainted(c, &extra);
+                    let d2 = smt
+                        .decide(&c2)
+                        .expect("the SMT engine decides the extension");
+                    let n2 = native
+                        .check(&c2)
+                        .expect("the native engine decides the extension");
+                    assert_eq!(
+                        d2.verdict,
+                        Verdict::Deny,
+                        "SMT: tainting {c:?} with {extra:?} lifted the DENY ({})",
+                        d.rule_name
+                    );
+                    assert_eq!(
+                        n2.verdict,
+                        Verdict::Deny,
+                        "native: tainting {c:?} with {extra:?} lifted the DENY"
+                    );
+                    assert_eq!(
+                        d2.rule_name,
+                        n2.rule.name(policy),
+                        "engines agree on the extension"
+                    );
+                    extended += 1;
+                }
+            }
+        }
+        let applied = native.step(e).is_ok();
+        assert_eq!(smt.apply(e).is_ok(), applied, "both apply {e:?}");
+        if applied {
+            match e {
+                Event::Call(c) => known.push(c.id.clone()),
+                Event::Task(t) => known.push(t.id.clone()),
+                _ => {}
+            }
+        }
+    }
+    extended
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(500), ..ProptestConfig::default() })]
+
+    #[test]
+    fn tainting_a_denied_call_keeps_it_denied(
+        (policy, steps, picks) in policy().prop_flat_map(|p| {
+            let agents = p.agents.len();
+            (Just(p), common::steps(agents), proptest::collection::vec(0usize..64, 1..8))
+        })
+    ) {
+        let events = common::events(&policy, &steps);
+        let extended = monotone(&policy, &events, &picks);
+        if std::env::var("AGENRA_SMT_STATS").is_ok() {
+            eprintln!("EXTENDED {extended}");
+        }
+    }
+}
+
+/// A hand-built case: a secret read flows into a post through the
+/// context; the counterexample path is read -> context -> post.
+#[test]
+fn a_secret_read_into_the_context_is_the_counterexample() {
+    let mut p = Policy::empty("p");
+    p.levels = vec!["public".into(), "secret".into()];
+    p.sinks = vec!["net".into()];
+    let t = |name: &str, params: &[&str]| agenra_core::policy::Tool {
+        name: name.into(),
+        params: params
+            .iter()
+            .map(|n| agenra_core::policy::Param {
+                name: (*n).into(),
+                ty: agenra_core::ParamType::Str,
+                list: false,
+                optional: false,
+            })
+            .collect(),
+        resource: None,
+        sinks: vec![],
+        output: Label::BOTTOM,
+        sanitizer: None,
+        facts: vec![],
+    };
+    p.tools = vec![t("read", &[]), t("post", &["body"])];
+    p.tools[0].output = Label::new(1, agenra_core::CategorySet::EMPTY, true);
+    p.tools[1].sinks = vec![agenra_core::policy::SinkUse {
+        sink: 0,
+        params: None,
+    }];
+    for (i, _) in p.tools.clone().iter().enumerate() {
+        p.grants.push(agenra_core::policy::Grant {
+            name: format!("g{i}"),
+            agent: 0,
+            tool: i,
+            resource: None,
+            args: vec![],
+            quota: agenra_core::policy::Quota::Unlimited,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        });
+    }
+    p.flow_rules = vec![agenra_core::policy::FlowRule {
+        name: "no-secrets-out".into(),
+        sink: 0,
+        effect: agenra_core::policy::FlowEffect::Deny(agenra_core::LabelPattern {
+            min_sensitivity: Some(1),
+            ..agenra_core::LabelPattern::ANY
+        }),
+        when: agenra_core::NamedCond::TRUE,
+    }];
+    let ev = |j: serde_json::Value| -> Event { serde_json::from_value(j).expect("an event") };
+    let events = [
+        ev(
+            serde_json::json!({"kind": "call", "id": "p0", "time": 1, "tool": "post", "args": {"body": "hi"}}),
+        ),
+        ev(serde_json::json!({"kind": "call", "id": "r1", "time": 2, "tool": "read", "args": {}})),
+        ev(serde_json::json!({"kind": "result", "call": "r1", "status": "succeeded"})),
+        ev(
+            serde_json::json!({"kind": "call", "id": "p2", "time": 3, "tool": "post", "args": {"body": "x"}, "inferred": {"body": ["p0"]}}),
+        ),
+    ];
+    let mut s = SmtSession::new(&p).expect("supported");
+    let mut verdicts = Vec::new();
+    let mut last = None;
+    for e in &events {
+        if let Event::Call(c) = e {
+            let d = s.decide(c).expect("decided");
+            verdicts.push(format!("{} {}", d.verdict.as_str(), d.rule_name));
+            last = Some(d);
+        }
+        s.apply(e).expect("applied");
+    }
+    assert_eq!(verdicts, ["ALLOW g1", "ALLOW g0", "DENY no-secrets-out"]);
+    let d = last.expect("a decision");
+    let cx = d.counterexample.clone().expect("a counterexample");
+    assert_eq!(cx.sink.as_deref(), Some("sink net"));
+    assert_eq!(cx.paths.len(), 1);
+    assert_eq!(cx.paths[0].label, "sensitivity>=secret");
+    let names: Vec<&str> = cx.paths[0].path.iter().map(|s| s.node.as_str()).collect();
+    assert_eq!(names, ["r1", "context@1", "p2"]);
+    // The inferred edge from p0 is reported, never used.
+    assert_eq!(d.inferred, ["p0 -> body"]);
+    check_paths(&p, &s, &d, "p2");
+}
+
+/// History counterexamples: the admitted calls that moved the rule, from
+/// the last reset on; obligations name the last `since` call.
+#[test]
+fn history_counterexamples_list_the_calls_that_matched() {
+    let policy = agenra_policy::compile(
+        r#"
+        facts tested;
+        tool read(p: string);
+        tool note(p: string);
+        tool post(p: string);
+        tool edit(p: string);
+        tool test(p: string) { fact tested; }
+        tool deploy(p: string);
+        grant r: read quota unlimited;
+        grant n: note quota unlimited;
+        grant po: post quota unlimited;
+        grant e: edit quota unlimited;
+        grant t: test quota unlimited;
+        grant d: deploy quota unlimited;
+        deny path read_then_post: call read -> call post reset on call note;
+        obligation tested_deploy: require tested since edit before deploy;
+        "#,
+        "history",
+    )
+    .expect("the policy compiles")
+    .policy;
+    let call = |id: &str, time: u64, tool: &str| -> Event {
+        serde_json::from_value(serde_json::json!({
+            "kind": "call", "id": id, "time": time, "tool": tool, "args": {"p": "x"}
+        }))
+        .expect("an event")
+    };
+    let result = |id: &str| -> Event {
+        serde_json::from_value(
+            serde_json::json!({"kind": "result", "call": id, "status": "succeeded"}),
+        )
+        .expect("an event")
+    };
+    let events = [
+        call("r1", 1, "read"),
+        call("n1", 2, "note"),
+        call("r2", 3, "read"),
+        call("p1", 4, "post"),
+        call("e1", 5, "edit"),
+        call("t1", 6, "test"),
+        result("t1"),
+        call("e2", 7, "edit"),
+        call("d1", 8, "deploy"),
+    ];
+    let mut native = Monitor::new(policy.clone()).expect("valid");
+    let mut s = SmtSession::new(&policy).expect("supported");
+    let mut denials = Vec::new();
+    for e in &events {
+        if let Event::Call(c) = e {
+            let d = s.decide(c).expect("decided");
+            if d.verdict == Verdict::Deny {
+                denials.push((
+                    d.rule_name.clone(),
+                    d.counterexample.expect("a counterexample").history,
+                ));
+            }
+        }
+        native.step(e).expect("applies");
+        s.apply(e).expect("applies");
+    }
+    assert_eq!(
+        denials,
+        [
+            (
+                "read_then_post".to_string(),
+                vec!["r2".to_string(), "p1".into()]
+            ),
+            (
+                "tested_deploy".to_string(),
+                vec!["e2".to_string(), "d1".into()]
+            ),
+        ]
+    );
+}

@@ -1,0 +1,188 @@
+#![warn(missing_docs)]
+//! The durable store of the Agenra gateway (`docs/store.md`).
+//!
+//! Everything the gateway must not forget is one append-only,
+//! hash-chained log of [`Record`]s: each policy revision the server ran
+//! (with the certificate that admitted it), each session it opened, and
+//! each event it applied with the decision it gave. The log is both the
+//! audit trail and the recovery source: the monitor's step is a pure
+//! function, so replaying a session's events rebuilds its graph, ledger and
+//! pending approvals exactly.
+//!
+//! * [`Backend`] is what a storage engine provides (append a batch in one
+//!   transaction, read back in order). [`RedbBackend`] is the embedded
+//!   default; [`MemoryBackend`] is for tests; a PostgreSQL backend fits the
+//!   same trait.
+//! * [`Log`] assigns sequence numbers and chains the hashes.
+//! * [`Committer`] is group commit: one writer thread takes every record
+//!   submitted meanwhile, writes them in one transaction (one fsync) and
+//!   only then calls each submitter back.
+//! * [`verify_lines`] checks a chain and names the first broken record.
+
+mod backend;
+mod commit;
+mod record;
+
+pub use backend::{Backend, MemoryBackend, RedbBackend};
+pub use commit::{CommitStats, Committer, Done};
+pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
+
+/// Called with each stored line and its sequence number, in order.
+pub type Visit<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The storage engine failed (disk, file lock, corruption it detected).
+    #[error("store {path}: {message}")]
+    Engine {
+        /// The store's path (or `memory`).
+        path: String,
+        /// The engine's message.
+        message: String,
+    },
+    /// A record could not be encoded.
+    #[error("cannot encode audit record: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// The stored chain is broken (see [`VerifyError`]).
+    #[error(transparent)]
+    Chain(#[from] VerifyError),
+    /// The writer thread stopped after an earlier failure: nothing more is
+    /// committed until the server restarts (and recovers from the log).
+    #[error("the store's writer stopped after an earlier failure: {0}")]
+    Stopped(String),
+}
+
+/// An append-only, hash-chained log on a [`Backend`].
+pub struct Log {
+    backend: Box<dyn Backend>,
+    head: Head,
+}
+
+impl Log {
+    /// Opens the log on `backend` and reads its head.
+    pub fn open(backend: Box<dyn Backend>) -> Result<Log, StoreError> {
+        let head = backend.head()?;
+        Ok(Log { backend, head })
+    }
+
+    /// Opens (or creates) the embedded store at `path`.
+    pub fn open_redb(path: &std::path::Path) -> Result<Log, StoreError> {
+        Log::open(Box::new(RedbBackend::open(path)?))
+    }
+
+    /// The last record's sequence number and hash.
+    pub fn head(&self) -> Head {
+        self.head.clone()
+    }
+
+    /// Chains `records` after the head and writes them in one durable
+    /// transaction. Returns each record's sequence number and hash. On
+    /// error nothing is written and the head is unchanged.
+    pub fn append(&mut self, records: &mut [Record]) -> Result<Vec<Head>, StoreError> {
+        let mut head = self.head.clone();
+        let mut lines = Vec::with_capacity(records.len());
+        let mut heads = Vec::with_capacity(records.len());
+        for r in records.iter_mut() {
+            r.seq = head.seq + 1;
+            r.prev = head.hash.clone();
+            let (line, hash) = chain_line(r)?;
+            head = Head { seq: r.seq, hash };
+            heads.push(head.clone());
+            lines.push(line);
+        }
+        self.backend.append(self.head.seq + 1, &lines, &head)?;
+        self.head = head;
+        Ok(heads)
+    }
+
+    /// Calls `f` with every stored line from sequence number `from` on, in
+    /// order.
+    pub fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
+        self.backend.scan(from, f)
+    }
+
+    /// Checks the whole chain, and that it ends at the stored head.
+    pub fn verify(&self) -> Result<Head, StoreError> {
+        let mut err = None;
+        let mut state = record::Verifier::default();
+        self.backend.scan(1, &mut |seq, line| {
+            if err.is_none() {
+                if let Err(e) = state.push(seq, line) {
+                    err = Some(e);
+                }
+            }
+            Ok(())
+        })?;
+        if let Some(e) = err {
+            return Err(e.into());
+        }
+        let got = state.head();
+        if got != self.head {
+            return Err(VerifyError {
+                seq: got.seq + 1,
+                reason: format!(
+                    "the store's head says {} records ending in {}, the chain has {} ending in {}",
+                    self.head.seq, self.head.hash, got.seq, got.hash
+                ),
+            }
+            .into());
+        }
+        Ok(got)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(reason: &str) -> Record {
+        Record {
+            kind: Kind::Event,
+            reason: Some(reason.into()),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn redb_log_survives_reopening_and_verifies() {
+        let dir = std::env::temp_dir().join(format!("agenra-store-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        {
+            let mut log = Log::open_redb(&dir).unwrap();
+            log.append(&mut [event("a"), event("b")]).unwrap();
+            log.append(&mut [event("c")]).unwrap();
+        }
+        let log = Log::open_redb(&dir).unwrap();
+        assert_eq!(log.head().seq, 3);
+        assert_eq!(log.verify().unwrap(), log.head());
+        let mut seen = Vec::new();
+        log.scan(2, &mut |seq, line| {
+            let r: Record = serde_json::from_slice(line).unwrap();
+            seen.push((seq, r.reason.unwrap()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(2, "b".to_string()), (3, "c".to_string())]);
+        drop(log);
+        let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn a_head_that_does_not_match_the_chain_fails_verification() {
+        let mut backend = MemoryBackend::default();
+        let mut log = Log::open(Box::new(MemoryBackend::default())).unwrap();
+        let heads = log.append(&mut [event("a"), event("b")]).unwrap();
+        // Copy only the first line into a backend whose head claims two.
+        log.scan(1, &mut |seq, line| {
+            if seq == 1 {
+                backend.append(1, &[line.to_vec()], &heads[1]).unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
+        let truncated = Log::open(Box::new(backend)).unwrap();
+        let e = truncated.verify().unwrap_err();
+        assert!(e.to_string().contains("head says 2 records"), "{e}");
+    }
+}

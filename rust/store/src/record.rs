@@ -1,0 +1,316 @@
+//! Audit records and the hash chain.
+//!
+//! A record is stored as one line of JSON: the record's own fields (in the
+//! fixed order of [`Record`]), then its hash as the last field:
+//!
+//! ```text
+//! {"seq":7,"prev":"sha256:…","time_ms":…,"kind":"event",…,"hash":"sha256:…"}
+//! ```
+//!
+//! The hash is the SHA-256 of the line with the `,"hash":"…"` field taken
+//! out (the exact bytes, never a re-serialization), and `prev` is the hash
+//! of the record before it ([`GENESIS`] for the first). Changing, removing,
+//! inserting or reordering a record breaks the chain at that record.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The `prev` of the first record.
+pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+const HASH_FIELD: &[u8] = b",\"hash\":\"";
+
+/// What a record is about.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A policy revision the server started with or reloaded (its compiled
+    /// model, its text, and the certificate that admitted it).
+    Policy,
+    /// A session was opened under a policy.
+    Session,
+    /// An event was applied to a session, with what the monitor answered.
+    #[default]
+    Event,
+}
+
+/// One audit record. Fields that do not apply to a kind are absent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// 1-based position in the log (assigned when appended).
+    #[serde(default)]
+    pub seq: u64,
+    /// The previous record's hash (assigned when appended).
+    #[serde(default)]
+    pub prev: String,
+    /// Wall-clock time the server wrote the record (milliseconds since the
+    /// Unix epoch). Events carry their own time as well.
+    #[serde(default)]
+    pub time_ms: u64,
+    /// What the record is about.
+    pub kind: Kind,
+    /// The tenant the session belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The session's id, unique within its tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The agent the session was opened for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The policy's content hash (`sha256:…`).
+    #[serde(default)]
+    pub policy_hash: String,
+    /// The monitor event as applied (`docs/events.md`), without its
+    /// `session` field (the record names the session).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<serde_json::Value>,
+    /// `ALLOW`, `DENY` or `PAUSE` for calls and approvals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// The rule or grant that decided (or that the event concerns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The reason, as a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For a DENY or PAUSE by a flow, path rule or obligation: the call (or
+    /// task) ids along the violating path: `context` for what the session
+    /// has read, `#N` for another node that is not a call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
+    /// Grants whose units the event took (calls) or returned (results,
+    /// rejections, failed re-checks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+    /// The session's ledger hash after the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_hash: Option<String>,
+    /// For a policy record: the compiled policy (canonical JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<serde_json::Value>,
+    /// For a policy record: where it came from (a file name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// For a policy revision: the `agenra certify` report against the
+    /// policy it replaced (absent for the first policy, or when the reload
+    /// did not ask for certification).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<serde_json::Value>,
+}
+
+/// A position in the log: the last record's sequence number and hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Records in the log (the last one's `seq`).
+    pub seq: u64,
+    /// The last record's hash ([`GENESIS`] for an empty log).
+    pub hash: String,
+}
+
+impl Default for Head {
+    fn default() -> Head {
+        Head {
+            seq: 0,
+            hash: GENESIS.to_string(),
+        }
+    }
+}
+
+/// A broken chain: the first record that does not check, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("audit record {seq}: {reason}")]
+pub struct VerifyError {
+    /// The record's position (1-based; for a file, its line number when the
+    /// record's own `seq` cannot be read).
+    pub seq: u64,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(7 + 2 * bytes.len());
+    s.push_str("sha256:");
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The stored line of `record` (whose `seq` and `prev` are set) and its
+/// hash.
+pub fn chain_line(record: &Record) -> Result<(Vec<u8>, String), serde_json::Error> {
+    let mut line = serde_json::to_vec(record)?;
+    let hash = hex(&Sha256::digest(&line));
+    // `{…}` becomes `{…,"hash":"sha256:…"}`.
+    line.pop();
+    line.extend_from_slice(HASH_FIELD);
+    line.extend_from_slice(hash.as_bytes());
+    line.extend_from_slice(b"\"}");
+    Ok((line, hash))
+}
+
+/// Splits a stored line into the hash it claims and the hash its bytes
+/// have. `None` when the line does not end in a `"hash"` field.
+pub fn split_line(line: &[u8]) -> Option<(&str, String)> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let body = line.strip_suffix(b"\"}")?;
+    let at = body
+        .windows(HASH_FIELD.len())
+        .rposition(|w| w == HASH_FIELD)?;
+    let claimed = std::str::from_utf8(&body[at + HASH_FIELD.len()..]).ok()?;
+    let mut hasher = Sha256::new();
+    hasher.update(&body[..at]);
+    hasher.update(b"}");
+    Some((claimed, hex(&hasher.finalize())))
+}
+
+/// The fields the chain check reads.
+#[derive(Deserialize)]
+struct Link {
+    seq: u64,
+    prev: String,
+}
+
+/// Checks records one at a time.
+#[derive(Default)]
+pub(crate) struct Verifier {
+    head: Option<Head>,
+}
+
+impl Verifier {
+    /// The last checked record (or the empty log's head).
+    pub fn head(&self) -> Head {
+        self.head.clone().unwrap_or_default()
+    }
+
+    /// Checks the record at position `at` (1-based).
+    pub fn push(&mut self, at: u64, line: &[u8]) -> Result<(), VerifyError> {
+        let head = self.head();
+        let fail = |reason: String| VerifyError { seq: at, reason };
+        let Some((claimed, actual)) = split_line(line) else {
+            return Err(fail("the line does not end with its \"hash\" field".into()));
+        };
+        let link: Link =
+            serde_json::from_slice(line).map_err(|e| fail(format!("not an audit record: {e}")))?;
+        if link.seq != head.seq + 1 {
+            return Err(fail(format!(
+                "its seq is {}, expected {} (a record is missing, repeated or moved)",
+                link.seq,
+                head.seq + 1
+            )));
+        }
+        if link.prev != head.hash {
+            return Err(fail(format!(
+                "its prev is {}, but the record before it hashes to {}",
+                link.prev, head.hash
+            )));
+        }
+        if claimed != actual {
+            return Err(fail(format!(
+                "its contents hash to {actual}, but it says {claimed} (the record was changed)"
+            )));
+        }
+        self.head = Some(Head {
+            seq: link.seq,
+            hash: actual,
+        });
+        Ok(())
+    }
+}
+
+/// Checks a chain of stored lines (an exported audit file: one record per
+/// line; blank lines are skipped). Returns the head, or the first broken
+/// record.
+pub fn verify_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Result<Head, VerifyError> {
+    let mut v = Verifier::default();
+    let mut at = 0;
+    for line in lines {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        at += 1;
+        v.push(at, line)?;
+    }
+    Ok(v.head())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(n: u64) -> Vec<Vec<u8>> {
+        let mut head = Head::default();
+        (1..=n)
+            .map(|i| {
+                let r = Record {
+                    seq: i,
+                    prev: head.hash.clone(),
+                    kind: Kind::Event,
+                    verdict: Some("ALLOW".into()),
+                    reason: Some(format!("call {i}")),
+                    ..Record::default()
+                };
+                let (line, hash) = chain_line(&r).unwrap();
+                head = Head { seq: i, hash };
+                line
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_and_lines_are_json() {
+        let lines = chain(5);
+        let head = verify_lines(lines.iter().map(Vec::as_slice)).unwrap();
+        assert_eq!(head.seq, 5);
+        let v: serde_json::Value = serde_json::from_slice(&lines[4]).unwrap();
+        assert_eq!(v["hash"], head.hash.as_str());
+        assert_eq!(v["seq"], 5);
+    }
+
+    #[test]
+    fn a_changed_record_is_named() {
+        let mut lines = chain(5);
+        let text = String::from_utf8(lines[2].clone()).unwrap();
+        lines[2] = text.replace("ALLOW", "DENY").into_bytes();
+        let e = verify_lines(lines.iter().map(Vec::as_slice)).unwrap_err();
+        assert_eq!(e.seq, 3);
+        assert!(e.reason.contains("was changed"), "{e}");
+    }
+
+    #[test]
+    fn a_removed_or_swapped_record_is_named() {
+        let mut lines = chain(5);
+        lines.remove(1);
+        let e = verify_lines(lines.iter().map(Vec::as_slice)).unwrap_err();
+        assert_eq!(e.seq, 2);
+        let mut lines = chain(5);
+        lines.swap(3, 4);
+        let e = verify_lines(lines.iter().map(Vec::as_slice)).unwrap_err();
+        assert_eq!(e.seq, 4);
+    }
+
+    #[test]
+    fn a_rehashed_forgery_breaks_the_next_link() {
+        // Changing a record and recomputing its own hash is caught by the
+        // next record's `prev`.
+        let mut lines = chain(4);
+        let mut r: Record = serde_json::from_slice(&lines[1]).unwrap();
+        r.verdict = Some("DENY".into());
+        lines[1] = chain_line(&r).unwrap().0;
+        let e = verify_lines(lines.iter().map(Vec::as_slice)).unwrap_err();
+        assert_eq!(e.seq, 3);
+        assert!(e.reason.contains("prev"), "{e}");
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for bad in [&b"{"[..], b"", b"\"}", b"{\"hash\":\"x\"}", b"\xff\xfe\"}"] {
+            let _ = verify_lines([bad]);
+        }
+        let e = verify_lines([&b"not json"[..]]).unwrap_err();
+        assert_eq!(e.seq, 1);
+    }
+}

@@ -1,0 +1,150 @@
+//! `agenra bench serve`: loopback HTTP against `agenra serve`'s gateway on
+//! the durable embedded store. Each client thread opens its own session
+//! and keep-alive connection and sends consuming calls (one unit of a
+//! limited grant each) back to back; every answer is durable before it is
+//! sent, so concurrent clients share the store's group commits.
+
+use crate::{fail, Failed};
+use agenra_gateway::client::Client;
+use agenra_gateway::{Gateway, Server};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POLICY: &str = r#"
+tool pay.send(to: string, amount: int) { resource to; }
+grant pay: pay.send on glob "*@example.com" quota 1000000000;
+"#;
+
+/// The figures of one run.
+#[derive(serde::Serialize)]
+pub struct Figures {
+    pub clients: usize,
+    pub decisions_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub decisions: usize,
+    pub seconds: f64,
+    pub commits: u64,
+    pub records_per_commit: f64,
+}
+
+fn client_loop(
+    addr: std::net::SocketAddr,
+    index: usize,
+    warmup_until: Instant,
+    until: Instant,
+) -> std::io::Result<Vec<Duration>> {
+    let mut c = Client::connect(addr)?;
+    let session = format!("bench-{index}");
+    let (status, body) = c.post(
+        "/v1/sessions",
+        &serde_json::json!({"session": session, "agent": "bench"}),
+    )?;
+    if status >= 300 {
+        return Err(std::io::Error::other(format!(
+            "opening a session: {status} {body}"
+        )));
+    }
+    let mut latencies = Vec::with_capacity(100_000);
+    let mut n = 0u64;
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        n += 1;
+        let body = format!(
+            r#"{{"session":"{session}","call":{{"id":"c{n}","time":1,"tool":"pay.send","args":{{"to":"bob@example.com","amount":{n}}}}}}}"#
+        );
+        let start = Instant::now();
+        let (status, answer) = c.request("POST", "/v1/authorize", body.as_bytes())?;
+        let took = start.elapsed();
+        const ALLOW: &[u8] = b"\"decision\":\"ALLOW\"";
+        if status != 200 || !answer.windows(ALLOW.len()).any(|w| w == ALLOW) {
+            return Err(std::io::Error::other(format!(
+                "call c{n}: {status} {}",
+                String::from_utf8_lossy(&answer)
+            )));
+        }
+        if start >= warmup_until {
+            latencies.push(took);
+        }
+    }
+    Ok(latencies)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+/// Runs the benchmark: `clients` threads for `seconds` (after a warm-up of
+/// half a second).
+pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
+    let dir = std::env::temp_dir().join(format!("agenra-bench-serve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let store = dir.join("store.redb");
+    let result = (|| {
+        let compiled = agenra::compile(POLICY, "bench").map_err(|e| e.to_string())?;
+        let log = agenra_store::Log::open_redb(&store).map_err(|e| e.to_string())?;
+        let gateway =
+            Gateway::open(log, compiled.policy, "bench", false).map_err(|e| e.to_string())?;
+        let server = Server::spawn(Arc::new(gateway), "127.0.0.1:0").map_err(|e| e.to_string())?;
+        let addr = server.addr();
+        let start = Instant::now();
+        let warmup_until = start + Duration::from_millis(500);
+        let until = warmup_until + Duration::from_secs_f64(seconds);
+        let before = server.gateway().store_stats();
+        let threads: Vec<_> = (0..clients)
+            .map(|i| std::thread::spawn(move || client_loop(addr, i, warmup_until, until)))
+            .collect();
+        let mut all = Vec::new();
+        for t in threads {
+            let l = t
+                .join()
+                .map_err(|_| "a client thread panicked".to_string())?
+                .map_err(|e| format!("client: {e}"))?;
+            all.extend(l);
+        }
+        let elapsed = (Instant::now().min(until + Duration::from_secs(1)) - warmup_until)
+            .as_secs_f64()
+            .max(seconds);
+        let after = server.gateway().store_stats();
+        server.stop();
+        all.sort();
+        let commits = after.commits - before.commits;
+        Ok(Figures {
+            clients,
+            decisions_per_s: all.len() as f64 / elapsed,
+            p50_ms: percentile(&all, 0.50),
+            p99_ms: percentile(&all, 0.99),
+            decisions: all.len(),
+            seconds: elapsed,
+            commits,
+            records_per_commit: (after.records - before.records) as f64 / commits.max(1) as f64,
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// `agenra bench serve`.
+pub fn run(json: bool, clients: usize, seconds: f64) -> Result<(), Failed> {
+    let f = measure(clients, seconds).map_err(fail)?;
+    let mut out = String::new();
+    if !json {
+        out.push_str(&format!(
+            "serve (loopback HTTP, durable redb store, {} clients, {:.1} s): {:.0} decisions/s, p50 {:.2} ms, p99 {:.2} ms; {} commits, {:.1} records per commit\n",
+            f.clients, f.seconds, f.decisions_per_s, f.p50_ms, f.p99_ms, f.commits, f.records_per_commit
+        ));
+    }
+    out.push_str(&serde_json::to_string(&f).map_err(fail)?);
+    out.push('\n');
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(())
+}

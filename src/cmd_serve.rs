@@ -1,0 +1,34 @@
+//! `agenra serve`: the HTTP decision API on the durable store
+//! (`docs/http-api.md`, `docs/store.md`).
+
+use crate::{fail, Failed};
+use agenra_gateway::ServeConfig;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Serves until SIGINT or SIGTERM; prints one line when it listens.
+pub fn run(
+    policy: PathBuf,
+    store: PathBuf,
+    listen: String,
+    require_certified: bool,
+) -> Result<(), Failed> {
+    let config = ServeConfig {
+        policy,
+        store,
+        listen,
+        require_certified,
+    };
+    agenra_gateway::run(&config, |addr, gateway| {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "agenra serve: listening on http://{addr} (policy {}, store {}, {} sessions recovered)",
+            gateway.current_policy().hash(),
+            config.store.display(),
+            gateway.session_count()
+        );
+        let _ = out.flush();
+    })
+    .map_err(fail)
+}

@@ -1,0 +1,352 @@
+//! Engine choice (feature `smt`): decide calls with the native monitor,
+//! the Z3 authorizer (`agenra-smt`), or both.
+//!
+//! With [`Engine::Both`] every call is decided by both engines and the
+//! answers are compared (verdict, deciding rule, grants taken). Any
+//! difference fails closed: the call is DENIED with rule
+//! `engine-disagreement`, both answers are kept in the decision (and
+//! written to standard error by the CLI), and the session stays failed
+//! closed: every later call is denied the same way, since the two engines
+//! no longer share a state to compare against.
+
+use agenra_core::decision::{Decision, StepOutput};
+use agenra_core::{Event, Monitor, Policy, Verdict};
+use agenra_smt::{SmtDecision, SmtError, SmtSession};
+use serde::Serialize;
+
+/// Which engine decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The native monitor (the hot path).
+    Native,
+    /// The Z3 authorizer.
+    Smt,
+    /// Both, cross-checked; any difference is a DENY.
+    Both,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "native" => Ok(Engine::Native),
+            "smt" => Ok(Engine::Smt),
+            "both" => Ok(Engine::Both),
+            _ => Err(format!("unknown engine {s:?} (native, smt or both)")),
+        }
+    }
+}
+
+/// Why an event could not be decided or applied.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The native monitor refused the policy or the event.
+    #[error("native: {0}")]
+    Native(String),
+    /// The SMT engine refused the policy or the event (`unsupported: ...`).
+    #[error("smt: {0}")]
+    Smt(#[from] SmtError),
+}
+
+/// The native answer, in the terms both engines share.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NativeAnswer {
+    /// ALLOW, DENY or PAUSE.
+    pub verdict: Verdict,
+    /// The deciding rule's name.
+    pub rule_name: String,
+    /// Grants whose units were taken, by index.
+    pub grants: Vec<usize>,
+    /// The DENY's path (native node ids).
+    pub path: Vec<u32>,
+    /// The reason, rendered.
+    pub reason: String,
+}
+
+impl NativeAnswer {
+    fn of(policy: &Policy, d: &Decision) -> NativeAnswer {
+        NativeAnswer {
+            verdict: d.verdict,
+            rule_name: d.rule.name(policy),
+            grants: d.grants.clone(),
+            path: d.path.iter().map(|n| n.0).collect(),
+            reason: d.reason_text(policy),
+        }
+    }
+}
+
+/// A decision of the chosen engine(s).
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineDecision {
+    /// The engine(s) that decided.
+    pub engine: Engine,
+    /// The verdict returned.
+    pub verdict: Verdict,
+    /// The deciding rule's name (`engine-disagreement` when both engines
+    /// were asked and differ).
+    pub rule: String,
+    /// Names of the grants whose units were taken.
+    pub granted: Vec<String>,
+    /// The native engine's answer, if it was asked.
+    pub native: Option<NativeAnswer>,
+    /// The SMT engine's answer, if it was asked.
+    pub smt: Option<SmtDecision>,
+    /// With `both`: what differs, if anything.
+    pub disagreement: Option<String>,
+}
+
+/// What a step gives.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum EngineOutput {
+    /// A call was decided.
+    Decision(Box<EngineDecision>),
+    /// Another event was applied.
+    Applied,
+}
+
+/// A session decided by the chosen engine(s).
+pub struct EngineSession {
+    engine: Engine,
+    policy: Policy,
+    native: Option<Monitor>,
+    smt: Option<SmtSession>,
+    failed_closed: Option<String>,
+}
+
+impl EngineSession {
+    /// A new session of `policy`; for `smt` and `both`, fails with
+    /// `unsupported: ...` when the policy uses a construct the SMT
+    /// encoding does not cover.
+    pub fn new(policy: &Policy, engine: Engine) -> Result<EngineSession, EngineError> {
+        let native = match engine {
+            Engine::Smt => None,
+            _ => {
+                Some(Monitor::new(policy.clone()).map_err(|e| EngineError::Native(e.to_string()))?)
+            }
+        };
+        let smt = match engine {
+            Engine::Native => None,
+            _ => Some(SmtSession::new(policy)?),
+        };
+        Ok(EngineSession {
+            engine,
+            policy: policy.clone(),
+            native,
+            smt,
+            failed_closed: None,
+        })
+    }
+
+    /// The SMT session, if the engine uses it (for drawing its graph).
+    pub fn smt(&self) -> Option<&SmtSession> {
+        self.smt.as_ref()
+    }
+
+    /// Decides a call, or applies another event.
+    pub fn step(&mut self, e: &Event) -> Result<EngineOutput, EngineError> {
+        let smt = match (e, self.smt.as_mut()) {
+            (Event::Call(c), Some(s)) => Some(s.decide(c)),
+            _ => None,
+        };
+        let native = self.native.as_mut().map(|m| m.step(e));
+        // Keep the SMT session's state in step with the event.
+        if let Some(s) = self.smt.as_mut() {
+            let applied = s.apply(e);
+            if self.engine == Engine::Smt {
+                if let Some(Err(err)) = &smt {
+                    return Err(EngineError::Smt(err.clone()));
+                }
+                applied?;
+            }
+        }
+        let native = match native {
+            None => None,
+            Some(Ok(StepOutput::Decision(d))) => Some(NativeAnswer::of(&self.policy, &d)),
+            Some(Ok(StepOutput::Applied(_))) => None,
+            Some(Err(err)) => match self.engine {
+                Engine::Both if matches!(smt, Some(Ok(_))) => {
+                    return Ok(self.disagree(
+                        None,
+                        smt.and_then(Result::ok),
+                        format!("native refused the event ({err}), smt decided it"),
+                    ))
+                }
+                _ => return Err(EngineError::Native(err.to_string())),
+            },
+        };
+        let smt = match smt {
+            None => None,
+            Some(Ok(d)) => Some(d),
+            Some(Err(err)) => match self.engine {
+                Engine::Both => {
+                    return Ok(self.disagree(native, None, format!("smt: {err}")));
+                }
+                _ => return Err(EngineError::Smt(err)),
+            },
+        };
+        let names = |gs: &[usize]| -> Vec<String> {
+            gs.iter()
+                .filter_map(|&g| self.policy.grants.get(g).map(|x| x.name.clone()))
+                .collect()
+        };
+        Ok(match (native, smt) {
+            (None, None) => EngineOutput::Applied,
+            (Some(n), None) => EngineOutput::Decision(Box::new(EngineDecision {
+                engine: self.engine,
+                verdict: n.verdict,
+                rule: n.rule_name.clone(),
+                granted: names(&n.grants),
+                native: Some(n),
+                smt: None,
+                disagreement: None,
+            })),
+            (None, Some(s)) => EngineOutput::Decision(Box::new(EngineDecision {
+                engine: self.engine,
+                verdict: s.verdict,
+                rule: s.rule_name.clone(),
+                granted: s.granted.clone(),
+                native: None,
+                smt: Some(s),
+                disagreement: None,
+            })),
+            (Some(n), Some(s)) => self.cross_check(n, s),
+        })
+    }
+
+    /// Both engines answered: the same verdict, rule and grants, or a DENY
+    /// `engine-disagreement` (and the session fails closed from then on).
+    fn cross_check(&mut self, n: NativeAnswer, s: SmtDecision) -> EngineOutput {
+        if let Some(why) = self.failed_closed.clone() {
+            return self.disagree(Some(n), Some(s), why);
+        }
+        let names: Vec<String> = n
+            .grants
+            .iter()
+            .filter_map(|&g| self.policy.grants.get(g).map(|x| x.name.clone()))
+            .collect();
+        if (n.verdict, &n.rule_name, &n.grants) != (s.verdict, &s.rule_name, &s.grants) {
+            let why = format!(
+                "native {} {} {:?}, smt {} {} {:?}",
+                n.verdict.as_str(),
+                n.rule_name,
+                names,
+                s.verdict.as_str(),
+                s.rule_name,
+                s.granted
+            );
+            return self.disagree(Some(n), Some(s), why);
+        }
+        EngineOutput::Decision(Box::new(EngineDecision {
+            engine: self.engine,
+            verdict: n.verdict,
+            rule: n.rule_name.clone(),
+            granted: names,
+            native: Some(n),
+            smt: Some(s),
+            disagreement: None,
+        }))
+    }
+
+    /// DENY `engine-disagreement`; the session stays failed closed.
+    fn disagree(
+        &mut self,
+        native: Option<NativeAnswer>,
+        smt: Option<SmtDecision>,
+        why: String,
+    ) -> EngineOutput {
+        if self.failed_closed.is_none() {
+            self.failed_closed = Some(format!("an earlier disagreement: {why}"));
+        }
+        EngineOutput::Decision(Box::new(EngineDecision {
+            engine: self.engine,
+            verdict: Verdict::Deny,
+            rule: "engine-disagreement".into(),
+            granted: vec![],
+            native,
+            smt,
+            disagreement: Some(why),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agenra_core::decision::Rule;
+
+    fn native(verdict: Verdict, rule: &str, grants: Vec<usize>) -> NativeAnswer {
+        NativeAnswer {
+            verdict,
+            rule_name: rule.into(),
+            grants,
+            path: vec![],
+            reason: String::new(),
+        }
+    }
+
+    fn smt(verdict: Verdict, rule: &str, grants: Vec<usize>) -> SmtDecision {
+        SmtDecision {
+            verdict,
+            rule: Rule::NoGrant,
+            rule_name: rule.into(),
+            granted: grants.iter().map(|g| format!("g{g}")).collect(),
+            grants,
+            counterexample: None,
+            inferred: vec![],
+            solved: true,
+        }
+    }
+
+    fn decision(o: EngineOutput) -> EngineDecision {
+        match o {
+            EngineOutput::Decision(d) => *d,
+            EngineOutput::Applied => panic!("a decision"),
+        }
+    }
+
+    #[test]
+    fn any_difference_is_a_deny_and_the_session_stays_closed() {
+        let mut p = Policy::empty("p");
+        p.tools = vec![agenra_core::policy::Tool {
+            name: "t".into(),
+            params: vec![],
+            resource: None,
+            sinks: vec![],
+            output: agenra_core::Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        }];
+        let mut s = EngineSession::new(&p, Engine::Both).expect("supported");
+        // Agreement: the shared answer.
+        let d = decision(s.cross_check(
+            native(Verdict::Allow, "g0", vec![0]),
+            smt(Verdict::Allow, "g0", vec![0]),
+        ));
+        assert_eq!((d.verdict, d.rule.as_str()), (Verdict::Allow, "g0"));
+        assert!(d.disagreement.is_none());
+        // Same verdict, other grants: a difference.
+        let d = decision(s.cross_check(
+            native(Verdict::Allow, "g0", vec![0]),
+            smt(Verdict::Allow, "g0", vec![1]),
+        ));
+        assert_eq!(
+            (d.verdict, d.rule.as_str()),
+            (Verdict::Deny, "engine-disagreement")
+        );
+        assert_eq!(d.native.expect("kept").grants, [0]);
+        assert_eq!(d.smt.expect("kept").grants, [1]);
+        assert!(d.disagreement.expect("why").contains("smt ALLOW g0"));
+        // Afterwards even agreeing answers are denied.
+        let d = decision(s.cross_check(
+            native(Verdict::Allow, "g0", vec![0]),
+            smt(Verdict::Allow, "g0", vec![0]),
+        ));
+        assert_eq!(d.rule, "engine-disagreement");
+        assert!(d
+            .disagreement
+            .expect("why")
+            .starts_with("an earlier disagreement"));
+    }
+}
