@@ -282,7 +282,7 @@ impl SmtSession {
         if self.reference.calls.contains_key(&call.id) || call.time < self.reference.time {
             return Err(SmtError::Invalid(format!("call {}", call.id)));
         }
-        let (req, lineage) = match well_formed(&self.policy, &self.reference, call) {
+        let (req, lineage) = match self.reference.well_formed(&self.policy, call) {
             Ok(x) => x,
             Err(rule) => {
                 return Ok(SmtDecision {
@@ -877,84 +877,5 @@ pub fn unsupported(policy: &Policy) -> Option<String> {
 }
 
 /// The join of the labels of the resources the call's resource argument
-/// matches (bottom if none).
-pub fn resource_label(policy: &Policy, req: &Request) -> Label {
-    match agenra_core::spec::resource_of(policy, req.tool, &req.args) {
-        None => Label::BOTTOM,
-        Some(r) => policy
-            .resources
-            .iter()
-            .filter(|rl| rl.pattern.matches(r))
-            .fold(Label::BOTTOM, |a, rl| a.join(&rl.label)),
-    }
-}
-
-/// Stage 1 (well-formedness, scopes, task scope), as the reference
-/// semantics states it: the resolved call and its observed lineage, or the
-/// rule that denies it.
-pub fn well_formed(
-    policy: &Policy,
-    session: &Session,
-    c: &Call,
-) -> Result<(Request, Lineage), Rule> {
-    let malformed = Rule::WellFormed;
-    let tool = policy
-        .tools
-        .iter()
-        .position(|t| t.name == c.tool)
-        .ok_or(malformed)?;
-    let agent = match &c.agent {
-        None => 0,
-        Some(a) => policy
-            .agents
-            .iter()
-            .position(|x| &x.name == a)
-            .ok_or(malformed)?,
-    };
-    for a in policy.agent_chain(agent) {
-        if let Some(s) = policy.agents[a].scope {
-            if !policy.scopes[s].allows(&c.tool) {
-                return Err(Rule::Scope(s));
-            }
-        }
-    }
-    let spec = &policy.tools[tool];
-    if c.args.keys().any(|k| spec.param_index(k).is_none()) {
-        return Err(malformed);
-    }
-    let mut args = Vec::new();
-    for p in &spec.params {
-        let v = match c.args.get(&p.name) {
-            None | Some(serde_json::Value::Null) if p.optional => Value::Null,
-            None => return Err(malformed),
-            Some(raw) => Value::from_json_typed(raw, p.ty, p.list).map_err(|_| malformed)?,
-        };
-        args.push(v);
-    }
-    if let Some(scope) = &session.task_scope {
-        let resource = agenra_core::spec::resource_of(policy, tool, &args);
-        if scope.excludes(&spec.name, resource).is_some() {
-            return Err(Rule::TaskScope);
-        }
-    }
-    for (param, ids) in c.lineage.iter().chain(&c.inferred) {
-        if spec.param_index(param).is_none() || ids.iter().any(|id| !session.calls.contains_key(id))
-        {
-            return Err(malformed);
-        }
-    }
-    let lineage = spec
-        .params
-        .iter()
-        .map(|p| c.lineage.get(&p.name).cloned())
-        .collect();
-    Ok((
-        Request {
-            agent,
-            tool,
-            args,
-            time: c.time,
-        },
-        lineage,
-    ))
-}
+/// matches (bottom if none): the reference semantics' own function.
+pub use agenra_core::spec::reference::resource_label;

@@ -199,7 +199,7 @@ impl Session {
 
     /// The resolved call, or the rule that denies it: `well-formed`, or
     /// the first scope on the delegation chain that excludes the tool.
-    fn well_formed(&self, policy: &Policy, c: &Call) -> Result<(Request, Lineage), Rule> {
+    pub fn well_formed(&self, policy: &Policy, c: &Call) -> Result<(Request, Lineage), Rule> {
         let malformed = Rule::WellFormed;
         let tool = policy
             .tools
@@ -713,7 +713,7 @@ fn applied(used: &[GrantId], refunded: Vec<GrantId>) -> Answer {
 
 /// The join of the labels of the resources the call's resource argument
 /// matches (bottom if none).
-fn resource_label(policy: &Policy, req: &Request) -> Label {
+pub fn resource_label(policy: &Policy, req: &Request) -> Label {
     match super::resource_of(policy, req.tool, &req.args) {
         None => Label::BOTTOM,
         Some(r) => policy

@@ -89,16 +89,7 @@ pub struct Alphabet {
 }
 
 /// The join of the labels of the resources `req`'s resource argument matches.
-pub fn resource_label(policy: &Policy, req: &Request) -> Label {
-    match agenra_core::spec::resource_of(policy, req.tool, &req.args) {
-        None => Label::BOTTOM,
-        Some(r) => policy
-            .resources
-            .iter()
-            .filter(|rl| rl.pattern.matches(r))
-            .fold(Label::BOTTOM, |a, rl| a.join(&rl.label)),
-    }
-}
+pub use agenra_core::spec::reference::resource_label;
 
 /// The letters of `policy`: one concrete call per call class (split by the
 /// conditions of grants and rules), restricted to calls that need no
