@@ -8,8 +8,8 @@
 //!   session graph the SMT authorizer builds, up to event N (default: the
 //!   last), with the violating path of a denied call highlighted.
 
-use crate::engine::{Engine, EngineDecision, EngineOutput, EngineSession};
-use crate::trace::load_trace;
+use crate::engine::{Engine, EngineDecision, EngineError, EngineOutput, EngineSession};
+use crate::trace::{load_trace, TraceEvent};
 use agenra_core::label::Label;
 use agenra_core::{Event, Policy, Verdict};
 use agenra_smt::authorizer::render_label;
@@ -70,34 +70,38 @@ pub fn run_authorize(
     json: bool,
 ) -> Result<String, String> {
     let mut policy = load_policy(policy)?;
-    let mut events = events(trace)?;
+    let events = load_trace(trace).map_err(|e| e.to_string())?;
+    // The IR's task event runs first; it is not one of the trace's events.
+    let mut task = None;
     if let Some(ir) = ir {
         let text = std::fs::read_to_string(ir)
             .map_err(|e| format!("{}: cannot read: {e}", ir.display()))?;
         let lowered = agenra_permission_ir::load(&text, &policy)
             .map_err(|e| format!("{}: {e}", ir.display()))?;
-        events.insert(0, lowered.task_event());
+        task = Some((ir, lowered.task_event()));
         policy = lowered.policy;
     }
     let Some((last, prefix)) = events.split_last() else {
         return Err(format!("{}: the trace has no events", trace.display()));
     };
-    if !matches!(last, Event::Call(_)) {
+    if !matches!(last.event, Event::Call(_)) {
         return Err(format!(
             "{}: the last event must be a call to authorize",
             trace.display()
         ));
     }
     let mut session = EngineSession::new(&policy, engine).map_err(|e| e.to_string())?;
-    for (i, e) in prefix.iter().enumerate() {
+    if let Some((ir, e)) = &task {
         session
             .step(e)
-            .map_err(|err| format!("{}: event {}: {err}", trace.display(), i + 1))?;
+            .map_err(|err| format!("{}: the task event: {err}", ir.display()))?;
     }
-    let decision = match session
-        .step(last)
-        .map_err(|err| format!("{}: event {}: {err}", trace.display(), events.len()))?
-    {
+    // Errors name the trace's own line numbers.
+    let at = |t: &TraceEvent, err: EngineError| format!("{}:{}: {err}", trace.display(), t.line);
+    for t in prefix {
+        session.step(&t.event).map_err(|err| at(t, err))?;
+    }
+    let decision = match session.step(&last.event).map_err(|err| at(last, err))? {
         EngineOutput::Decision(d) => d,
         EngineOutput::Applied => return Err("the last event was not decided".into()),
     };

@@ -209,3 +209,27 @@ fn a_permission_ir_narrows_the_session() {
         "{o:?}"
     );
 }
+
+/// With `--ir`, errors still name the trace's own line (the IR's task event
+/// runs first but is not one of the trace's lines).
+#[test]
+fn errors_under_an_ir_name_the_traces_own_line() {
+    let dir = std::env::temp_dir().join(format!("agenra-smt-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let trace = dir.join("duplicate.jsonl");
+    let call =
+        r#"{"kind":"call","id":"c1","time":10,"tool":"contacts.lookup","args":{"name":"Alice"}}"#;
+    std::fs::write(&trace, format!("{call}\n\n{call}\n{call}\n")).expect("write the trace");
+    let trace = trace.to_str().unwrap();
+    for ir in [None, Some("examples/ir/email-assistant.ir.json")] {
+        let mut args = vec!["authorize", "--policy", POLICY];
+        if let Some(ir) = ir {
+            args.extend(["--ir", ir]);
+        }
+        args.push(trace);
+        let o = agenra(&args);
+        assert!(!o.status.success(), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("duplicate.jsonl:3: "), "{ir:?}: {err}");
+    }
+}
