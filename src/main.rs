@@ -3,6 +3,7 @@
 mod bench_serve;
 mod cmd_audit;
 mod cmd_ir;
+mod cmd_mcp_proxy;
 mod cmd_serve;
 use agenra::bench;
 use agenra::render;
@@ -175,6 +176,15 @@ enum Command {
         /// Refuse a policy revision that `agenra certify` does not certify against the running one.
         #[arg(long)]
         require_certified: bool,
+    },
+    /// Stdio MCP proxy: decides every `tools/call` before the server sees it (docs/mcp-proxy.md).
+    McpProxy {
+        /// The policy (`.agr`, or compiled `.json`/`.cbor`).
+        #[arg(long)]
+        policy: PathBuf,
+        /// The MCP server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        server: Vec<String>,
     },
     /// The hash-chained audit log: verify, export, report (docs/store.md).
     Audit {
@@ -388,6 +398,7 @@ fn main() -> ExitCode {
             listen,
             require_certified,
         } => cmd_serve::run(policy, store, listen, require_certified),
+        Command::McpProxy { policy, server } => cmd_mcp_proxy::run(&policy, &server),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
         Command::Bench {
