@@ -221,6 +221,26 @@ fn lost(
     false
 }
 
+/// Whether every event of `w` is one `next_events` can produce.
+fn in_alphabet(w: &[Event]) -> bool {
+    w.iter().all(|e| match e {
+        Event::Call(c) => {
+            let r = c.args.get("r").and_then(|v| v.as_str());
+            let n = c.args.get("n").and_then(|v| v.as_i64());
+            matches!(r, Some("a" | "ab" | "b"))
+                && matches!(n, Some(0 | 1))
+                && c.args.len() == 2
+                && matches!(c.time, 0 | 5)
+                && matches!(c.agent.as_deref(), None | Some("d"))
+        }
+        Event::Result(r) => matches!(
+            r.discovered.as_slice(),
+            [] | [_] if r.discovered.iter().all(|d| d == "a" || d == "b")
+        ),
+        _ => true,
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 160, .. ProptestConfig::default() })]
 
@@ -260,8 +280,11 @@ proptest! {
             Verdict::NotPreserved => {
                 let w = report.lost_workflow.as_ref().expect("a workflow");
                 prop_assert!(agenra_certify::replay::confirm(&old, &new, w).is_ok());
-                if w.len() <= bound {
-                    prop_assert!(found, "the enumeration missed a lost workflow of length {}", w.len());
+                // The enumeration covers a tiny alphabet of values; certify's
+                // witness calls may use others (one per call class), which
+                // the enumeration cannot reach.
+                if w.len() <= bound && in_alphabet(w) {
+                    prop_assert!(found, "the enumeration missed a lost workflow of length {}: {:?}", w.len(), w);
                 }
             }
             Verdict::Unknown => {}
