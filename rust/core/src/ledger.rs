@@ -434,6 +434,21 @@ mod tests {
             let mut session = SessionLedger::new(Arc::new(base.clone()), tree);
             let mut plain = base.clone();
             assert_eq!(session.hash(), plain.hash(), "n = {n}");
+            assert_eq!((session.len(), session.is_empty()), (n, n == 0));
+            if n > 1 {
+                // Grant 0 is unlimited, grant 1 has one unit (`ledger`).
+                assert!(!session.is_limited(0) && session.is_limited(1));
+                let mut fresh = session.clone();
+                fresh.refund(&policy, 1);
+                assert_eq!(
+                    fresh.remaining(1),
+                    Some(Quota::Limited(1)),
+                    "never above the quota"
+                );
+                assert!(fresh.consume(1));
+                assert!(!fresh.consume(1), "nothing left");
+                assert_eq!(fresh.remaining(1), Some(Quota::Limited(0)));
+            }
             let touched = [1, n / 2, n.saturating_sub(1), 63, 64, 65, 4095, 4096, 9_999];
             for (step, &g) in touched.iter().enumerate() {
                 if g >= n {
