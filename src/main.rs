@@ -118,6 +118,10 @@ enum Command {
         /// One JSON object per event.
         #[arg(long)]
         json: bool,
+        /// native, smt, or both (cross-checked: any difference is a DENY
+        /// `engine-disagreement`); docs/smt.md.
+        #[arg(long, default_value = "native")]
+        engine: agenra::engine::Engine,
     },
     /// Streaming sidecar: events as JSON lines on stdin, one JSON answer per
     /// event on stdout, flushed at once; bad events get an error object.
@@ -128,6 +132,10 @@ enum Command {
         /// Append each applied event's line to this file (a replayable trace).
         #[arg(long)]
         trace_out: Option<PathBuf>,
+        /// native, smt, or both (cross-checked: any difference is a DENY
+        /// `engine-disagreement`); docs/smt.md.
+        #[arg(long, default_value = "native")]
+        engine: agenra::engine::Engine,
     },
     /// Why event N of a trace got its decision.
     Explain {
@@ -167,7 +175,8 @@ enum Command {
         /// The policy (`.agr`, or compiled `.json`/`.cbor`); SIGHUP reloads it.
         #[arg(long)]
         policy: PathBuf,
-        /// The embedded store (created if missing; sessions are recovered from it).
+        /// The embedded store (created if missing; sessions are recovered from it), or
+        /// `postgres://user@host:port/db`: one log shared by several replicas (docs/store.md).
         #[arg(long, default_value = "agenra.redb")]
         store: PathBuf,
         /// Address to listen on (port 0: any free port).
@@ -249,6 +258,10 @@ enum Command {
         /// The policy (`.agr`, or compiled `.json`/`.cbor`).
         #[arg(long)]
         policy: PathBuf,
+        /// A Permission IR (docs/permission-ir.md): the graph under the
+        /// policy narrowed by the task, its task event first.
+        #[arg(long)]
+        ir: Option<PathBuf>,
         /// A trace (docs/events.md).
         trace: PathBuf,
         /// Draw the graph as of event N (1-based; default: the last event).
@@ -427,8 +440,26 @@ fn main() -> ExitCode {
             policy,
             trace,
             json,
+            engine: agenra::engine::Engine::Native,
         } => replay_cmd(&policy, &trace, json),
-        Command::Monitor { policy, trace_out } => monitor(&policy, trace_out.as_deref()),
+        Command::Replay {
+            policy,
+            trace,
+            json,
+            engine,
+        } => agenra::engine_replay::run_replay(&policy, &trace, engine, json).map_err(fail),
+        Command::Monitor {
+            policy,
+            trace_out,
+            engine: agenra::engine::Engine::Native,
+        } => monitor(&policy, trace_out.as_deref()),
+        Command::Monitor {
+            policy,
+            trace_out,
+            engine,
+        } => {
+            agenra::engine_replay::run_monitor(&policy, trace_out.as_deref(), engine).map_err(fail)
+        }
         Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
         Command::Bench {
             which:
@@ -490,12 +521,14 @@ fn main() -> ExitCode {
         ),
         Command::Graph {
             policy,
+            ir,
             trace,
             seq,
             format,
         } => coded(
             agenra::cmd_authorize::run_graph(
                 &policy,
+                ir.as_deref(),
                 &trace,
                 seq,
                 matches!(format, GraphFormat::Dot),
@@ -603,10 +636,14 @@ fn check(files: &[PathBuf], deny_warnings: bool) -> Result<(), Failed> {
         match load_policy(f, false) {
             Ok((_, warnings)) if deny_warnings && warnings > 0 => failed = true,
             Ok((policy, warnings)) => println!(
-                "{}: ok ({} tools, {} grants, {} rules{})",
+                "{}: ok ({} tools, {} grants{}, {} rules{})",
                 f.display(),
                 policy.tools.len(),
                 policy.grants.len(),
+                match policy.shared_grants.len() {
+                    0 => String::new(),
+                    n => format!(" ({n} shared by the tenant)"),
+                },
                 policy.flow_rules.len() + policy.path_rules.len() + policy.obligations.len(),
                 if warnings > 0 {
                     format!(", {warnings} warnings")

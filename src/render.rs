@@ -358,7 +358,15 @@ pub fn explanation(
     let after = monitor.state().ledger.to_ledger();
     let _ = writeln!(out, "ledger (grant: before -> after):");
     let quotas: Vec<(String, String)> = (0..policy.grants.len())
-        .map(|g| (quota(before.remaining[g]), quota(after.remaining[g])))
+        .map(|g| {
+            // A shared grant's entry is what this session holds of the
+            // tenant's pool, not what is left.
+            let show = |l: &agenra_core::ledger::Ledger| match l.remaining[g] {
+                Quota::Limited(n) if l.is_shared(g) => format!("{n} held"),
+                q => quota(q),
+            };
+            (show(before), show(&after))
+        })
         .collect();
     // `before` is right-aligned so that the arrows line up.
     let before_width = quotas.iter().map(|(b, _)| width(b)).max().unwrap_or(0);

@@ -1,7 +1,9 @@
 //! Several sessions under one policy: each has its own graph and ledger.
 //! Events name their session (`"session": "s1"`); events without one belong
 //! to the default session, which always exists. A named session starts
-//! with its first call or task.
+//! with its first call or task. The sessions of one trace are one
+//! tenant's: quotas shared by the tenant (`quota N per tenant`) are spent
+//! from one pool by all of them.
 
 use agenra_core::{Event, Monitor, MonitorError, Policy, StepError, StepOutput};
 use std::collections::BTreeMap;
@@ -25,10 +27,12 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// Compiles `policy` and opens its default session.
+    /// Compiles `policy` and opens its default session; every session
+    /// shares one tenant pool.
     pub fn new(policy: Policy) -> Result<Sessions, MonitorError> {
+        let pool = agenra_core::SessionOptions::default().pool(agenra_core::TenantPool::new());
         Ok(Sessions {
-            default: Monitor::new(policy)?,
+            default: agenra_core::CompiledPolicy::new(policy)?.session_with(pool),
             named: BTreeMap::new(),
         })
     }

@@ -604,6 +604,9 @@ impl Wire for Ledger {
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
         Ok(Ledger {
             remaining: Vec::from_wire(c, path)?,
+            // Shared quotas are not on the wire yet (docs/semantics.md,
+            // "Quota scope"): every grant is per session here.
+            shared: vec![],
         })
     }
 }

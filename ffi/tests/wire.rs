@@ -233,6 +233,7 @@ fn states_round_trip_and_maps_reject_duplicates() {
     let s = State {
         ledger: Ledger {
             remaining: vec![Quota::Limited(1), Quota::Unlimited],
+            shared: vec![],
         },
         paused,
         running: BTreeMap::new(),

@@ -245,7 +245,10 @@ pub fn ledger(p: &Policy) -> impl Strategy<Value = Ledger> {
             Quota::Unlimited => Just(Quota::Unlimited).boxed(),
         })
         .collect::<Vec<_>>()
-        .prop_map(|remaining| Ledger { remaining })
+        .prop_map(|remaining| Ledger {
+            remaining,
+            shared: vec![],
+        })
 }
 
 /// Sets with as many sets as the policy declares.

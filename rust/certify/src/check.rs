@@ -10,8 +10,8 @@ use crate::certificate::{policy_hash, Certificate, Proof, FORMAT};
 use crate::classes::{components, enumerate, restrict};
 use crate::product::{events, initial, step, Ctx, Step};
 use crate::recognise::recognise;
-use crate::structure::differences;
-use crate::{flags_of, same_policy};
+use crate::structure::split_differences;
+use crate::{flags_of, same_policy, RuleCheck, RuleOracle};
 use agenra_core::Policy;
 use std::collections::HashSet;
 
@@ -27,6 +27,8 @@ pub enum CheckError {
     },
     #[error("OLD and NEW differ outside their grants: {0}")]
     Structure(String),
+    #[error("the rule side does not hold: {0}")]
+    Rules(String),
     #[error("OLD and NEW are not identical")]
     NotIdentical,
     #[error("the call classes are not those of OLD and NEW ({0})")]
@@ -41,7 +43,19 @@ pub enum CheckError {
     Closure { pair: usize, why: String },
 }
 
+/// Checks a certificate without a rule checker: one with a rule side is
+/// rejected ([`check_with`]).
 pub fn check(old: &Policy, new: &Policy, cert: &Certificate) -> Result<(), CheckError> {
+    check_with(old, new, cert, None)
+}
+
+/// Checks a certificate; `rules` re-runs its rule side, if it has one.
+pub fn check_with(
+    old: &Policy,
+    new: &Policy,
+    cert: &Certificate,
+    rules: Option<&dyn RuleOracle>,
+) -> Result<(), CheckError> {
     // 1. The certificate is about these two policies.
     if cert.format != FORMAT {
         return Err(CheckError::Format);
@@ -56,10 +70,46 @@ pub fn check(old: &Policy, new: &Policy, cert: &Certificate) -> Result<(), Check
             });
         }
     }
-    // 2. Only grants differ: steps 1–4 are the same function on both sides.
-    let diff = differences(old, new);
-    if !diff.is_empty() {
-        return Err(CheckError::Structure(diff.join("; ")));
+    // Shared quotas are not modeled (only identical policies certify).
+    if !matches!(cert.proof, Proof::Identical) {
+        if let Some(why) = crate::structure::shared_quota(old, new) {
+            return Err(CheckError::Structure(why));
+        }
+    }
+    // 2. Only grants differ: steps 1–4 are the same function on both
+    // sides; or only grants and rules differ, and the rule side (NEW's
+    // steps 3–4 decide OLD's workflows as OLD's do) is re-checked by SMT.
+    let (rule_parts, others) = split_differences(old, new);
+    if !others.is_empty() {
+        return Err(CheckError::Structure(others.join("; ")));
+    }
+    match (&cert.rules, rule_parts.is_empty()) {
+        (None, true) => {}
+        (None, false) => return Err(CheckError::Structure(rule_parts.join("; "))),
+        (Some(_), true) => {
+            return Err(CheckError::Rules(
+                "the rules of OLD and NEW are identical; the certificate claims a rule side".into(),
+            ))
+        }
+        (Some(side), false) => {
+            let Some(oracle) = rules else {
+                return Err(CheckError::Rules(
+                    "the certificate's rule side was checked by SMT; re-checking it needs the rule checker (`agenra check-cert` links it)".into(),
+                ));
+            };
+            match oracle.check_rules(old, new) {
+                RuleCheck::Certified(again) if &again == side => {}
+                RuleCheck::Certified(again) => {
+                    return Err(CheckError::Rules(format!(
+                        "the rule side differs from the one re-checked ({} parts, {} classes, {} queries)",
+                        again.parts.len(),
+                        again.classes,
+                        again.queries
+                    )))
+                }
+                RuleCheck::NotCertified(why) => return Err(CheckError::Rules(why.join("; "))),
+            }
+        }
     }
     match &cert.proof {
         Proof::Identical => {

@@ -26,6 +26,7 @@ pub mod structure;
 
 use agenra_core::event::Event;
 use agenra_core::Policy;
+pub use certificate::RuleSide;
 use certificate::{policy_hash, Certificate, Proof, FORMAT};
 use product::{Ctx, Flags};
 use serde::Serialize;
@@ -72,6 +73,27 @@ pub struct Report {
 /// The reason given when the abstraction loses a workflow that no replay
 /// confirms: it over-approximates OLD's workflows.
 pub const NOT_CONFIRMED: &str = "the abstraction loses a workflow that no replay confirmed: it may need a rule to pause a call or deny an approval, or one value both in and out of a discovered set (the abstraction lets values of one string cell carry different memberships)";
+
+/// The rule side of a revision: whether NEW's rule stage (flows, call
+/// rules, path rules, counts, obligations) decides every call and every
+/// approval re-check of OLD's workflows as OLD's does. This crate does not
+/// link Z3; `agenra_smt::rules::RuleChecker` implements it over the shared
+/// step encoding, and the command line passes it in
+/// ([`certify_with`], [`check_certificate_with`]).
+pub trait RuleOracle {
+    /// Decides the rule side of OLD → NEW (policies whose non-rule,
+    /// non-grant parts are identical).
+    fn check_rules(&self, old: &Policy, new: &Policy) -> RuleCheck;
+}
+
+/// The answer of a [`RuleOracle`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RuleCheck {
+    /// Proven: the grant-side certificate carries this summary.
+    Certified(RuleSide),
+    /// Not proven: each entry names the rule (or part) not certified, and why.
+    NotCertified(Vec<String>),
+}
 
 /// The rule flags of a policy (OLD's; they are NEW's when only grants differ).
 pub fn flags_of(p: &Policy) -> Flags {
@@ -191,7 +213,11 @@ fn warm_up(a: &Policy, classes: &classes::Classes) -> Vec<Event> {
     out
 }
 
-/// Short concrete workflows (one call; a call, its success, another call)
+/// Calls repeated by the repeat probe.
+const REPEATS: usize = 6;
+
+/// Short concrete workflows (one call; the same call repeated; a call, its
+/// success, another call)
 /// over the class witnesses: catches rules that NEW adds or tightens.
 fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event>> {
     let flags = ledger_only();
@@ -216,6 +242,30 @@ fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event
         let Some(w) = one(i) else { continue };
         if replay::confirm(a, b, &w).is_ok() {
             return Some(w);
+        }
+    }
+    // The same call again and again, each succeeding: counts and path
+    // rules NEW tightens (up to `REPEATS` calls).
+    for i in 0..n {
+        let Some(Event::Call(first)) = one(i).and_then(|w| w.first().cloned()) else {
+            continue;
+        };
+        let mut w = Vec::new();
+        for k in 0..REPEATS {
+            let mut c = first.clone();
+            c.id = format!("r{}", k + 1);
+            w.push(Event::Call(c.clone()));
+            if k > 0 && replay::confirm(a, b, &w).is_ok() {
+                return Some(w);
+            }
+            w.push(Event::Result(agenra_core::event::Report {
+                session: None,
+                call: c.id.clone(),
+                time: None,
+                status: agenra_core::event::Outcome::Succeeded,
+                output: serde_json::Value::Null,
+                discovered: vec![],
+            }));
         }
     }
     for i in 0..n {
@@ -248,8 +298,15 @@ fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event
 }
 
 /// Certifies that NEW preserves every workflow OLD admits, and reports the
-/// safety delta.
+/// safety delta. Rule changes are `unknown` here (no SMT): see
+/// [`certify_with`].
 pub fn certify(old: &Policy, new: &Policy) -> Report {
+    certify_with(old, new, None)
+}
+
+/// [`certify`], with a rule-side checker for revisions that change flow
+/// rules, call rules, path rules, counts or obligations.
+pub fn certify_with(old: &Policy, new: &Policy, rules: Option<&dyn RuleOracle>) -> Report {
     let mut report = Report {
         verdict: Verdict::Unknown,
         method: None,
@@ -269,21 +326,39 @@ pub fn certify(old: &Policy, new: &Policy) -> Report {
             old_hash: report.old_hash.clone(),
             new_hash: report.new_hash.clone(),
             proof: Proof::Identical,
+            rules: None,
         });
         return report;
     }
-    preservation(old, new, &mut report);
+    if let Some(why) = structure::shared_quota(old, new) {
+        report.reasons.push(why);
+        return report;
+    }
+    preservation(old, new, rules, &mut report);
     report.safety_delta = confirmed_loss_within(new, old, DELTA_STATES);
     report
 }
 
-fn preservation(old: &Policy, new: &Policy, report: &mut Report) {
-    let differences = structure::differences(old, new);
+fn preservation(old: &Policy, new: &Policy, oracle: Option<&dyn RuleOracle>, report: &mut Report) {
+    let (rule_parts, others) = structure::split_differences(old, new);
     let lost = |report: &mut Report, events: Vec<Event>, method: &str| {
         report.verdict = Verdict::NotPreserved;
         report.method = Some(method.into());
         report.lost_workflow = Some(events);
         report.confirmed_by_replay = Some(true);
+    };
+    // The rule side: proven by the oracle, or the parts that differ.
+    let mut rule_side = None;
+    let differences = match (others.is_empty(), rule_parts.is_empty(), oracle) {
+        (true, true, _) => Vec::new(),
+        (true, false, Some(o)) => match o.check_rules(old, new) {
+            RuleCheck::Certified(side) => {
+                rule_side = Some(side);
+                Vec::new()
+            }
+            RuleCheck::NotCertified(why) => why,
+        },
+        _ => rule_parts.into_iter().chain(others).collect(),
     };
     if !differences.is_empty() {
         // Only a confirmed lost workflow can answer here.
@@ -319,7 +394,10 @@ fn preservation(old: &Policy, new: &Policy, report: &mut Report) {
                     classes,
                     construction,
                 },
+                rules: rule_side.clone(),
             });
+            report.method = report.certificate.as_ref().map(Certificate::method);
+            report.reasons.extend(rule_notes(&rule_side));
             return;
         }
         Err(why) => notes.push(format!("not by construction: {why}")),
@@ -382,8 +460,22 @@ fn preservation(old: &Policy, new: &Policy, report: &mut Report) {
                 flags,
                 components: parts,
             },
+            rules: rule_side.clone(),
         });
+        report.method = report.certificate.as_ref().map(Certificate::method);
+        report.reasons.extend(rule_notes(&rule_side));
     }
+}
+
+/// Notes naming the rule parts the rule side certified.
+fn rule_notes(side: &Option<RuleSide>) -> Vec<String> {
+    side.iter()
+        .flat_map(|s| {
+            s.parts
+                .iter()
+                .map(move |p| format!("rule side certified ({}): {p}", s.method))
+        })
+        .collect()
 }
 
 fn tool_names(p: &Policy, tools: &[usize]) -> String {
@@ -394,11 +486,22 @@ fn tool_names(p: &Policy, tools: &[usize]) -> String {
         .join(", ")
 }
 
-/// Re-checks a certificate (`agenra check-cert`).
+/// Re-checks a certificate (`agenra check-cert`). A certificate with a
+/// rule side is rejected here (no SMT): see [`check_certificate_with`].
 pub fn check_certificate(
     old: &Policy,
     new: &Policy,
     cert: &Certificate,
 ) -> Result<(), check::CheckError> {
-    check::check(old, new, cert)
+    check::check_with(old, new, cert, None)
+}
+
+/// [`check_certificate`], re-running the rule-side check with `rules`.
+pub fn check_certificate_with(
+    old: &Policy,
+    new: &Policy,
+    cert: &Certificate,
+    rules: Option<&dyn RuleOracle>,
+) -> Result<(), check::CheckError> {
+    check::check_with(old, new, cert, rules)
 }

@@ -209,6 +209,7 @@ fn admit(
 ) -> Option<(Vec<GrantId>, Vec<Quota>)> {
     let mut next = Ledger {
         remaining: ledger.to_vec(),
+        shared: vec![],
     };
     let mut used = Vec::new();
     for owner in p.chain_iter(agent) {
@@ -225,6 +226,7 @@ fn admit(
 fn refund(p: &Policy, ledger: &[Quota], used: &[GrantId]) -> Vec<Quota> {
     let mut next = Ledger {
         remaining: ledger.to_vec(),
+        shared: vec![],
     };
     for &g in used {
         next.refund(p, g);

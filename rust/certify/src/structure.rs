@@ -18,11 +18,48 @@ pub fn ledger_compatible(old: &Policy, new: &Policy) -> bool {
         && old.task_seeds == new.task_seeds
 }
 
+/// Why the certifier cannot answer when OLD or NEW shares a grant's quota
+/// with the tenant (`quota N per tenant`): the other sessions of the
+/// tenant may drain the pool at any time, so no workflow of one session is
+/// preserved (or even admitted twice by the same policy) unconditionally.
+/// Names the first such grant; `None` when both policies have none.
+pub fn shared_quota(old: &Policy, new: &Policy) -> Option<String> {
+    [("OLD", old), ("NEW", new)].into_iter().find_map(|(which, p)| {
+        let g = *p.shared_grants.first()?;
+        Some(format!(
+            "grant `{}` of {which} shares its quota with the tenant's sessions (`quota N per tenant`): other sessions may drain the pool at any time, which the ledger certifier does not model",
+            p.grants.get(g).map_or("?", |g| g.name.as_str())
+        ))
+    })
+}
+
 /// Every non-grant part that differs, with a sentence naming it. The
 /// policy name is not compared: it is not part of any decision.
 pub fn differences(old: &Policy, new: &Policy) -> Vec<String> {
     fields_considered(old);
     differences_of(old, new)
+}
+
+/// The rule parts (flow rules into sinks and into agents, call rules,
+/// path rules and counts, obligations) that differ, and every other
+/// non-grant part that differs. Only the first kind can be certified, by
+/// the rule-side SMT check (`RuleOracle`); the second is always `unknown`.
+pub fn split_differences(old: &Policy, new: &Policy) -> (Vec<String>, Vec<String>) {
+    let all = differences(old, new);
+    let others = differences(old, &with_rules_of(new, old));
+    let rules = all.into_iter().filter(|d| !others.contains(d)).collect();
+    (rules, others)
+}
+
+/// `p` with the rules of `from` (everything else of `p`).
+pub fn with_rules_of(p: &Policy, from: &Policy) -> Policy {
+    let mut out = p.clone();
+    out.flow_rules = from.flow_rules.clone();
+    out.receive_rules = from.receive_rules.clone();
+    out.call_rules = from.call_rules.clone();
+    out.path_rules = from.path_rules.clone();
+    out.obligations = from.obligations.clone();
+    out
 }
 
 /// Every field of the model, listed: a field added to `Policy` or `Grant`
@@ -48,6 +85,9 @@ fn fields_considered(p: &Policy) {
         receive_rules: _,
         provenance_by_value: _,
         task_seeds: _,
+        // Shared quotas: `certify` answers `unknown` when either policy has
+        // one (lib.rs, `shared_quota_unknown`).
+        shared_grants: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {
@@ -69,7 +109,7 @@ fn differences_of(old: &Policy, new: &Policy) -> Vec<String> {
     let mut part = |same: bool, what: &str| {
         if !same {
             out.push(format!(
-                "{what} differ between OLD and NEW: not modeled by the ledger certifier (SMT certification of rule changes is future work, #12)"
+                "{what} differ between OLD and NEW: not modeled by the ledger certifier"
             ));
         }
     };

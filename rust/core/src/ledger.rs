@@ -7,29 +7,72 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Remaining quota per grant, indexed like `Policy::grants`.
+///
+/// A grant whose quota the tenant's sessions share (`quota N per tenant`,
+/// listed in `shared`) is the exception: what is left of it lives in the
+/// tenant's pool ([`crate::pool`]), and its entry here counts the units
+/// **this session holds** of it (reserved by a pause, or spent), starting
+/// at 0. [`Ledger::has_quota`] is false for it: only the pool can say.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
-    /// What is left of each grant, at the grant's index.
+    /// What is left of each grant, at the grant's index (for a shared
+    /// grant: the units this session holds).
     pub remaining: Vec<Quota>,
+    /// The shared grants (`Policy::shared_grants`), strictly ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<GrantId>,
 }
 
 impl Ledger {
-    /// Every grant at its full quota.
+    /// Every grant at its full quota; shared grants at 0 held.
     pub fn initial(policy: &Policy) -> Ledger {
         Ledger {
-            remaining: policy.grants.iter().map(|g| g.quota).collect(),
+            remaining: policy
+                .grants
+                .iter()
+                .enumerate()
+                .map(|(g, gr)| {
+                    if policy.is_shared(g) {
+                        Quota::Limited(0)
+                    } else {
+                        gr.quota
+                    }
+                })
+                .collect(),
+            shared: policy.shared_grants.clone(),
         }
     }
 
-    /// Whether grant `g` has a unit left (always, when unlimited; never, for an unknown index).
-    pub fn has_quota(&self, g: GrantId) -> bool {
-        self.remaining.get(g).is_some_and(|q| q.is_available())
+    /// Whether `g` is a shared grant (its entry counts units held).
+    pub fn is_shared(&self, g: GrantId) -> bool {
+        !self.shared.is_empty() && self.shared.binary_search(&g).is_ok()
     }
 
-    /// Takes one unit of `g`; false (and no change) when none is left.
+    /// Units this session holds of shared grant `g` (0 for any other).
+    pub fn held(&self, g: GrantId) -> u64 {
+        match self.remaining.get(g) {
+            Some(Quota::Limited(n)) if self.is_shared(g) => *n,
+            _ => 0,
+        }
+    }
+
+    /// Whether grant `g` has a unit left (always, when unlimited; never, for
+    /// an unknown index or a shared grant, whose pool decides).
+    pub fn has_quota(&self, g: GrantId) -> bool {
+        !self.is_shared(g) && self.remaining.get(g).is_some_and(|q| q.is_available())
+    }
+
+    /// Takes one unit of `g`; false (and no change) when none is left. For a
+    /// shared grant, the session now holds one more unit (the caller takes
+    /// it from the pool).
     pub fn consume(&mut self, g: GrantId) -> bool {
+        let shared = self.is_shared(g);
         match self.remaining.get_mut(g) {
             Some(Quota::Unlimited) => true,
+            Some(Quota::Limited(n)) if shared => {
+                *n = n.saturating_add(1);
+                true
+            }
             Some(Quota::Limited(n)) if *n > 0 => {
                 *n -= 1;
                 true
@@ -39,7 +82,15 @@ impl Ledger {
     }
 
     /// Returns one unit of `g`, never beyond the grant's quota in `policy`.
+    /// For a shared grant, the session holds one unit less (never below
+    /// zero; the caller gives it back to the pool).
     pub fn refund(&mut self, policy: &Policy, g: GrantId) {
+        if self.is_shared(g) {
+            if let Some(Quota::Limited(n)) = self.remaining.get_mut(g) {
+                *n = n.saturating_sub(1);
+            }
+            return;
+        }
         let cap = policy.grants.get(g).map(|gr| gr.quota);
         if let (Some(Quota::Limited(n)), Some(Quota::Limited(cap))) =
             (self.remaining.get_mut(g), cap)
@@ -67,12 +118,35 @@ impl Ledger {
 /// tree.
 pub const FAN_OUT: usize = 64;
 
-/// 9 bytes per grant: a tag (0 limited, 1 unlimited) and the count.
-fn encode(q: &Quota, out: &mut Vec<u8>) {
-    match q {
-        Quota::Unlimited => out.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0]),
-        Quota::Limited(n) => {
+/// One grant's entry in the hash: what is left of it, or, for a shared
+/// grant, what this session holds of it.
+#[derive(Clone, Copy)]
+enum Count {
+    Left(Quota),
+    Held(u64),
+}
+
+impl Count {
+    fn of(ledger: &Ledger, g: usize) -> Count {
+        let q = ledger.remaining[g];
+        match q {
+            Quota::Limited(n) if ledger.is_shared(g) => Count::Held(n),
+            _ => Count::Left(q),
+        }
+    }
+}
+
+/// 9 bytes per grant: a tag (0 limited, 1 unlimited, 2 shared: the units
+/// this session holds) and the count.
+fn encode(c: &Count, out: &mut Vec<u8>) {
+    match c {
+        Count::Left(Quota::Unlimited) => out.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 0]),
+        Count::Left(Quota::Limited(n)) => {
             out.push(0);
+            out.extend_from_slice(&n.to_be_bytes());
+        }
+        Count::Held(n) => {
+            out.push(2);
             out.extend_from_slice(&n.to_be_bytes());
         }
     }
@@ -156,16 +230,16 @@ impl LedgerTree {
 
     fn compute_root(&self, ledger: &Ledger) -> Hash {
         let top = self.levels.last().and_then(|top| top.first()).copied();
-        root_of(self.n, top, |g| ledger.remaining[g])
+        root_of(self.n, top, |g| Count::of(ledger, g))
     }
 }
 
 fn leaf_block(ledger: &Ledger, b: usize) -> Hash {
-    leaf_block_of(b, ledger.remaining.len(), |g| ledger.remaining[g])
+    leaf_block_of(b, ledger.remaining.len(), |g| Count::of(ledger, g))
 }
 
 /// Leaf block `b` of a ledger of `n` grants whose counts `count` gives.
-fn leaf_block_of(b: usize, n: usize, count: impl Fn(usize) -> Quota) -> Hash {
+fn leaf_block_of(b: usize, n: usize, count: impl Fn(usize) -> Count) -> Hash {
     let grants = b * FAN_OUT..((b + 1) * FAN_OUT).min(n);
     let mut bytes = Vec::with_capacity(23 + 8 + 9 * grants.len());
     bytes.extend_from_slice(b"agenra-ledger-v2/leaves");
@@ -192,7 +266,7 @@ fn inner_node_of(k: u64, j: usize, below: usize, child: impl Fn(usize) -> Hash) 
 
 /// The ledger hash of `n` counts from `count` (flat form, `n <= FAN_OUT`)
 /// or from the tree's top hash.
-fn root_of(n: usize, top: Option<Hash>, count: impl Fn(usize) -> Quota) -> Hash {
+fn root_of(n: usize, top: Option<Hash>, count: impl Fn(usize) -> Count) -> Hash {
     let mut bytes = Vec::with_capacity(16 + 8 + 9 * n.min(FAN_OUT));
     bytes.extend_from_slice(b"agenra-ledger-v2");
     bytes.extend_from_slice(&(n as u64).to_be_bytes());
@@ -253,9 +327,22 @@ impl SessionLedger {
     }
 
     /// Whether grant `g` has a unit left (always, when unlimited; never, for
-    /// an unknown index).
+    /// an unknown index or a shared grant, whose pool decides).
     pub fn has_quota(&self, g: GrantId) -> bool {
-        self.remaining(g).is_some_and(|q| q.is_available())
+        !self.base.is_shared(g) && self.remaining(g).is_some_and(|q| q.is_available())
+    }
+
+    /// Whether `g` is a shared grant (its entry counts the units held).
+    pub fn is_shared(&self, g: GrantId) -> bool {
+        self.base.is_shared(g)
+    }
+
+    /// Units this session holds of shared grant `g` (0 for any other).
+    pub fn held(&self, g: GrantId) -> u64 {
+        match self.remaining(g) {
+            Some(Quota::Limited(n)) if self.base.is_shared(g) => n,
+            _ => 0,
+        }
     }
 
     /// Whether taking a unit of `g` changes the ledger (limited grants only).
@@ -263,10 +350,16 @@ impl SessionLedger {
         matches!(self.remaining(g), Some(Quota::Limited(_)))
     }
 
-    /// Takes one unit of `g`; false (and no change) when none is left.
+    /// Takes one unit of `g`; false (and no change) when none is left. For
+    /// a shared grant, the session now holds one more unit (the caller
+    /// takes it from the pool).
     pub fn consume(&mut self, g: GrantId) -> bool {
         match self.remaining(g) {
             Some(Quota::Unlimited) => true,
+            Some(Quota::Limited(n)) if self.base.is_shared(g) => {
+                self.set(g, n.saturating_add(1));
+                true
+            }
             Some(Quota::Limited(n)) if n > 0 => {
                 self.set(g, n - 1);
                 true
@@ -276,7 +369,16 @@ impl SessionLedger {
     }
 
     /// Returns one unit of `g`, never beyond the grant's quota in `policy`.
+    /// For a shared grant, the session holds one unit less (never below
+    /// zero; the caller gives it back to the pool).
     pub fn refund(&mut self, policy: &Policy, g: GrantId) {
+        if self.base.is_shared(g) {
+            let held = self.held(g);
+            if held > 0 {
+                self.set(g, held - 1);
+            }
+            return;
+        }
         let cap = policy.grants.get(g).map(|gr| gr.quota);
         if let (Some(Quota::Limited(n)), Some(Quota::Limited(cap))) = (self.remaining(g), cap) {
             if n < cap {
@@ -296,6 +398,7 @@ impl SessionLedger {
             remaining: (0..self.len())
                 .map(|g| self.remaining(g).unwrap_or(Quota::Limited(0)))
                 .collect(),
+            shared: self.base.shared.clone(),
         }
     }
 
@@ -303,7 +406,12 @@ impl SessionLedger {
     /// ancestors.
     fn set(&mut self, g: GrantId, n: u64) {
         self.counts.insert(g, n);
-        let count = |i: usize| self.remaining(i).unwrap_or(Quota::Limited(0));
+        // Checked once: policies without shared grants pay nothing per grant.
+        let any_shared = !self.base.shared.is_empty();
+        let count = |i: usize| match self.remaining(i).unwrap_or(Quota::Limited(0)) {
+            Quota::Limited(n) if any_shared && self.base.is_shared(i) => Count::Held(n),
+            q => Count::Left(q),
+        };
         let len = self.len();
         let levels = &self.base_tree.levels;
         if levels.is_empty() {
@@ -330,7 +438,7 @@ impl SessionLedger {
             changed.push(((k, index), node));
         }
         let top = changed.last().map(|&(_, h)| h);
-        self.root = root_of(len, top, |_| Quota::Unlimited);
+        self.root = root_of(len, top, |_| Count::Left(Quota::Unlimited));
         self.hashes.extend(changed);
     }
 }
@@ -360,6 +468,7 @@ mod tests {
                     }
                 })
                 .collect(),
+            shared: vec![],
         }
     }
 

@@ -21,13 +21,15 @@ pub mod event;
 pub mod graph;
 pub mod ledger;
 pub mod monitor;
+pub mod pool;
 pub mod spec;
 pub mod strict;
 pub mod validate;
 
-pub use decision::{Decision, StepError, StepOutput, Stop, Verdict};
+pub use decision::{Decision, DecisionPath, PathError, StepError, StepOutput, Stop, Verdict};
 pub use event::{Call, Event, Report, Resolve, Task, TaskScope};
 pub use monitor::{
     AgentHandle, AuditSink, CallArg, CompiledPolicy, Forgotten, LookupError, Monitor, MonitorError,
     ParamHandle, Session, SessionOptions, ToolHandle, TypedCall,
 };
+pub use pool::{SharedCounts, TenantPool};

@@ -86,6 +86,14 @@ pub struct Policy {
     /// Discovered sets a `task` event may seed (`task seeds SET;`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_seeds: Vec<SetId>,
+    /// Grants whose quota all sessions of a tenant share (`quota N per
+    /// tenant`), by index, strictly ascending; every other grant's quota is
+    /// per session. Each is limited and has a name no other grant has: a
+    /// tenant's pool counts units by grant name (`docs/semantics.md`,
+    /// "Quota scope"). Omitted from the encoding when empty, so policies
+    /// without shared quotas keep their content hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_grants: Vec<GrantId>,
 }
 
 /// A declared parameter of a tool (`name: ty`, `name?: list<ty>`). A call
@@ -496,7 +504,14 @@ impl Policy {
             receive_rules: vec![],
             provenance_by_value: false,
             task_seeds: vec![],
+            shared_grants: vec![],
         }
+    }
+
+    /// Whether grant `g`'s quota is shared by the tenant's sessions
+    /// (`quota N per tenant`).
+    pub fn is_shared(&self, g: GrantId) -> bool {
+        !self.shared_grants.is_empty() && self.shared_grants.binary_search(&g).is_ok()
     }
 
     /// The id of the tool called `name`, if declared. A linear scan; the

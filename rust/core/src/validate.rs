@@ -250,6 +250,32 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
         }
     }
+    for (i, &g) in p.shared_grants.iter().enumerate() {
+        let what = format!("shared_grants[{i}]");
+        index(what.clone(), g, p.grants.len(), "grants")?;
+        if i > 0 && p.shared_grants[i - 1] >= g {
+            return Err(bad(what, "must be strictly ascending"));
+        }
+        let grant = &p.grants[g];
+        if grant.quota == crate::policy::Quota::Unlimited {
+            return Err(bad(
+                what,
+                format!(
+                    "grant `{}` has an unlimited quota: there is nothing to share",
+                    grant.name
+                ),
+            ));
+        }
+        if p.grants.iter().filter(|o| o.name == grant.name).count() > 1 {
+            return Err(bad(
+                what,
+                format!(
+                    "grant `{}` shares its quota with the tenant, which counts it by name, but another grant has the same name",
+                    grant.name
+                ),
+            ));
+        }
+    }
     for (r, rule) in p.flow_rules.iter().enumerate() {
         index(
             format!("flow_rules[{r}].sink"),
@@ -557,6 +583,42 @@ mod limits {
         assert_eq!(what(&p), "grants[0].resource");
         p.tools[0].resource = Some(0);
         assert_eq!(what(&p), "ok");
+    }
+
+    #[test]
+    fn shared_grants_are_limited_ascending_and_uniquely_named() {
+        let mut p = Policy::empty("p");
+        p.tools.push(tool("t", &["a"], Label::BOTTOM));
+        let g = |name: &str, quota| Grant {
+            name: name.into(),
+            agent: 0,
+            tool: 0,
+            resource: None,
+            args: vec![],
+            quota,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        };
+        p.grants = vec![g("a", Quota::Limited(2)), g("b", Quota::Limited(1))];
+        p.shared_grants = vec![0, 1];
+        assert_eq!(what(&p), "ok");
+        assert!(p.is_shared(1) && !p.is_shared(2));
+        p.shared_grants = vec![1, 0];
+        assert_eq!(what(&p), "shared_grants[1]");
+        p.shared_grants = vec![0, 0];
+        assert_eq!(what(&p), "shared_grants[1]");
+        p.shared_grants = vec![2];
+        assert_eq!(what(&p), "shared_grants[0]");
+        p.shared_grants = vec![1];
+        p.grants[1].quota = Quota::Unlimited;
+        let err = validate(&p).unwrap_err();
+        assert_eq!(err.what, "shared_grants[0]");
+        assert!(err.problem.contains("nothing to share"), "{err}");
+        p.grants[1].quota = Quota::Limited(1);
+        p.grants[0].name = "b".into();
+        let err = validate(&p).unwrap_err();
+        assert!(err.problem.contains("same name"), "{err}");
     }
 
     #[test]

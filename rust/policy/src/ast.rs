@@ -385,6 +385,16 @@ impl ToolPat {
     }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `per tenant` or `per session` after a quota: whether all sessions of a
+/// tenant share the grant's quota (default: each session has its own).
+pub struct QuotaScopeLit {
+    /// `per tenant`.
+    pub tenant: bool,
+    /// Where `per ...` is written.
+    pub span: Span,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 /// `grant NAME: TOOL CLAUSES;`: consumable authority to call a tool.
 pub struct GrantDecl {
@@ -412,8 +422,9 @@ pub enum GrantClauseKind {
     On(PatternLit),
     /// `where COND`: conditions on the arguments and the calling agent.
     Where(CondExpr),
-    /// `None` is `quota unlimited`.
-    Quota(Option<IntLit>),
+    /// `None` is `quota unlimited`; then the scope, if written
+    /// (`per tenant`, `per session`).
+    Quota(Option<IntLit>, Option<QuotaScopeLit>),
     /// `approval`: a call it serves PAUSEs for a human; the unit is reserved.
     Approval,
     /// `expires T`: the grant matches no call at time `>= T` (seconds).
@@ -430,7 +441,7 @@ impl GrantClauseKind {
         match self {
             GrantClauseKind::On(_) => "on",
             GrantClauseKind::Where(_) => "where",
-            GrantClauseKind::Quota(_) => "quota",
+            GrantClauseKind::Quota(..) => "quota",
             GrantClauseKind::Approval => "approval",
             GrantClauseKind::Expires(_) => "expires",
             GrantClauseKind::Discovers(_) => "discovers",

@@ -110,6 +110,17 @@ fn once<'k>(seen: &mut Vec<&'k str>, keyword: &'k str, span: Span, owner: &str, 
     }
 }
 
+/// Whether a grant declares `quota N per tenant` (a limited quota shared by
+/// the tenant's sessions; `quota unlimited per tenant` is an error).
+fn shared_scope(g: &GrantDecl) -> bool {
+    g.clauses.iter().any(|c| {
+        matches!(
+            &c.kind,
+            GrantClauseKind::Quota(Some(_), Some(s)) if s.tenant
+        )
+    })
+}
+
 fn non_negative(lit: &IntLit, what: &str, d: &mut Diags) -> u64 {
     u64::try_from(lit.value).unwrap_or_else(|_| {
         d.error(lit.span, format!("{what} must not be negative"));
@@ -311,6 +322,9 @@ impl<'a> Compiler<'a> {
                 }
                 StmtKind::Grant(g) => {
                     let grant = self.lower_grant(g, &policy.tools);
+                    if shared_scope(g) {
+                        policy.shared_grants.push(policy.grants.len());
+                    }
                     policy.grants.push(grant);
                     map.grants.push(g.name.span);
                 }
@@ -1038,7 +1052,15 @@ impl<'a> Compiler<'a> {
                         grant.args.push(c);
                     }
                 }
-                GrantClauseKind::Quota(q) => {
+                GrantClauseKind::Quota(q, scope) => {
+                    if let (None, Some(s)) = (q, scope.filter(|s| s.tenant)) {
+                        self.d.error(
+                            s.span,
+                            format!(
+                                "{owner} has `quota unlimited per tenant`: an unlimited quota has nothing to share (write `quota N per tenant`, or `quota unlimited`)"
+                            ),
+                        );
+                    }
                     grant.quota = match q {
                         None => Quota::Unlimited,
                         Some(n) => Quota::Limited(non_negative(

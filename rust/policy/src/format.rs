@@ -254,8 +254,16 @@ fn grant_clause(kind: &GrantClauseKind) -> String {
     match kind {
         GrantClauseKind::On(p) => format!("on {}", pattern(&p.pattern)),
         GrantClauseKind::Where(c) => format!("where {}", cond(c)),
-        GrantClauseKind::Quota(None) => "quota unlimited".into(),
-        GrantClauseKind::Quota(Some(n)) => format!("quota {}", n.value),
+        GrantClauseKind::Quota(n, scope) => {
+            let n = n
+                .as_ref()
+                .map_or("unlimited".into(), |n| n.value.to_string());
+            match scope {
+                None => format!("quota {n}"),
+                Some(s) if s.tenant => format!("quota {n} per tenant"),
+                Some(_) => format!("quota {n} per session"),
+            }
+        }
         GrantClauseKind::Approval => "approval".into(),
         GrantClauseKind::Expires(t) => format!("expires {}", t.value),
         GrantClauseKind::Discovers(s) => format!("discovers {}", s.name),

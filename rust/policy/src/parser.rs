@@ -719,11 +719,28 @@ impl Parser {
             } else if self.eat_kw("where").is_some() {
                 GrantClauseKind::Where(self.cond()?)
             } else if self.eat_kw("quota").is_some() {
-                if self.eat_kw("unlimited").is_some() {
-                    GrantClauseKind::Quota(None)
+                let n = if self.eat_kw("unlimited").is_some() {
+                    None
                 } else {
-                    GrantClauseKind::Quota(Some(self.int("a quota (an integer or `unlimited`)")?))
-                }
+                    Some(self.int("a quota (an integer or `unlimited`)")?)
+                };
+                let scope = match self.eat_kw("per") {
+                    None => None,
+                    Some(per) => {
+                        let tenant = if self.eat_kw("tenant").is_some() {
+                            true
+                        } else if self.eat_kw("session").is_some() {
+                            false
+                        } else {
+                            return Err(self.unexpected("`tenant` or `session` after `per`"));
+                        };
+                        Some(QuotaScopeLit {
+                            tenant,
+                            span: per.to(self.prev),
+                        })
+                    }
+                };
+                GrantClauseKind::Quota(n, scope)
             } else if self.eat_kw("approval").is_some() {
                 GrantClauseKind::Approval
             } else if self.eat_kw("expires").is_some() {

@@ -527,3 +527,47 @@ fn odd_characters_are_named() {
         "2:18: error: integer `99999999999999999999` is out of range (from -9223372036854775808 to 9223372036854775807)"
     );
 }
+
+// ---- quota scope ------------------------------------------------------------
+
+#[test]
+fn quota_scope_per_tenant_and_per_session() {
+    let src = format!(
+        "{TOOLS}grant a: ping quota 5 per tenant;\ngrant b: ping quota 2 per session;\ngrant c: ping quota 1;\n"
+    );
+    let compiled = agenra_policy::compile(&src, "test").expect("valid");
+    let p = &compiled.policy;
+    assert_eq!(p.shared_grants, vec![0], "only `per tenant` shares");
+    assert!(p.is_shared(0) && !p.is_shared(1) && !p.is_shared(2));
+    assert_eq!(p.grants[0].quota, agenra_core::policy::Quota::Limited(5));
+    // `per session` is the default: the same policy as without it.
+    let explicit = agenra_policy::compile(
+        &format!("{TOOLS}grant b: ping quota 2 per session;\n"),
+        "test",
+    )
+    .expect("valid");
+    let implicit =
+        agenra_policy::compile(&format!("{TOOLS}grant b: ping quota 2;\n"), "test").expect("valid");
+    assert_eq!(explicit.policy, implicit.policy);
+    assert!(explicit.policy.shared_grants.is_empty());
+}
+
+#[test]
+fn quota_scope_errors_name_the_grant_and_the_place() {
+    assert_eq!(
+        error(&format!("{TOOLS}grant pay: ping quota unlimited per tenant;\n")),
+        "4:33: error: grant `pay` has `quota unlimited per tenant`: an unlimited quota has nothing to share (write `quota N per tenant`, or `quota unlimited`)"
+    );
+    assert_eq!(
+        error("grant g: t quota 3 per day;"),
+        "1:24: error: expected `tenant` or `session` after `per`, found `day`"
+    );
+    assert_eq!(
+        error("grant g: t quota 3 per;"),
+        "1:23: error: expected `tenant` or `session` after `per`, found `;`"
+    );
+    assert_eq!(
+        error("grant g: t per tenant quota 3;"),
+        "1:12: error: expected a grant clause (on, where, quota, approval, expires, discovers, agent) or `;`, found `per`"
+    );
+}

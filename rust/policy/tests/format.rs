@@ -62,3 +62,17 @@ fn format_reports_syntax_errors_only() {
         "// only a comment\n"
     );
 }
+
+#[test]
+fn quota_scopes_keep_their_form() {
+    let src = "tool t();\ngrant a: t quota 5  per   tenant;\ngrant b: t quota 2 per session approval;\ngrant c: t quota unlimited;\n";
+    let formatted = agenra_policy::format(src).unwrap();
+    assert_eq!(
+        formatted,
+        "tool t();\ngrant a: t quota 5 per tenant;\ngrant b: t quota 2 per session approval;\ngrant c: t quota unlimited;\n"
+    );
+    assert_eq!(
+        agenra_policy::compile(src, "m").unwrap().policy,
+        agenra_policy::compile(&formatted, "m").unwrap().policy
+    );
+}

@@ -873,6 +873,18 @@ pub fn unsupported(policy: &Policy) -> Option<String> {
     if policy.provenance_by_value {
         return Some("provenance by value".into());
     }
+    // The session's bookkeeping (`spec::reference`) has no tenant pool: a
+    // decision would ignore what the tenant's other sessions took.
+    if let Some(g) = policy
+        .shared_grants
+        .first()
+        .and_then(|&g| policy.grants.get(g))
+    {
+        return Some(format!(
+            "grant `{}` shares its quota with the tenant's sessions (`quota N per tenant`)",
+            g.name
+        ));
+    }
     None
 }
 

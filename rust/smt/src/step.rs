@@ -776,6 +776,14 @@ pub fn encode_step(policy: &Policy, state: &HistoryState, call: &CallInputs) -> 
             }
             let available = match grant.quota {
                 Quota::Unlimited => Bool::from_bool(true),
+                // A quota shared by the tenant's sessions: the others may
+                // have taken (or given back) units at any time, so the pool
+                // may be empty at any step; this session still never takes
+                // more than the quota itself.
+                Quota::Limited(_) if policy.is_shared(g) => Bool::and(&[
+                    state.remaining[g].gt(Int::from_i64(0)),
+                    Bool::fresh_const("pool"),
+                ]),
                 Quota::Limited(_) => state.remaining[g].gt(Int::from_i64(0)),
             };
             let ok = Bool::and(&[call.grant_match[g].clone(), available]);

@@ -1,11 +1,18 @@
 //! Step 5: the ledger. For the calling agent and each delegator up to
 //! `main`, the first grant (in policy order) that matches the call and has
 //! quota left serves it; one unit of each is taken, all or nothing.
+//!
+//! A shared grant (`quota N per tenant`) draws on the tenant's pool instead
+//! of the session's ledger. With a [`TenantPool`](crate::TenantPool), the
+//! pool is locked (and its counts copied into `pool_view`) for a whole
+//! decision that may take from it, so that checking and taking are one
+//! atomic step; policies without shared grants never lock anything.
 
 use super::wellformed::Resolved;
-use super::Session;
+use super::{CallArg, Session};
 use crate::decision::Reason;
-use crate::policy::GrantId;
+use crate::policy::{GrantId, Quota};
+use crate::pool::TenantPool;
 use crate::spec;
 
 impl Session {
@@ -14,6 +21,7 @@ impl Session {
         let policy = &*self.shared.policy;
         let candidates = &self.shared.index.grants_for_tool[r.req.tool];
         let mut chosen = Vec::with_capacity(1);
+        let any_shared = !policy.shared_grants.is_empty();
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
             let found = candidates.iter().copied().find(|&g| {
@@ -21,7 +29,12 @@ impl Session {
                 {
                     return false;
                 }
-                if self.state.ledger.has_quota(g) {
+                let left = if any_shared {
+                    self.has_quota(g)
+                } else {
+                    self.state.ledger.has_quota(g)
+                };
+                if left {
                     true
                 } else {
                     exhausted.get_or_insert(g);
@@ -36,19 +49,132 @@ impl Session {
         Ok(chosen)
     }
 
-    /// Takes one unit of each grant.
+    /// Whether grant `g` has a unit left: in the session's ledger, or, for a
+    /// shared grant, in the tenant's pool (`quota − taken`).
+    fn has_quota(&self, g: GrantId) -> bool {
+        if !self.shared.policy.is_shared(g) {
+            return self.state.ledger.has_quota(g);
+        }
+        self.shared_left(g).is_some_and(|n| n > 0)
+    }
+
+    /// Units left of shared grant `g` (`None` for any other grant).
+    pub(crate) fn shared_left(&self, g: GrantId) -> Option<u64> {
+        let policy = &*self.shared.policy;
+        if !policy.is_shared(g) {
+            return None;
+        }
+        let grant = policy.grants.get(g)?;
+        let Quota::Limited(quota) = grant.quota else {
+            return None;
+        };
+        // A private pool: the tenant is this session alone.
+        let taken = match self.options.pool {
+            Some(_) => self.pool_view.taken(&grant.name),
+            None => self.state.ledger.held(g),
+        };
+        Some(quota.saturating_sub(taken))
+    }
+
+    /// What is left of grant `g` for this session's next call: the count in
+    /// its ledger, or, for a shared grant (`quota N per tenant`), what the
+    /// tenant's pool has left (`quota − taken`; the session's own holdings
+    /// without a tenant pool). `None` for an unknown grant. Locks the pool
+    /// for a shared grant: for displays, not for deciding.
+    pub fn grant_left(&self, g: GrantId) -> Option<Quota> {
+        let policy = &*self.shared.policy;
+        if !policy.is_shared(g) {
+            return self.state.ledger.remaining(g);
+        }
+        let grant = policy.grants.get(g)?;
+        let Quota::Limited(quota) = grant.quota else {
+            return None;
+        };
+        let taken = match &self.options.pool {
+            Some(pool) => pool.lock().taken(&grant.name),
+            None => self.state.ledger.held(g),
+        };
+        Some(Quota::Limited(quota.saturating_sub(taken)))
+    }
+
+    /// Uses `pool` as the tenant's pool from now on, e.g. after restoring
+    /// the session by replaying its events without one (so that the replay
+    /// took nothing from the pool). The pool's counts must already include
+    /// the units this session holds (`SessionState::ledger`'s `held`).
+    pub fn attach_pool(&mut self, pool: TenantPool) {
+        self.options.pool = Some(pool);
+    }
+
+    /// Whether a decision of this session may read or take units of the
+    /// tenant's pool: it has one, and the policy shares some grant.
+    pub(crate) fn uses_tenant_pool(&self) -> bool {
+        self.options.pool.is_some() && !self.shared.policy.shared_grants.is_empty()
+    }
+
+    /// Whether deciding `call` may involve a shared grant: the session has
+    /// a tenant pool and some grant of the call's tool is shared (a call of
+    /// an unknown tool is denied before the ledger).
+    pub(crate) fn call_uses_pool(&self, call: &CallArg<'_>) -> bool {
+        self.uses_tenant_pool()
+            && call.tool_hint(self).is_some_and(|t| {
+                self.shared
+                    .index
+                    .grants_for_tool
+                    .get(t)
+                    .is_some_and(|gs| gs.iter().any(|&g| self.shared.policy.is_shared(g)))
+            })
+    }
+
+    /// Runs `f` with the tenant pool locked and its counts in `pool_view`,
+    /// then writes the counts back, when `needed`; otherwise just runs
+    /// `f`. `f` works on a copy, so a panic inside leaves the pool as it
+    /// was.
+    pub(crate) fn with_pool<T>(&mut self, needed: bool, f: impl FnOnce(&mut Session) -> T) -> T {
+        let Some(pool) = self.options.pool.clone().filter(|_| needed) else {
+            return f(self);
+        };
+        let mut guard = pool.lock();
+        self.pool_view.clone_from(&guard);
+        let out = f(self);
+        if *guard != self.pool_view {
+            guard.clone_from(&self.pool_view);
+        }
+        out
+    }
+
+    /// Takes one unit of each grant (shared ones from the pool, which
+    /// `with_pool` holds locked).
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
+            if self.options.pool.is_some() && self.shared.policy.is_shared(g) {
+                self.pool_view.take(&self.shared.policy.grants[g].name);
+            }
             // Unlimited grants never change: nothing is recorded for them.
             self.state.ledger.consume(g);
         }
     }
 
     /// Gives back the units a call took (a failed call, a rejection, an
-    /// approval whose re-check denies).
+    /// approval whose re-check denies): shared ones to the pool, never
+    /// below zero taken.
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
+        let policy = &*self.shared.policy;
+        let tenant = self.options.pool.as_ref().filter(|_| {
+            grants
+                .iter()
+                .any(|&g| policy.is_shared(g) && self.state.ledger.held(g) > 0)
+        });
+        let mut pool = tenant.map(|p| p.lock());
         for &g in grants {
-            self.state.ledger.refund(&self.shared.policy, g);
+            if policy.is_shared(g) {
+                if self.state.ledger.held(g) == 0 {
+                    continue;
+                }
+                if let Some(pool) = pool.as_mut() {
+                    pool.give_back(&policy.grants[g].name);
+                }
+            }
+            self.state.ledger.refund(policy, g);
         }
     }
 }

@@ -29,7 +29,8 @@ mod values;
 mod wellformed;
 
 use crate::decision::{
-    Applied, Decision, Note, Reason, Rule, StepError, StepOutput, Stop, Verdict,
+    Applied, Decision, DecisionPath, Note, PathError, Reason, Rule, StepError, StepOutput, Stop,
+    Verdict,
 };
 use crate::event::{Event, Resolve};
 use crate::graph::{Evidence, Graph, Node, NodeId, NodeKind, Status, NO_TOOL};
@@ -37,6 +38,7 @@ use crate::hash::{content_hash, EncodeError, Hash};
 use crate::label::Label;
 use crate::ledger::{Ledger, LedgerTree, SessionLedger};
 use crate::policy::{GrantId, Policy, Quota, RuleEffect, ToolId};
+use crate::pool::{SharedCounts, TenantPool};
 use crate::validate::{validate, ModelError};
 use fast_map::FastMap;
 use history::Violation;
@@ -53,7 +55,7 @@ struct Evaluation {
     reason: Reason,
     node: NodeId,
     tool: Option<ToolId>,
-    path: Vec<NodeId>,
+    path: DecisionPath,
     /// The serving grants (empty for a DENY).
     grants: Vec<GrantId>,
     /// The resolved call (`None` for a DENY).
@@ -68,7 +70,7 @@ impl Evaluation {
         reason: Reason,
         node: NodeId,
         tool: Option<ToolId>,
-        path: Vec<NodeId>,
+        path: DecisionPath,
         stops: Vec<Stop>,
     ) -> Evaluation {
         Evaluation {
@@ -308,6 +310,7 @@ impl CompiledPolicy {
                 ),
             ),
             shared: self.clone(),
+            pool_view: SharedCounts::default(),
         }
     }
 
@@ -330,6 +333,9 @@ pub struct Session {
     shared: CompiledPolicy,
     options: SessionOptions,
     state: SessionState,
+    /// The tenant pool's counts while a decision holds its lock (see
+    /// `grants::with_pool`); unused without a tenant pool.
+    pool_view: SharedCounts,
 }
 
 /// How a session keeps its history.
@@ -337,6 +343,7 @@ pub struct Session {
 pub struct SessionOptions {
     compact: Option<usize>,
     audit: Option<AuditSink>,
+    pool: Option<TenantPool>,
 }
 
 /// Receives what a compact session forgets (see [`SessionOptions::audit`]).
@@ -372,7 +379,7 @@ impl SessionOptions {
     pub fn compact(window: usize) -> SessionOptions {
         SessionOptions {
             compact: Some(window.max(1)),
-            audit: None,
+            ..SessionOptions::default()
         }
     }
 
@@ -382,6 +389,24 @@ impl SessionOptions {
         self.audit = Some(Arc::new(sink));
         self
     }
+
+    /// The tenant's pool: the session takes the units of its shared grants
+    /// (`quota N per tenant`) from it, and gives them back to it, together
+    /// with every other session given a clone of the same pool
+    /// (`docs/semantics.md`, "Quota scope"). Without one, a session has a
+    /// private pool and its shared grants behave per session. Sessions made
+    /// by [`Session::new_session`], and clones of a session, share the pool
+    /// (so [`Session::step_pure`] on a session with a tenant pool takes
+    /// from it too).
+    pub fn pool(mut self, pool: TenantPool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// The tenant pool given with [`SessionOptions::pool`], if any.
+    pub fn tenant_pool(&self) -> Option<&TenantPool> {
+        self.pool.as_ref()
+    }
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -389,6 +414,7 @@ impl std::fmt::Debug for SessionOptions {
         f.debug_struct("SessionOptions")
             .field("compact", &self.compact)
             .field("audit", &self.audit.is_some())
+            .field("pool", &self.pool.is_some())
             .finish()
     }
 }
@@ -437,7 +463,7 @@ impl Session {
             .held
             .values()
             .filter_map(|h| h.pending.as_ref())
-            .flat_map(|r| r.lineage.iter().flatten().flatten().map(|n| n.0))
+            .flat_map(|r| r.lineage.nodes().map(|n| n.0))
             .collect();
         let needed = |id: NodeId, n: &Node| {
             matches!(n.kind, NodeKind::Context | NodeKind::Task)
@@ -536,7 +562,26 @@ impl Session {
     /// Decides a call: ALLOW, DENY or PAUSE, and records it (an ALLOW or a
     /// PAUSE takes its units). Takes a JSON [`Call`](crate::event::Call) or a [`TypedCall`].
     pub fn authorize<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
-        let mut e = self.evaluate(call.into(), false)?;
+        let call = call.into();
+        if self.options.pool.is_some() {
+            return self.authorize_pooled(call);
+        }
+        self.authorize_now(call)
+    }
+
+    /// `authorize` for a session with a tenant pool: the pool is locked
+    /// for the decision when it may take from it.
+    #[cold]
+    #[inline(never)]
+    fn authorize_pooled(&mut self, call: CallArg<'_>) -> Result<Decision, StepError> {
+        let needed = self.call_uses_pool(&call);
+        self.with_pool(needed, |s| s.authorize_now(call))
+    }
+
+    /// `authorize`, with the tenant pool (if the decision may use it)
+    /// already locked.
+    fn authorize_now(&mut self, call: CallArg<'_>) -> Result<Decision, StepError> {
+        let mut e = self.evaluate(call, false)?;
         if e.verdict == Verdict::Deny {
             let decision = self.finish(e, None);
             self.compact_if_due();
@@ -577,13 +622,26 @@ impl Session {
     pub fn check<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Decision, StepError> {
         let call = call.into();
         let mark = self.mark(call.id());
-        let out = self.evaluate(call, false);
+        let needed = self.call_uses_pool(&call);
+        let (out, left) = self.with_pool(needed, |s| {
+            let out = s.evaluate(call, false);
+            let left = out.as_ref().ok().and_then(|e| {
+                let taken = e.grants.first().map_or(0, |own| {
+                    e.grants.iter().filter(|g| *g == own).count() as u64
+                });
+                s.left_after(e, taken)
+            });
+            (out, left)
+        });
+        // The call's node goes with the rollback: a flow's path is built now.
+        let out = out.map(|mut e| {
+            if let Some(t) = e.path.trace() {
+                e.path = DecisionPath::from_nodes(self.trace_path(t));
+            }
+            e
+        });
         self.rollback(mark);
         let e = out?;
-        let taken = e.grants.first().map_or(0, |own| {
-            e.grants.iter().filter(|g| *g == own).count() as u64
-        });
-        let left = self.left_after(&e, taken);
         Ok(self.finish(e, left))
     }
 
@@ -594,7 +652,8 @@ impl Session {
     pub fn check_all<'a>(&mut self, call: impl Into<CallArg<'a>>) -> Result<Vec<Stop>, StepError> {
         let call = call.into();
         let mark = self.mark(call.id());
-        let out = self.evaluate(call, true);
+        let needed = self.call_uses_pool(&call);
+        let out = self.with_pool(needed, |s| s.evaluate(call, true));
         self.rollback(mark);
         Ok(out?.stops)
     }
@@ -606,7 +665,11 @@ impl Session {
             Reason::Granted { .. } => {}
             _ => return None,
         }
-        match self.state.ledger.remaining(*e.grants.first()?) {
+        let own = *e.grants.first()?;
+        if let Some(n) = self.shared_left(own) {
+            return Some(n.saturating_sub(taken));
+        }
+        match self.state.ledger.remaining(own) {
             Some(Quota::Limited(n)) => Some(n.saturating_sub(taken)),
             _ => None,
         }
@@ -680,7 +743,14 @@ impl Session {
                 if collect {
                     stops.push(Stop::deny(rule, reason.clone(), vec![]));
                 }
-                return Ok(Evaluation::deny(rule, reason, node, tool, vec![], stops));
+                return Ok(Evaluation::deny(
+                    rule,
+                    reason,
+                    node,
+                    tool,
+                    DecisionPath::default(),
+                    stops,
+                ));
             }
         };
         let tool = Some(resolved.req.tool);
@@ -700,7 +770,7 @@ impl Session {
             let (rule, reason) = hit.rule_and_reason();
             Violation {
                 rule,
-                path: self.flow_path(node, &hit, &labels, &resolved),
+                path: self.flow_trace(node, &hit, &labels, &resolved),
                 reason,
                 effect: RuleEffect::Deny,
             }
@@ -709,7 +779,7 @@ impl Session {
             let (rule, reason) = hit.rule_and_reason();
             Violation {
                 rule,
-                path: self.flow_path(node, &hit, &labels, &resolved),
+                path: self.flow_trace(node, &hit, &labels, &resolved),
                 reason,
                 effect: RuleEffect::Pause,
             }
@@ -723,7 +793,7 @@ impl Session {
                         v.effect,
                         v.rule,
                         v.reason.clone(),
-                        v.path.clone(),
+                        v.path.nodes().map(<[_]>::to_vec).unwrap_or_default(),
                     ));
                 }
                 match v.effect {
@@ -756,7 +826,7 @@ impl Session {
                 denied.get_or_insert(Violation {
                     rule: Rule::NoGrant,
                     reason,
-                    path: vec![],
+                    path: DecisionPath::default(),
                     effect: RuleEffect::Deny,
                 });
                 vec![]
@@ -790,7 +860,7 @@ impl Session {
                 Verdict::Pause,
                 Rule::Grant(g),
                 Reason::NeedsApproval { grant: g },
-                vec![],
+                DecisionPath::default(),
             ),
             (None, None) => (
                 Verdict::Allow,
@@ -799,7 +869,7 @@ impl Session {
                     agent: resolved.req.agent,
                     left: None,
                 },
-                vec![],
+                DecisionPath::default(),
             ),
         };
         Ok(Evaluation {
@@ -823,7 +893,7 @@ impl Session {
         reason: Reason,
         node: NodeId,
         tool: Option<ToolId>,
-        path: Vec<NodeId>,
+        path: DecisionPath,
         grants: Vec<GrantId>,
     ) -> Decision {
         Decision {
@@ -920,5 +990,30 @@ impl Session {
     /// Renders a decision's reason against this monitor's policy.
     pub fn reason_text(&self, d: &Decision) -> String {
         d.reason_text(&self.shared.policy)
+    }
+
+    /// The node ids of a decision's path ([`Decision::path`]), read against
+    /// this session, which made the decision: a flow rule's path is built
+    /// now, from the call's node back to the labeled source, as the graph
+    /// was when the decision was made (the same path at any later time).
+    /// Other paths are returned as they are. A compact session may have
+    /// forgotten part of the graph since: the path then stops where the
+    /// graph was forgotten, and if the call's node itself is gone the
+    /// answer is [`PathError::Forgotten`]. The node is always there right
+    /// after the decision (the window keeps the newest nodes).
+    pub fn path(&self, d: &Decision) -> Result<Vec<NodeId>, PathError> {
+        self.resolve_path(&d.path)
+    }
+
+    /// [`Session::path`] for a path alone.
+    pub fn resolve_path(&self, path: &DecisionPath) -> Result<Vec<NodeId>, PathError> {
+        match path.trace() {
+            None => Ok(path.nodes().map(<[_]>::to_vec).unwrap_or_default()),
+            Some(t) if t.own_resource => Ok(vec![t.node]),
+            Some(t) if self.state.graph.node(t.node).is_none() => {
+                Err(PathError::Forgotten { node: t.node })
+            }
+            Some(t) => Ok(self.trace_path(t)),
+        }
     }
 }

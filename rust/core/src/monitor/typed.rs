@@ -3,7 +3,7 @@
 //! JSON calls ([`crate::event::Call`]) stay accepted; both resolve to the same
 //! [`Resolved`] request, and so get the same decision.
 
-use super::wellformed::{argument, malformed, Malformed, Resolved};
+use super::wellformed::{argument, malformed, Lineage, Malformed, Resolved};
 use super::{CompiledPolicy, Session};
 use crate::decision::{Reason, StepError};
 use crate::event::Call;
@@ -127,8 +127,13 @@ pub struct TypedCall {
     time: u64,
     tool: ToolHandle,
     agent: Option<AgentHandle>,
-    /// By parameter index; `None`: not given.
-    args: Vec<Option<Value>>,
+    /// By parameter index; `Value::Null` where not given (moved as is into
+    /// the resolved request: nothing is copied).
+    args: Vec<Value>,
+    /// Parameters given an explicit `Value::Null` (told apart from absent
+    /// ones only for a required parameter: null is ill-typed, absence is a
+    /// missing argument). Usually empty, and then never allocated.
+    nulls: Vec<usize>,
     /// Observed lineage: (parameter index, call ids).
     lineage: Vec<(usize, Vec<String>)>,
     /// A parameter handle of another tool or policy was passed.
@@ -143,7 +148,8 @@ impl TypedCall {
             time,
             tool,
             agent: None,
-            args: vec![None; tool.params],
+            args: vec![Value::Null; tool.params],
+            nulls: Vec::new(),
             lineage: Vec::new(),
             foreign: None,
         }
@@ -162,7 +168,18 @@ impl TypedCall {
     /// an earlier one).
     pub fn arg(mut self, param: ParamHandle, value: impl Into<Value>) -> TypedCall {
         match self.slot(param) {
-            Some(i) => self.args[i] = Some(value.into()),
+            Some(i) => {
+                let value = value.into();
+                let null = value == Value::Null;
+                if null != self.nulls.contains(&i) {
+                    if null {
+                        self.nulls.push(i);
+                    } else {
+                        self.nulls.retain(|&n| n != i);
+                    }
+                }
+                self.args[i] = value;
+            }
             None => self.foreign = Some("parameter"),
         }
         self
@@ -234,6 +251,15 @@ impl CallArg<'_> {
             Input::Json(c) => &c.id,
             Input::Typed(c) => &c.id,
             Input::Owned(c) => &c.id,
+        }
+    }
+
+    /// The tool the call names, as far as the policy knows it (no check).
+    pub(crate) fn tool_hint(&self, session: &Session) -> Option<ToolId> {
+        match &self.0 {
+            Input::Json(c) => session.tool_of(&c.tool),
+            Input::Typed(c) => Some(c.tool.tool),
+            Input::Owned(c) => Some(c.tool.tool),
         }
     }
 
@@ -354,23 +380,40 @@ impl Session {
         let agent = call.agent.map_or(0, |a| a.agent);
         self.check_static_scope(agent, tool)?;
         let spec = &self.shared.policy.tools[tool];
-        let mut args = Vec::with_capacity(spec.params.len());
-        for (p, value) in spec.params.iter().zip(call.args) {
-            args.push(argument(
+        // The call's own vector becomes the request's: an argument of its
+        // declared scalar type stays where it is; only the others (absent,
+        // null, lists, integers for decimals, ...) go through `argument`.
+        let mut args = call.args;
+        args.resize(spec.params.len(), Value::Null);
+        for (i, (p, slot)) in spec.params.iter().zip(args.iter_mut()).enumerate() {
+            let exact = !p.list
+                && matches!(
+                    (p.ty, &*slot),
+                    (ParamType::Str, Value::Str(_))
+                        | (ParamType::Int, Value::Int(_))
+                        | (ParamType::Bool, Value::Bool(_))
+                        | (ParamType::Decimal, Value::Decimal(_))
+                );
+            if exact {
+                continue;
+            }
+            let value = std::mem::replace(slot, Value::Null);
+            let given = value != Value::Null || call.nulls.contains(&i);
+            *slot = argument(
                 p,
-                value,
+                given.then_some(value),
                 |v| *v == Value::Null,
                 |v| conform(v, p.ty, p.list),
-            )?);
+            )?;
         }
         self.check_task_scope(tool, &args)?;
-        let mut lineage = vec![None; spec.params.len()];
+        let mut lineage = Lineage::new(spec.params.len());
         for (param, ids) in &call.lineage {
             let nodes = ids
                 .iter()
                 .map(|id| self.lineage_node(*param, tool, id))
                 .collect::<Result<Vec<_>, _>>()?;
-            lineage[*param] = Some(nodes);
+            lineage.set(*param, nodes);
         }
         Ok(Resolved {
             req: crate::spec::Request {

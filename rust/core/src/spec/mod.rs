@@ -10,7 +10,8 @@
 pub mod reference;
 
 use crate::ledger::Ledger;
-use crate::policy::{AgentId, Grant, GrantId, Policy, ToolId};
+use crate::policy::{AgentId, Grant, GrantId, Policy, Quota, ToolId};
+use crate::pool::SharedCounts;
 use crate::value::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,8 +61,72 @@ pub fn grant_matches(
             .all(|c| c.eval(&req.args, req.agent, sets))
 }
 
+/// Whether grant `g` has a unit left: a per-session grant in the session's
+/// ledger; a shared grant (`quota N per tenant`) in the tenant's pool, where
+/// `quota − taken` (saturating) is left.
+pub fn has_quota(policy: &Policy, ledger: &Ledger, pool: &SharedCounts, g: GrantId) -> bool {
+    if !policy.is_shared(g) {
+        return ledger.has_quota(g);
+    }
+    match policy.grants.get(g).map(|gr| gr.quota) {
+        Some(Quota::Limited(q)) => pool.remaining(&policy.grants[g].name, q) > 0,
+        // A validated policy shares only limited grants.
+        _ => false,
+    }
+}
+
+/// Takes one unit of `g`: from the session's ledger, or, for a shared
+/// grant, from the tenant's pool (the session then holds one more unit).
+pub fn take(policy: &Policy, ledger: &mut Ledger, pool: &mut SharedCounts, g: GrantId) {
+    if policy.is_shared(g) {
+        pool.take(&policy.grants[g].name);
+    }
+    ledger.consume(g);
+}
+
+/// Gives one unit of `g` back: to the session's ledger (never above the
+/// quota), or, for a shared grant the session holds a unit of, to the
+/// tenant's pool (never below zero taken).
+pub fn give_back(policy: &Policy, ledger: &mut Ledger, pool: &mut SharedCounts, g: GrantId) {
+    if policy.is_shared(g) {
+        if ledger.held(g) == 0 {
+            return;
+        }
+        pool.give_back(&policy.grants[g].name);
+    }
+    ledger.refund(policy, g);
+}
+
+/// The pool of a session that has no tenant pool: a private one, in which
+/// every shared grant's units taken are exactly those this session holds.
+/// Shared grants then behave per session.
+pub fn private_pool(policy: &Policy, ledger: &Ledger) -> SharedCounts {
+    let mut pool = SharedCounts::default();
+    for &g in &policy.shared_grants {
+        if let Some(grant) = policy.grants.get(g) {
+            pool.set_taken(&grant.name, ledger.held(g));
+        }
+    }
+    pool
+}
+
 /// The grant of `agent` that serves the request: the first, in policy
-/// order, that matches and still has quota.
+/// order, that matches and still has quota (shared grants: in `pool`).
+pub fn select_in(
+    policy: &Policy,
+    ledger: &Ledger,
+    pool: &SharedCounts,
+    agent: AgentId,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Option<GrantId> {
+    (0..policy.grants.len()).find(|&g| {
+        grant_matches(policy, &policy.grants[g], agent, req, sets)
+            && has_quota(policy, ledger, pool, g)
+    })
+}
+
+/// [`select_in`] with the session's private pool.
 pub fn select(
     policy: &Policy,
     ledger: &Ledger,
@@ -69,37 +134,68 @@ pub fn select(
     req: &Request,
     sets: &[BTreeSet<String>],
 ) -> Option<GrantId> {
-    (0..policy.grants.len()).find(|&g| {
-        grant_matches(policy, &policy.grants[g], agent, req, sets) && ledger.has_quota(g)
-    })
+    select_in(
+        policy,
+        ledger,
+        &private_pool(policy, ledger),
+        agent,
+        req,
+        sets,
+    )
 }
 
 /// Admission takes one unit from the serving grant of every agent on the
-/// delegation chain (the caller first, `main` last), all or nothing.
+/// delegation chain (the caller first, `main` last), all or nothing: shared
+/// grants from the pool, the others from the session's ledger.
 /// `Err(agent)` names the first agent with no serving grant.
+pub fn admit_in(
+    policy: &Policy,
+    ledger: &Ledger,
+    pool: &SharedCounts,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Result<(Vec<GrantId>, Ledger, SharedCounts), AgentId> {
+    let mut next = ledger.clone();
+    let mut next_pool = pool.clone();
+    let mut used = Vec::new();
+    for agent in policy.agent_chain(req.agent) {
+        let g = select_in(policy, &next, &next_pool, agent, req, sets).ok_or(agent)?;
+        take(policy, &mut next, &mut next_pool, g);
+        used.push(g);
+    }
+    Ok((used, next, next_pool))
+}
+
+/// [`admit_in`] with the session's private pool.
 pub fn admit(
     policy: &Policy,
     ledger: &Ledger,
     req: &Request,
     sets: &[BTreeSet<String>],
 ) -> Result<(Vec<GrantId>, Ledger), AgentId> {
-    let mut next = ledger.clone();
-    let mut used = Vec::new();
-    for agent in policy.agent_chain(req.agent) {
-        let g = select(policy, &next, agent, req, sets).ok_or(agent)?;
-        next.consume(g);
-        used.push(g);
-    }
-    Ok((used, next))
+    admit_in(policy, ledger, &private_pool(policy, ledger), req, sets)
+        .map(|(used, next, _)| (used, next))
 }
 
-/// Gives back the units a call took (a failed call, a rejected approval).
-pub fn refund(policy: &Policy, ledger: &Ledger, used: &[GrantId]) -> Ledger {
+/// Gives back the units a call took (a failed call, a rejected approval):
+/// shared grants to the pool.
+pub fn refund_in(
+    policy: &Policy,
+    ledger: &Ledger,
+    pool: &SharedCounts,
+    used: &[GrantId],
+) -> (Ledger, SharedCounts) {
     let mut next = ledger.clone();
+    let mut next_pool = pool.clone();
     for &g in used {
-        next.refund(policy, g);
+        give_back(policy, &mut next, &mut next_pool, g);
     }
-    next
+    (next, next_pool)
+}
+
+/// [`refund_in`] with the session's private pool.
+pub fn refund(policy: &Policy, ledger: &Ledger, used: &[GrantId]) -> Ledger {
+    refund_in(policy, ledger, &private_pool(policy, ledger), used).0
 }
 
 /// What happens to a call, as far as authority is concerned.
@@ -210,19 +306,44 @@ pub enum Checks {
     Deny,
 }
 
+/// One step of the ledger semantics of a session with no tenant pool: its
+/// shared grants draw on a private pool ([`private_pool`]), so they behave
+/// per session. See [`step_in`].
+pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (Outcome, State) {
+    let (outcome, next, _) = step_in(
+        policy,
+        state,
+        &private_pool(policy, &state.ledger),
+        event,
+        checks,
+    );
+    (outcome, next)
+}
+
 /// One step of the ledger semantics. `checks` is what steps 1–4 decided
 /// about the event's call (for calls and approvals; other events ignore it).
+/// `pool` holds the units taken from each shared grant by all sessions of
+/// the tenant; the step answers the pool after it (unchanged unless the
+/// event takes or returns units of a shared grant).
 ///
 /// Approval is a just-in-time re-authorization: when the re-check at
 /// approval time denies, the reserved units return and the answer is DENY.
-pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (Outcome, State) {
+pub fn step_in(
+    policy: &Policy,
+    state: &State,
+    pool: &SharedCounts,
+    event: &Event,
+    checks: Checks,
+) -> (Outcome, State, SharedCounts) {
     let mut next = state.clone();
+    let mut next_pool = pool.clone();
     let outcome = match event {
         Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
-        Event::Call { id, req } => match admit(policy, &state.ledger, req, &state.sets) {
+        Event::Call { id, req } => match admit_in(policy, &state.ledger, pool, req, &state.sets) {
             Err(_) => Outcome::Deny,
-            Ok((used, ledger)) => {
+            Ok((used, ledger, after)) => {
                 next.ledger = ledger;
+                next_pool = after;
                 let approval = used.iter().any(|&g| policy.grants[g].approval);
                 if approval || checks == Checks::Pause {
                     next.paused.insert(id.clone(), used.clone());
@@ -235,7 +356,7 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
         },
         Event::Approve { id } => match next.paused.remove(id) {
             Some(used) if checks == Checks::Deny => {
-                next.ledger = refund(policy, &next.ledger, &used);
+                (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
                 Outcome::Deny
             }
             Some(used) => {
@@ -246,7 +367,7 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
         },
         Event::Reject { id } => match next.paused.remove(id) {
             Some(used) => {
-                next.ledger = refund(policy, &next.ledger, &used);
+                (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
                 Outcome::Applied
             }
             None => Outcome::Invalid,
@@ -264,7 +385,7 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
         },
         Event::Failed { id } => match next.running.remove(id) {
             Some(used) => {
-                next.ledger = refund(policy, &next.ledger, &used);
+                (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
                 Outcome::Applied
             }
             None => Outcome::Invalid,
@@ -282,7 +403,7 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
             None => Outcome::Invalid,
         },
     };
-    (outcome, next)
+    (outcome, next, next_pool)
 }
 
 #[cfg(test)]
@@ -510,6 +631,84 @@ mod tests {
         assert!(s9.running.is_empty());
         let (o, _) = step(&p, &s9, &Event::Unknown { id: id("c1") }, Checks::Pass);
         assert_eq!(o, Outcome::Invalid);
+    }
+
+    #[test]
+    fn shared_grants_draw_on_the_pool_and_refunds_give_back_to_it() {
+        // Grant 1 (main read anything, quota 2) is shared by the tenant.
+        let mut p = policy();
+        p.shared_grants = vec![1];
+        let s0 = State::initial(&p);
+        assert_eq!(s0.ledger.remaining[1], Quota::Limited(0), "nothing held");
+        let read = |id: &str| Event::Call {
+            id: id.into(),
+            req: req(0, 0, "/b", 1),
+        };
+        // Another session already took one unit: one is left.
+        let mut pool = SharedCounts::default();
+        pool.set_taken("g00", 1);
+        let (o, s1, pool1) = step_in(&p, &s0, &pool, &read("a"), Checks::Pass);
+        assert_eq!(o, Outcome::Allow(vec![1]));
+        assert_eq!((pool1.taken("g00"), s1.ledger.held(1)), (2, 1));
+        // Spent: the next read finds no grant (the pool is empty).
+        let (o, s2, pool2) = step_in(&p, &s1, &pool1, &read("b"), Checks::Pass);
+        assert_eq!((o, &s2, &pool2), (Outcome::Deny, &s1, &pool1));
+        // A failure gives the unit back to the pool.
+        let (o, s3, pool3) = step_in(
+            &p,
+            &s1,
+            &pool1,
+            &Event::Failed { id: "a".into() },
+            Checks::Pass,
+        );
+        assert_eq!(o, Outcome::Applied);
+        assert_eq!((pool3.taken("g00"), s3.ledger.held(1)), (1, 0));
+        // A pause reserves from the pool; rejection returns it; an approval
+        // keeps it.
+        let (o, s4, pool4) = step_in(&p, &s3, &pool3, &read("c"), Checks::Pause);
+        assert_eq!(o, Outcome::Pause(vec![1]));
+        assert_eq!(pool4.taken("g00"), 2);
+        let (_, _, pool5) = step_in(
+            &p,
+            &s4,
+            &pool4,
+            &Event::Reject { id: "c".into() },
+            Checks::Pass,
+        );
+        assert_eq!(pool5.taken("g00"), 1);
+        let (o, s6, pool6) = step_in(
+            &p,
+            &s4,
+            &pool4,
+            &Event::Approve { id: "c".into() },
+            Checks::Pass,
+        );
+        assert_eq!((o, pool6.taken("g00")), (Outcome::Allow(vec![1]), 2));
+        // Unknown outcome: the unit stays spent.
+        let (_, _, pool7) = step_in(
+            &p,
+            &s6,
+            &pool6,
+            &Event::Unknown { id: "c".into() },
+            Checks::Pass,
+        );
+        assert_eq!(pool7.taken("g00"), 2);
+        // Refunds never take the pool below zero (someone reset it).
+        let (_, s8, pool8) = step_in(
+            &p,
+            &s6,
+            &SharedCounts::default(),
+            &Event::Failed { id: "c".into() },
+            Checks::Pass,
+        );
+        assert_eq!((pool8.taken("g00"), s8.ledger.held(1)), (0, 0));
+        // A lowered quota leaves nothing, however much was taken.
+        p.grants[1].quota = Quota::Limited(1);
+        assert!(!has_quota(&p, &s0.ledger, &pool6, 1));
+        // Without a pool, the session's own holdings are the pool.
+        assert_eq!(private_pool(&p, &s6.ledger).taken("g00"), 1);
+        let (o, _) = step(&p, &s0, &read("a"), Checks::Pass);
+        assert_eq!(o, Outcome::Allow(vec![1]));
     }
 
     #[test]

@@ -25,6 +25,13 @@ pub(super) struct Ctx<'a> {
     policy: &'a Policy,
     opts: Options,
     alphabet: Result<Alphabet, String>,
+    /// The letters the bounded searches range over: the alphabet's
+    /// letters that can be admitted ([`alphabet::may_be_admitted`]), with
+    /// distinct signatures ([`alphabet::distinct`]).
+    search: Vec<Letter>,
+    /// All the alphabet's letters with distinct signatures (obligations:
+    /// a denied call may still meet or miss one).
+    search_all: Vec<Letter>,
 }
 
 enum Solved {
@@ -70,6 +77,40 @@ fn solve_with(opts: &Options, facts: &[Bool], goal: &Bool, solver: Option<Solver
             s.get_reason_unknown().unwrap_or_else(|| "unknown".into()),
             opts.timeout_ms
         )),
+    }
+}
+
+/// An incremental finite-domain solver with the per-query timeout.
+fn new_solver(opts: &Options) -> Solver {
+    let s = Solver::new_for_logic("QF_FD").unwrap_or_default();
+    let mut p = Params::new();
+    p.set_u32("timeout", opts.timeout_ms);
+    s.set_params(&p);
+    s
+}
+
+/// Checks `s` assuming `guard`; if the finite-domain solver gives up for
+/// another reason than the timeout, the general solver decides the same
+/// assertions.
+fn check(s: &Solver, guard: &Bool, opts: &Options) -> Solved {
+    let t0 = std::time::Instant::now();
+    let r = s.check_assumptions(std::slice::from_ref(guard));
+    if std::env::var_os("AGENRA_VERIFY_DEBUG").is_some() {
+        eprintln!("check: {r:?} in {:?}", t0.elapsed());
+    }
+    match r {
+        SatResult::Sat => match s.get_model() {
+            Some(m) => Solved::Sat(m),
+            None => Solved::Unknown("Z3 gave no model".into()),
+        },
+        SatResult::Unsat => Solved::Unsat,
+        SatResult::Unknown => {
+            let why = s.get_reason_unknown().unwrap_or_else(|| "unknown".into());
+            if why.contains("timeout") || why.contains("canceled") {
+                return Solved::Unknown(format!("Z3: {why} (timeout {} ms)", opts.timeout_ms));
+            }
+            solve_with(opts, &s.get_assertions(), guard, None)
+        }
     }
 }
 
@@ -133,31 +174,47 @@ fn holds_named(policy: &Policy, l: &Letter, c: &agenra_core::NamedCond) -> bool 
 
 impl<'a> Ctx<'a> {
     pub(super) fn new(policy: &'a Policy, opts: &Options) -> Ctx<'a> {
+        let alphabet = alphabet::alphabet(policy).map_err(|e| format!("call classes: {e}"));
+        let search_all = match &alphabet {
+            Ok(a) => alphabet::distinct(policy, &a.letters),
+            Err(_) => Vec::new(),
+        };
+        let search = search_all
+            .iter()
+            .filter(|l| alphabet::may_be_admitted(policy, l))
+            .cloned()
+            .collect();
         Ctx {
             policy,
             opts: *opts,
-            alphabet: alphabet::alphabet(policy).map_err(|e| format!("call classes: {e}")),
+            alphabet,
+            search,
+            search_all,
         }
     }
 
     /// Constructs the bounded traces do not model.
     fn unsupported(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for a in &self.policy.agents {
-            if a.own_context {
-                out.push(format!(
-                    "agent `{}` has its own context (the bounded traces have one shared context)",
-                    a.name
-                ));
-            }
-        }
-        out
+        // Own contexts are modeled (one context per agent that has one);
+        // nothing is left out at present.
+        Vec::new()
     }
 
     fn notes(&self) -> Vec<String> {
         let mut out = vec![format!("bound: {} calls", self.opts.bound)];
+        for &g in &self.policy.shared_grants {
+            out.push(format!(
+                "grant `{}` shares its quota with the tenant's sessions: the traces are one session's, in which the pool may be empty at any step (other sessions may drain it); quota soundness is checked for this session, and the units all sessions take are kept within the quota by the pool itself (taken and checked under one lock, property-tested)",
+                self.policy.grants[g].name
+            ));
+        }
         if let Ok(a) = &self.alphabet {
-            out.push(format!("{} call classes", a.letters.len()));
+            out.push(format!(
+                "{} call classes ({} the bounded encoding tells apart, {} of them can be admitted)",
+                a.letters.len(),
+                self.search_all.len(),
+                self.search.len()
+            ));
             if std::env::var_os("AGENRA_VERIFY_DEBUG").is_some() {
                 for l in &a.letters {
                     out.push(format!(
@@ -194,9 +251,9 @@ impl<'a> Ctx<'a> {
             if !why.is_empty() {
                 return (Outcome::Unknown, why, vec![]);
             }
-            if a.letters.is_empty() {
+            if self.search.is_empty() {
                 let mut d = self.notes();
-                d.insert(0, "no call can be made".into());
+                d.insert(0, "no call can be admitted".into());
                 return (Outcome::Holds, d, vec![]);
             }
         }
@@ -213,81 +270,91 @@ impl<'a> Ctx<'a> {
 
     /// The common loop of single-run properties: `viol(run, j)` lists the
     /// violations at step `j` (term, what it is); `confirm` checks the
-    /// replayed trace and says what it shows.
-    fn single_run(&self, a: &Alphabet, viol: Violations, confirm: Confirm) -> Answer {
+    /// replayed trace and says what it shows. The run grows one step at a
+    /// time on one incremental solver, and each bound is asked on its own
+    /// (under an assumption): the first witness found is a shortest one,
+    /// and a violation found at a small bound never pays for the longer
+    /// traces.
+    fn single_run(&self, viol: Violations, confirm: Confirm) -> Answer {
+        let letters = &self.search;
         let k = self.opts.bound.max(1);
-        let t0 = std::time::Instant::now();
-        let r = build(self.policy, &a.letters, k, "v", None);
-        let per_step: Vec<Vec<(Bool, String)>> = (0..k).map(|j| viol(&r, j)).collect();
-        if std::env::var_os("AGENRA_VERIFY_DEBUG").is_some() {
-            eprintln!("encoding: {:?}", t0.elapsed());
-        }
-        let all: Vec<Bool> = per_step.iter().flatten().map(|(b, _)| b.clone()).collect();
-        if all.is_empty() {
-            return (Outcome::Holds, self.notes(), vec![]);
-        }
-        let mut facts = r.constraints.clone();
-        let goal = Bool::or(&all);
+        let s = new_solver(&self.opts);
+        let mut r = Run::start(self.policy, letters);
         let mut last_err = String::new();
-        for _ in 0..RETRIES {
-            match solve(&self.opts, &facts, &goal) {
-                Solved::Unsat => {
-                    let mut d = self.notes();
-                    if !last_err.is_empty() {
-                        d.push(format!("models the monitor did not reproduce: {last_err}"));
-                        return (Outcome::Unknown, d, vec![]);
-                    }
-                    return (Outcome::Holds, d, vec![]);
-                }
-                Solved::Unknown(why) => return (Outcome::Unknown, vec![why], vec![]),
-                Solved::Sat(m) => {
-                    let (j, what) = match per_step.iter().enumerate().find_map(|(j, vs)| {
-                        vs.iter().find(|(b, _)| bval(&m, b)).map(|(_, w)| (j, w))
-                    }) {
-                        Some(x) => x,
-                        None => {
+        let mut misses = 0;
+        for j in 0..k {
+            let from = r.marks.last().copied().unwrap_or(0);
+            r.extend(self.policy, letters, "v", None);
+            for c in &r.constraints[from..] {
+                s.assert(c);
+            }
+            let vs = viol(&r, j);
+            if vs.is_empty() {
+                continue;
+            }
+            let terms: Vec<Bool> = vs.iter().map(|(b, _)| b.clone()).collect();
+            let guard = Bool::fresh_const("goal");
+            s.assert(guard.implies(Bool::or(&terms)));
+            loop {
+                match check(&s, &guard, &self.opts) {
+                    Solved::Unsat => break,
+                    Solved::Unknown(why) => return (Outcome::Unknown, vec![why], vec![]),
+                    Solved::Sat(m) => {
+                        let Some(what) = vs.iter().find(|(b, _)| bval(&m, b)).map(|(_, w)| w)
+                        else {
                             return (
                                 Outcome::Unknown,
                                 vec!["Z3 model without a violation".into()],
                                 vec![],
-                            )
-                        }
-                    };
-                    let ms = run::read(self.policy, &a.letters, &r, &m, j + 1);
-                    let steps = steps_of(&a.letters, &ms);
-                    match concrete::replay(self.policy, &steps)
-                        .map_err(|e| e.to_string())
-                        .and_then(|rep| confirm(&steps, &rep, what).map(|s| (rep, s)))
-                    {
-                        Ok((rep, shows)) => {
-                            return (
-                                Outcome::Violated,
-                                vec![what.clone()],
-                                vec![Witness {
-                                    role: String::new(),
-                                    events: rep.events,
-                                    shows,
-                                }],
-                            )
-                        }
-                        Err(e) => {
-                            last_err = e;
-                            facts.push(block(&r, &m, j));
+                            );
+                        };
+                        let ms = run::read(self.policy, letters, &r, &m, j + 1);
+                        let steps = steps_of(letters, &ms);
+                        match concrete::replay(self.policy, &steps)
+                            .map_err(|e| e.to_string())
+                            .and_then(|rep| confirm(&steps, &rep, what).map(|s| (rep, s)))
+                        {
+                            Ok((rep, shows)) => {
+                                return (
+                                    Outcome::Violated,
+                                    vec![what.clone()],
+                                    vec![Witness {
+                                        role: String::new(),
+                                        events: rep.events,
+                                        shows,
+                                    }],
+                                )
+                            }
+                            Err(e) => {
+                                last_err = e;
+                                misses += 1;
+                                if misses >= RETRIES {
+                                    return (
+                                        Outcome::Unknown,
+                                        vec![format!(
+                                            "models the monitor did not reproduce: {last_err}"
+                                        )],
+                                        vec![],
+                                    );
+                                }
+                                s.assert(guard.implies(block(&r, &m, j)));
+                            }
                         }
                     }
                 }
             }
         }
-        (
-            Outcome::Unknown,
-            vec![format!("models the monitor did not reproduce: {last_err}")],
-            vec![],
-        )
+        let mut d = self.notes();
+        if misses > 0 {
+            d.push(format!("models the monitor did not reproduce: {last_err}"));
+            return (Outcome::Unknown, d, vec![]);
+        }
+        (Outcome::Holds, d, vec![])
     }
 
     // ---- non-leakage ---------------------------------------------------
 
-    fn non_leakage(&self, a: &Alphabet) -> Answer {
+    fn non_leakage(&self, _a: &Alphabet) -> Answer {
         let p = self.policy;
         // The monitor judges the sink's label; the property judges every
         // argument without sanitizers. They differ only through a sink
@@ -404,12 +471,12 @@ impl<'a> Ctx<'a> {
             }
             Err("the replayed call carries nothing a deny rule forbids".into())
         };
-        self.single_run(a, &viol, &confirm)
+        self.single_run(&viol, &confirm)
     }
 
     // ---- trust preservation ----------------------------------------------
 
-    fn trust_preservation(&self, a: &Alphabet) -> Answer {
+    fn trust_preservation(&self, _a: &Alphabet) -> Answer {
         let p = self.policy;
         // The monitor denies an untrusted label at a trusted-only sink
         // unless an allow rule with an untrusted ceiling exempts it.
@@ -468,12 +535,12 @@ impl<'a> Ctx<'a> {
             }
             Err("the replayed call brings no untrusted data into a trusted-only sink".into())
         };
-        self.single_run(a, &viol, &confirm)
+        self.single_run(&viol, &confirm)
     }
 
     // ---- quota soundness --------------------------------------------------
 
-    fn quota_soundness(&self, a: &Alphabet) -> Answer {
+    fn quota_soundness(&self, _a: &Alphabet) -> Answer {
         let p = self.policy;
         // The calls a grant answers for: it is the first grant of its agent,
         // in policy order, that matches them (quota aside).
@@ -487,36 +554,40 @@ impl<'a> Ctx<'a> {
                 && m(grant)
                 && !p.grants[..g].iter().any(|h| h.agent == grant.agent && m(h))
         };
+        // Without a later grant of the same agent that also matches its
+        // calls, a grant's calls are served by it or denied: the ledger
+        // never overruns a quota (proved in Lean), so only grants that can
+        // be fallen through are searched.
+        let mut searched: Vec<(usize, u64, Vec<usize>)> = Vec::new();
+        for (g, grant) in p.grants.iter().enumerate() {
+            let Quota::Limited(n) = grant.quota else {
+                continue;
+            };
+            let mine: Vec<usize> = (0..self.search.len())
+                .filter(|&li| covers(g, &self.search[li]))
+                .collect();
+            let fallthrough = mine.iter().any(|&li| {
+                let l = &self.search[li];
+                p.grants.iter().skip(g + 1).any(|h| {
+                    h.agent == grant.agent
+                        && agenra_core::spec::grant_matches(p, h, h.agent, &l.request(), &l.sets)
+                })
+            });
+            if !mine.is_empty() && fallthrough {
+                searched.push((g, n, mine));
+            }
+        }
+        if searched.is_empty() {
+            let mut d = self.notes();
+            d.insert(0, "no limited grant has calls a later grant of its agent also matches: the ledger bounds each".into());
+            return (Outcome::Holds, d, vec![]);
+        }
         let viol = |r: &Run, j: usize| {
             let mut out = Vec::new();
-            for (g, grant) in p.grants.iter().enumerate() {
-                let Quota::Limited(n) = grant.quota else {
-                    continue;
-                };
+            for (g, n, mine) in &searched {
+                let (g, n) = (*g, *n);
+                let grant = &p.grants[g];
                 if n as usize > j {
-                    continue;
-                }
-                let mine: Vec<usize> = (0..a.letters.len())
-                    .filter(|&li| covers(g, &a.letters[li]))
-                    .collect();
-                // Without a later grant of the same agent that also matches
-                // them, `g`'s calls are served by `g` or denied: the ledger
-                // never overruns a quota (proved in Lean), so only
-                // fall-through needs the search.
-                let fallthrough = mine.iter().any(|&li| {
-                    let l = &a.letters[li];
-                    p.grants.iter().enumerate().skip(g + 1).any(|(_, h)| {
-                        h.agent == grant.agent
-                            && agenra_core::spec::grant_matches(
-                                p,
-                                h,
-                                h.agent,
-                                &l.request(),
-                                &l.sets,
-                            )
-                    })
-                });
-                if mine.is_empty() || !fallthrough {
                     continue;
                 }
                 let matched = |i: usize| {
@@ -576,19 +647,24 @@ impl<'a> Ctx<'a> {
             }
             Err("the replay does not exceed the quota".into())
         };
-        self.single_run(a, &viol, &confirm)
+        self.single_run(&viol, &confirm)
     }
 
     // ---- delegation safety ---------------------------------------------------
 
-    fn delegation_safety(&self, a: &Alphabet) -> Answer {
+    fn delegation_safety(&self, _a: &Alphabet) -> Answer {
         let p = self.policy;
         if p.agents.iter().all(|x| x.parent.is_none()) {
             let mut d = self.notes();
             d.insert(0, "the policy has no delegates".into());
             return (Outcome::Holds, d, vec![]);
         }
-        let letters = &a.letters;
+        if let Some(why) = self.delegation_by_structure() {
+            let mut d = self.notes();
+            d.insert(0, why);
+            return (Outcome::Holds, d, vec![]);
+        }
+        let letters = &self.search;
         let viol = |r: &Run, j: usize| {
             let s = &r.steps[j];
             let mut out = Vec::new();
@@ -661,7 +737,7 @@ impl<'a> Ctx<'a> {
                 verdict_name(pv)
             ))
         };
-        let mut ans = self.single_run(a, &viol, &confirm);
+        let mut ans = self.single_run(&viol, &confirm);
         if ans.0 == Outcome::Violated {
             if let Some(w) = companion.into_inner() {
                 ans.2.push(w);
@@ -670,9 +746,58 @@ impl<'a> Ctx<'a> {
         ans
     }
 
+    /// Delegation safety on structure (docs/verification.md): when no
+    /// condition anywhere tests the calling agent, no delegator has a
+    /// `deny` or `pause` rule on what it receives, and every delegate's
+    /// call is in its delegators' scopes, then a delegate's call and the
+    /// same call by its delegator read the same conditions, the same flow
+    /// and history rules and the same state; the delegate's ledger takes a
+    /// unit along the whole chain (its delegator's selection included), so
+    /// its DENY covers the delegator's and its approvals include the
+    /// delegator's: it is never admitted where the delegator is denied,
+    /// nor ALLOWed where the delegator is PAUSEd. `None` if a premise
+    /// fails (then Z3 searches).
+    fn delegation_by_structure(&self) -> Option<String> {
+        let p = self.policy;
+        let named = |c: &agenra_core::NamedCond| c.agents().is_empty();
+        let step = |s: &agenra_core::policy::StepPattern| s.when.as_ref().is_none_or(named);
+        let agent_free = p.flow_rules.iter().all(|r| named(&r.when))
+            && p.receive_rules.iter().all(|r| named(&r.when))
+            && p.call_rules.iter().all(|r| r.when.agents().is_empty())
+            && p.grants
+                .iter()
+                .all(|g| g.args.iter().all(|c| c.agents().is_empty()))
+            && p.path_rules.iter().all(|r| {
+                r.reset.as_ref().is_none_or(step)
+                    && match &r.kind {
+                        PathKind::Sequence(s) => s.iter().all(step),
+                        PathKind::AtMost { step: s, .. } => step(s),
+                    }
+            });
+        if !agent_free {
+            return None;
+        }
+        let delegators: Vec<usize> = p.agents.iter().filter_map(|a| a.parent).collect();
+        let guarded = p
+            .receive_rules
+            .iter()
+            .any(|r| delegators.contains(&r.agent) && !matches!(r.effect, FlowEffect::Allow(_)));
+        if guarded {
+            return None;
+        }
+        let scoped = self.search.iter().all(|l| {
+            p.chain_iter(l.agent)
+                .all(|x| agenra_certify::classes::in_scope(p, x, l.tool))
+        });
+        if !scoped {
+            return None;
+        }
+        Some("decided on structure: no condition tests the calling agent, no delegator has a deny or pause rule on what it receives, and every delegate's call is in its delegators' scopes, so a delegate's call is denied whenever its delegator's is, and paused whenever its delegator's is".into())
+    }
+
     // ---- taint monotonicity ------------------------------------------------
 
-    fn taint_monotonicity(&self, a: &Alphabet) -> Answer {
+    fn taint_monotonicity(&self, _a: &Alphabet) -> Answer {
         let p = self.policy;
         // Every other part of the step is monotone in the labels (deny and
         // pause patterns and path steps' `reads` are upward closed, allow
@@ -690,12 +815,36 @@ impl<'a> Ctx<'a> {
             );
             return (Outcome::Holds, d, vec![]);
         }
+        // The two runs grow one step at a time on one incremental solver.
+        // Every witness of a bound `j` has the same verdicts in both runs
+        // at the steps before `j`; so once bound `j` has no witness, "the
+        // verdicts agree at step `j`" is asserted for the longer bounds.
+        let letters = &self.search;
         let k = self.opts.bound.max(1);
-        let ra = build(p, &a.letters, k, "a", None);
-        let rb = build(p, &a.letters, k, "b", Some(&ra));
-        let mut facts = ra.constraints.clone();
-        facts.extend(rb.constraints.iter().cloned());
-        for (sa, sb) in ra.steps.iter().zip(&rb.steps) {
+        let s = new_solver(&self.opts);
+        let mut ra = Run::start(p, letters);
+        let mut rb = Run::start(p, letters);
+        let same = |ra: &Run, rb: &Run, i: usize| {
+            let (x, y) = (&ra.steps[i], &rb.steps[i]);
+            Bool::and(&[
+                x.deny.iff(&y.deny),
+                x.pause.iff(&y.pause),
+                x.admitted.iff(&y.admitted),
+            ])
+        };
+        let mut last_err = String::new();
+        let mut misses = 0;
+        for j in 0..k {
+            let (fa, fb) = (
+                ra.marks.last().copied().unwrap_or(0),
+                rb.marks.last().copied().unwrap_or(0),
+            );
+            ra.extend(p, letters, "a", None);
+            rb.extend(p, letters, "b", Some(&ra));
+            for c in ra.constraints[fa..].iter().chain(&rb.constraints[fb..]) {
+                s.assert(c);
+            }
+            let (sa, sb) = (&ra.steps[j], &rb.steps[j]);
             for (ga, gb) in sa.groups.iter().zip(&sb.groups) {
                 let mut dom: Vec<Bool> = ga
                     .args
@@ -704,47 +853,57 @@ impl<'a> Ctx<'a> {
                     .map(|(x, y)| below(x, y))
                     .collect();
                 dom.push(below(&ga.input, &gb.input));
-                facts.push(ga.picked.implies(Bool::and(&dom)));
+                s.assert(ga.picked.implies(Bool::and(&dom)));
             }
-        }
-        let same = |i: usize| {
-            let (x, y) = (&ra.steps[i], &rb.steps[i]);
-            Bool::and(&[
-                x.deny.iff(&y.deny),
-                x.pause.iff(&y.pause),
-                x.admitted.iff(&y.admitted),
-            ])
-        };
-        let per_step: Vec<Bool> = (0..k)
-            .map(|j| {
-                let mut parts: Vec<Bool> = (0..j).map(same).collect();
-                parts.push(ra.steps[j].deny.clone());
-                parts.push(rb.steps[j].deny.not());
-                Bool::and(&parts)
-            })
-            .collect();
-        let goal = Bool::or(&per_step);
-        let mut last_err = String::new();
-        for _ in 0..RETRIES {
-            match solve(&self.opts, &facts, &goal) {
-                Solved::Unsat if last_err.is_empty() => {
-                    return (Outcome::Holds, self.notes(), vec![])
-                }
-                Solved::Unsat => break,
-                Solved::Unknown(why) => return (Outcome::Unknown, vec![why], vec![]),
-                Solved::Sat(m) => {
-                    let j = per_step.iter().position(|b| bval(&m, b)).unwrap_or(k - 1);
-                    let sa = steps_of(&a.letters, &run::read(p, &a.letters, &ra, &m, j + 1));
-                    let sb = steps_of(&a.letters, &run::read(p, &a.letters, &rb, &m, j + 1));
-                    match confirm_monotone(p, &sa, &sb) {
-                        Ok((wa, wb, what)) => return (Outcome::Violated, vec![what], vec![wa, wb]),
-                        Err(e) => {
-                            last_err = e;
-                            facts.push(Bool::or(&[block(&ra, &m, j), block(&rb, &m, j)]));
+            // Every other part of the step being monotone in the labels,
+            // the second run can only escape the first run's DENY through a
+            // path rule whose progress labels can lower: one is behind.
+            let behind: Vec<Bool> = p
+                .path_rules
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| run::label_dependent(r))
+                .map(|(x, _)| sb.state.path[x].lt(&sa.state.path[x]))
+                .collect();
+            let guard = Bool::fresh_const("goal");
+            s.assert(guard.implies(Bool::and(&[
+                sa.deny.clone(),
+                sb.deny.not(),
+                Bool::or(&behind),
+            ])));
+            loop {
+                match check(&s, &guard, &self.opts) {
+                    Solved::Unsat => break,
+                    Solved::Unknown(why) => return (Outcome::Unknown, vec![why], vec![]),
+                    Solved::Sat(m) => {
+                        let sa = steps_of(letters, &run::read(p, letters, &ra, &m, j + 1));
+                        let sb = steps_of(letters, &run::read(p, letters, &rb, &m, j + 1));
+                        match confirm_monotone(p, &sa, &sb) {
+                            Ok((wa, wb, what)) => {
+                                return (Outcome::Violated, vec![what], vec![wa, wb])
+                            }
+                            Err(e) => {
+                                last_err = e;
+                                misses += 1;
+                                if misses >= RETRIES {
+                                    break;
+                                }
+                                s.assert(
+                                    guard
+                                        .implies(Bool::or(&[block(&ra, &m, j), block(&rb, &m, j)])),
+                                );
+                            }
                         }
                     }
                 }
             }
+            if misses >= RETRIES {
+                break;
+            }
+            s.assert(same(&ra, &rb, j));
+        }
+        if misses == 0 {
+            return (Outcome::Holds, self.notes(), vec![]);
         }
         (
             Outcome::Unknown,
@@ -1020,14 +1179,14 @@ impl<'a> Ctx<'a> {
         Ok(out)
     }
 
-    fn obligations_met(&self, a: &Alphabet) -> Result<Vec<String>, String> {
+    fn obligations_met(&self, _a: &Alphabet) -> Result<Vec<String>, String> {
         let p = self.policy;
         let mut out = Vec::new();
-        if p.obligations.is_empty() || a.letters.is_empty() {
+        if p.obligations.is_empty() || self.search_all.is_empty() {
             return Ok(out);
         }
         let k = self.opts.bound.max(1);
-        let r = build(p, &a.letters, k, "ob", None);
+        let r = build(p, &self.search_all, k, "ob", None);
         for (o, ob) in p.obligations.iter().enumerate() {
             let mut met = Vec::new();
             for s in &r.steps {

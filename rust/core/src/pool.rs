@@ -1,0 +1,142 @@
+//! Quotas shared by all sessions of a tenant (`quota N per tenant`).
+//!
+//! A grant's quota is per session by default: each new session starts with
+//! the full quota. A grant declared `quota N per tenant` draws instead on a
+//! pool that every session of the tenant shares, so "5 payments a day" does
+//! not reset with each new session (`docs/semantics.md`, "Quota scope").
+//!
+//! The pool counts, for every shared grant, the units *taken* by all the
+//! tenant's sessions (held by PAUSE reservations, or spent), keyed by the
+//! grant's **name**: a policy reload keeps the counts. What is left is
+//! `quota − taken` (saturating), the quota coming from the current policy.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Units taken from each shared (per-tenant) grant, keyed by grant name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedCounts {
+    taken: BTreeMap<String, u64>,
+}
+
+impl SharedCounts {
+    /// Units taken from the shared grant named `grant` (0 when none were).
+    pub fn taken(&self, grant: &str) -> u64 {
+        self.taken.get(grant).copied().unwrap_or(0)
+    }
+
+    /// Sets the units taken from `grant` (0 removes the entry, so equal
+    /// counts compare equal however they were reached).
+    pub fn set_taken(&mut self, grant: &str, n: u64) {
+        if n == 0 {
+            self.taken.remove(grant);
+        } else if let Some(slot) = self.taken.get_mut(grant) {
+            *slot = n;
+        } else {
+            self.taken.insert(grant.to_string(), n);
+        }
+    }
+
+    /// Every grant with units taken, by name, and how many.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.taken.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Units left of a shared grant of quota `quota`: `quota − taken`,
+    /// never below zero (the pool may hold more than a lowered quota).
+    pub fn remaining(&self, grant: &str, quota: u64) -> u64 {
+        quota.saturating_sub(self.taken(grant))
+    }
+
+    /// Takes one unit of `grant`.
+    pub fn take(&mut self, grant: &str) {
+        let n = self.taken(grant).saturating_add(1);
+        self.set_taken(grant, n);
+    }
+
+    /// Gives one unit of `grant` back, never below zero taken.
+    pub fn give_back(&mut self, grant: &str) {
+        let n = self.taken(grant).saturating_sub(1);
+        self.set_taken(grant, n);
+    }
+}
+
+/// A tenant's pool, shared by its sessions (cheap to clone: clones share
+/// the same counts). Give it to each session of the tenant with
+/// [`SessionOptions::pool`](crate::SessionOptions::pool); a session without
+/// one has a private pool, and its shared grants then behave per session.
+#[derive(Clone, Debug, Default)]
+pub struct TenantPool(Arc<Mutex<SharedCounts>>);
+
+impl TenantPool {
+    /// An empty pool: nothing taken yet.
+    pub fn new() -> Self {
+        TenantPool::default()
+    }
+
+    /// A copy of the counts as they are now.
+    pub fn snapshot(&self) -> SharedCounts {
+        self.lock().clone()
+    }
+
+    /// Replaces the counts (e.g. with what a durable store holds, before
+    /// deciding).
+    pub fn replace(&self, counts: SharedCounts) {
+        *self.lock() = counts;
+    }
+
+    /// Whether `self` and `other` are the same pool (clones of one another).
+    pub fn same_as(&self, other: &TenantPool) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Locks the counts. A session that panicked while holding the lock
+    /// left the counts as they were before its step (a session works on a
+    /// copy and writes it back only when the step is done), so a poisoned
+    /// lock is still consistent.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, SharedCounts> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_take_give_back_and_saturate() {
+        let mut c = SharedCounts::default();
+        assert_eq!(c.taken("pay"), 0);
+        c.take("pay");
+        c.take("pay");
+        assert_eq!(c.taken("pay"), 2);
+        assert_eq!(c.remaining("pay", 5), 3);
+        assert_eq!(c.remaining("pay", 1), 0, "a lowered quota leaves nothing");
+        c.give_back("pay");
+        c.give_back("pay");
+        c.give_back("pay");
+        assert_eq!(c.taken("pay"), 0, "never below zero");
+        assert_eq!(c, SharedCounts::default(), "zero counts are not stored");
+        c.set_taken("a", 3);
+        c.set_taken("b", 1);
+        assert_eq!(c.iter().collect::<Vec<_>>(), vec![("a", 3), ("b", 1)]);
+        c.set_taken("a", u64::MAX);
+        c.take("a");
+        assert_eq!(c.taken("a"), u64::MAX);
+    }
+
+    #[test]
+    fn clones_of_a_pool_share_its_counts() {
+        let pool = TenantPool::new();
+        let other = pool.clone();
+        let mut c = SharedCounts::default();
+        c.set_taken("pay", 4);
+        other.replace(c.clone());
+        assert_eq!(pool.snapshot(), c);
+        assert!(pool.same_as(&other) && !pool.same_as(&TenantPool::new()));
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(json, r#"{"taken":{"pay":4}}"#);
+        assert_eq!(serde_json::from_str::<SharedCounts>(&json).unwrap(), c);
+    }
+}
