@@ -65,12 +65,18 @@ pub struct NativeAnswer {
 }
 
 impl NativeAnswer {
-    fn of(policy: &Policy, d: &Decision) -> NativeAnswer {
+    /// `d`, which `session` just made (its path is built now, when read).
+    fn of(policy: &Policy, session: &Monitor, d: &Decision) -> NativeAnswer {
         NativeAnswer {
             verdict: d.verdict,
             rule_name: d.rule.name(policy),
             grants: d.grants.clone(),
-            path: d.path.iter().map(|n| n.0).collect(),
+            path: session
+                .path(d)
+                .unwrap_or_default()
+                .iter()
+                .map(|n| n.0)
+                .collect(),
             reason: d.reason_text(policy),
         }
     }
@@ -108,11 +114,9 @@ pub enum EngineOutput {
 
 /// A session decided by the chosen engine(s).
 pub struct EngineSession {
-    engine: Engine,
     policy: Policy,
     native: Option<Monitor>,
-    smt: Option<SmtSession>,
-    failed_closed: Option<String>,
+    smt: Option<SmtSide>,
 }
 
 impl EngineSession {
@@ -128,43 +132,121 @@ impl EngineSession {
         };
         let smt = match engine {
             Engine::Native => None,
-            _ => Some(SmtSession::new(policy)?),
+            _ => Some(SmtSide::new(policy, engine)?),
         };
         Ok(EngineSession {
-            engine,
             policy: policy.clone(),
             native,
             smt,
-            failed_closed: None,
         })
     }
 
     /// The SMT session, if the engine uses it (for drawing its graph).
     pub fn smt(&self) -> Option<&SmtSession> {
-        self.smt.as_ref()
+        self.smt.as_ref().map(SmtSide::session)
     }
 
     /// Decides a call, or applies another event.
     pub fn step(&mut self, e: &Event) -> Result<EngineOutput, EngineError> {
-        let smt = match (e, self.smt.as_mut()) {
-            (Event::Call(c), Some(s)) => Some(s.decide(c)),
+        let policy = &self.policy;
+        let native = self.native.as_mut().map(|m| match m.step(e) {
+            Ok(StepOutput::Decision(d)) => Ok(Some(NativeAnswer::of(policy, m, &d))),
+            Ok(StepOutput::Applied(_)) => Ok(None),
+            Err(err) => Err(err.to_string()),
+        });
+        match self.smt.as_mut() {
+            Some(side) => side.step(e, native),
+            None => match native {
+                Some(Ok(Some(n))) => Ok(native_only(policy, Engine::Native, n)),
+                Some(Ok(None)) | None => Ok(EngineOutput::Applied),
+                Some(Err(err)) => Err(EngineError::Native(err)),
+            },
+        }
+    }
+}
+
+/// The decision of the native engine alone.
+fn native_only(policy: &Policy, engine: Engine, n: NativeAnswer) -> EngineOutput {
+    EngineOutput::Decision(Box::new(EngineDecision {
+        engine,
+        verdict: n.verdict,
+        rule: n.rule_name.clone(),
+        granted: grant_names(policy, &n.grants),
+        native: Some(n),
+        smt: None,
+        disagreement: None,
+    }))
+}
+
+fn grant_names(policy: &Policy, gs: &[usize]) -> Vec<String> {
+    gs.iter()
+        .filter_map(|&g| policy.grants.get(g).map(|x| x.name.clone()))
+        .collect()
+}
+
+/// The SMT half of a session under `smt` or `both`, for callers that step
+/// the native monitor themselves (`agenra replay` and `agenra monitor`
+/// keep their native sessions in [`crate::Sessions`]): it decides each
+/// call with the Z3 authorizer, applies every event to its session and,
+/// under `both`, compares the answer with the native one it is handed. The
+/// one place the `both` semantics live ([`EngineSession`] uses it too).
+pub struct SmtSide {
+    engine: Engine,
+    policy: Policy,
+    smt: SmtSession,
+    failed_closed: Option<String>,
+}
+
+/// What the native engine made of an event, for [`SmtSide::step`]:
+/// `Ok(Some(answer))` a decision, `Ok(None)` another event applied,
+/// `Err(why)` the event refused.
+pub type NativeOutcome = Result<Option<NativeAnswer>, String>;
+
+impl SmtSide {
+    /// The SMT side of a new session of `policy` under `engine` (`smt` or
+    /// `both`), or the construct the encoding does not support.
+    pub fn new(policy: &Policy, engine: Engine) -> Result<SmtSide, EngineError> {
+        Ok(SmtSide {
+            engine,
+            policy: policy.clone(),
+            smt: SmtSession::new(policy)?,
+            failed_closed: None,
+        })
+    }
+
+    /// The SMT session (for drawing its graph).
+    pub fn session(&self) -> &SmtSession {
+        &self.smt
+    }
+
+    /// Whether an earlier disagreement closed the session (under `both`).
+    pub fn failed_closed(&self) -> Option<&str> {
+        self.failed_closed.as_deref()
+    }
+
+    /// Decides a call (or applies another event) with the SMT engine, and
+    /// under `both` compares with `native`, the native engine's outcome of
+    /// the same event (`None` when the native engine is not asked).
+    pub fn step(
+        &mut self,
+        e: &Event,
+        native: Option<NativeOutcome>,
+    ) -> Result<EngineOutput, EngineError> {
+        let smt = match e {
+            Event::Call(c) => Some(self.smt.decide(c)),
             _ => None,
         };
-        let native = self.native.as_mut().map(|m| m.step(e));
         // Keep the SMT session's state in step with the event.
-        if let Some(s) = self.smt.as_mut() {
-            let applied = s.apply(e);
-            if self.engine == Engine::Smt {
-                if let Some(Err(err)) = &smt {
-                    return Err(EngineError::Smt(err.clone()));
-                }
-                applied?;
+        let applied = self.smt.apply(e);
+        if self.engine == Engine::Smt {
+            if let Some(Err(err)) = &smt {
+                return Err(EngineError::Smt(err.clone()));
             }
+            applied?;
         }
         let native = match native {
             None => None,
-            Some(Ok(StepOutput::Decision(d))) => Some(NativeAnswer::of(&self.policy, &d)),
-            Some(Ok(StepOutput::Applied(_))) => None,
+            Some(Ok(answer)) => answer,
             Some(Err(err)) => match self.engine {
                 Engine::Both if matches!(smt, Some(Ok(_))) => {
                     return Ok(self.disagree(
@@ -173,7 +255,7 @@ impl EngineSession {
                         format!("native refused the event ({err}), smt decided it"),
                     ))
                 }
-                _ => return Err(EngineError::Native(err.to_string())),
+                _ => return Err(EngineError::Native(err)),
             },
         };
         let smt = match smt {
@@ -186,22 +268,9 @@ impl EngineSession {
                 _ => return Err(EngineError::Smt(err)),
             },
         };
-        let names = |gs: &[usize]| -> Vec<String> {
-            gs.iter()
-                .filter_map(|&g| self.policy.grants.get(g).map(|x| x.name.clone()))
-                .collect()
-        };
         Ok(match (native, smt) {
             (None, None) => EngineOutput::Applied,
-            (Some(n), None) => EngineOutput::Decision(Box::new(EngineDecision {
-                engine: self.engine,
-                verdict: n.verdict,
-                rule: n.rule_name.clone(),
-                granted: names(&n.grants),
-                native: Some(n),
-                smt: None,
-                disagreement: None,
-            })),
+            (Some(n), None) => native_only(&self.policy, self.engine, n),
             (None, Some(s)) => EngineOutput::Decision(Box::new(EngineDecision {
                 engine: self.engine,
                 verdict: s.verdict,
@@ -221,11 +290,7 @@ impl EngineSession {
         if let Some(why) = self.failed_closed.clone() {
             return self.disagree(Some(n), Some(s), why);
         }
-        let names: Vec<String> = n
-            .grants
-            .iter()
-            .filter_map(|&g| self.policy.grants.get(g).map(|x| x.name.clone()))
-            .collect();
+        let names = grant_names(&self.policy, &n.grants);
         if (n.verdict, &n.rule_name, &n.grants) != (s.verdict, &s.rule_name, &s.grants) {
             let why = format!(
                 "native {} {} {:?}, smt {} {} {:?}",
@@ -318,7 +383,7 @@ mod tests {
             sanitizer: None,
             facts: vec![],
         }];
-        let mut s = EngineSession::new(&p, Engine::Both).expect("supported");
+        let mut s = SmtSide::new(&p, Engine::Both).expect("supported");
         // Agreement: the shared answer.
         let d = decision(s.cross_check(
             native(Verdict::Allow, "g0", vec![0]),

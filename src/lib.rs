@@ -57,6 +57,8 @@ pub mod cmd_authorize;
 pub mod cmd_verify;
 #[cfg(feature = "smt")]
 pub mod engine;
+#[cfg(all(feature = "cli", feature = "smt"))]
+pub mod engine_replay;
 pub mod guard;
 #[cfg(feature = "cli")]
 pub mod render;
@@ -72,7 +74,9 @@ pub mod trace;
 
 pub use agenra_core as core;
 pub use agenra_core::decision::Stop;
-pub use agenra_core::decision::{Applied, Decision, Reason, Rule, StepError, StepOutput, Verdict};
+pub use agenra_core::decision::{
+    Applied, Decision, DecisionPath, PathError, Reason, Rule, StepError, StepOutput, Verdict,
+};
 pub use agenra_core::event::{Call, Event, Outcome, Report, Resolve};
 pub use agenra_core::{
     AgentHandle, CallArg, CompiledPolicy, LookupError, Monitor, MonitorError, ParamHandle, Policy,

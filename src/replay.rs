@@ -124,7 +124,8 @@ pub fn apply(sessions: &mut Sessions, seq: u64, event: &Event) -> Result<Record,
             decision: Some(d.verdict),
             rule: Some(d.rule.name(policy)),
             reason: d.reason_text(policy),
-            path: d.path.clone(),
+            // Built now, right after the step (the node is always there).
+            path: monitor.path(&d).unwrap_or_default(),
             // Units taken, or (an approval that DENYs) given back.
             grants: grant_names(if d.refunded.is_empty() {
                 &d.grants

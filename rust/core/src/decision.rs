@@ -200,10 +200,12 @@ pub struct Decision {
     pub node: NodeId,
     /// The call's tool (`None` when the call names an unknown tool).
     pub tool: Option<ToolId>,
-    /// The violation: for a flow DENY, node ids from the labeled source to
+    /// The violation: for a flow rule, node ids from the labeled source to
     /// the sink; for a path rule or obligation, the earlier calls that make
-    /// it up, then this one.
-    pub path: Vec<NodeId>,
+    /// it up, then this one. A flow's path is built only when read:
+    /// [`Session::path`](crate::Session::path) resolves it against the
+    /// session that made the decision.
+    pub path: DecisionPath,
     /// Units taken along the delegation chain (ALLOW and PAUSE; for an
     /// approval that ALLOWs, the units the call holds).
     pub grants: Vec<GrantId>,
@@ -211,6 +213,99 @@ pub struct Decision {
     pub refunded: Vec<GrantId>,
     /// The hash of every grant's remaining count after this step (see `docs/semantics.md`).
     pub ledger_hash: Hash,
+}
+
+/// A decision's path ([`Decision::path`]): the node ids themselves, or, for
+/// a flow rule, what they are found from in the session graph, so that the
+/// hot path walks no graph. [`Session::path`](crate::Session::path) gives
+/// the node ids either way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecisionPath(PathRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PathRepr {
+    Nodes(Vec<NodeId>),
+    Flow(FlowTrace),
+}
+
+impl Default for PathRepr {
+    fn default() -> Self {
+        PathRepr::Nodes(Vec::new())
+    }
+}
+
+/// What a flow's path is found from: the walk `Graph::explain_path` does
+/// from the call's node, as the graph was when the flow was judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FlowTrace {
+    /// The call's node (where the walk starts).
+    pub node: NodeId,
+    /// The call's tool, and which of its sink uses the flow went into
+    /// (`None`: what the calling agent receives, i.e. every argument).
+    pub tool: ToolId,
+    pub sink_use: Option<u32>,
+    /// The rule's label pattern: the walk follows labels it matches.
+    pub pattern: crate::label::LabelPattern,
+    /// Whether some argument bound to the sink reads the context (the
+    /// call's edge from the context is followed).
+    pub context: bool,
+    /// The call's own resource carries the label: the path is the call.
+    pub own_resource: bool,
+    /// The graph's edge count when the flow was judged.
+    pub horizon: u32,
+}
+
+impl DecisionPath {
+    /// A path given by its node ids.
+    pub fn from_nodes(nodes: Vec<NodeId>) -> DecisionPath {
+        DecisionPath(PathRepr::Nodes(nodes))
+    }
+
+    pub(crate) fn flow(trace: FlowTrace) -> DecisionPath {
+        DecisionPath(PathRepr::Flow(trace))
+    }
+
+    /// The node ids, when they are already known (every path but a flow
+    /// rule's before it is read: use [`Session::path`](crate::Session::path)).
+    pub fn nodes(&self) -> Option<&[NodeId]> {
+        match &self.0 {
+            PathRepr::Nodes(n) => Some(n),
+            PathRepr::Flow(_) => None,
+        }
+    }
+
+    /// Whether the decision has no path at all (an ALLOW, a missing grant,
+    /// a count, an ill-formed call). A flow rule's path is never empty.
+    pub fn is_empty(&self) -> bool {
+        matches!(&self.0, PathRepr::Nodes(n) if n.is_empty())
+    }
+
+    pub(crate) fn trace(&self) -> Option<&FlowTrace> {
+        match &self.0 {
+            PathRepr::Nodes(_) => None,
+            PathRepr::Flow(t) => Some(t),
+        }
+    }
+}
+
+impl From<Vec<NodeId>> for DecisionPath {
+    fn from(nodes: Vec<NodeId>) -> DecisionPath {
+        DecisionPath::from_nodes(nodes)
+    }
+}
+
+/// Why a decision's path cannot be built when it is read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// A compact session no longer holds the call's node (it was older than
+    /// the session's window when compaction ran): the audit sink received
+    /// the graph instead. The node is always still there right after the
+    /// decision.
+    #[error("node {node} is no longer in the session's graph (a compact session forgot it)")]
+    Forgotten {
+        /// The decision's node.
+        node: NodeId,
+    },
 }
 
 impl Decision {

@@ -421,9 +421,22 @@ impl Graph {
         bad: impl Fn(&Label) -> bool,
         first_hop: impl Fn(&Edge) -> bool,
     ) -> Vec<NodeId> {
+        self.explain_path_before(sink, self.edge_count(), bad, first_hop)
+    }
+
+    /// [`Graph::explain_path`] as the graph was when it held `horizon`
+    /// edges: edges appended since are not followed (a path built when a
+    /// decision is read is the one it had when it was made).
+    pub fn explain_path_before(
+        &self,
+        sink: NodeId,
+        horizon: usize,
+        bad: impl Fn(&Label) -> bool,
+        first_hop: impl Fn(&Edge) -> bool,
+    ) -> Vec<NodeId> {
         let mut path = vec![sink];
         let mut cur = sink;
-        let mut horizon = self.edge_count();
+        let mut horizon = horizon.min(self.edge_count());
         loop {
             let next = if self.node(cur).is_some_and(|n| n.kind == NodeKind::Context) {
                 let merges = self.merges_before(cur, horizon);

@@ -7,7 +7,9 @@ mod common;
 use agenra_core::decision::Reason;
 use agenra_core::decision::{StepOutput, Verdict};
 use agenra_core::policy::Policy;
-use agenra_core::{Call, CompiledPolicy, Event, Session, SessionOptions, TypedCall, Value};
+use agenra_core::{
+    Call, CompiledPolicy, Event, PathError, Session, SessionOptions, TypedCall, Value,
+};
 use common::*;
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,16 +87,21 @@ proptest! {
                 let got = checked.authorize(c);
                 match (&predicted, &got, &stops) {
                     (Ok(p), Ok(d), Ok(stops)) => {
+                        // `check` builds its path before the rollback;
+                        // `authorize`'s is built here, when read.
+                        let path = checked.path(d).expect("the node is there");
+                        prop_assert_eq!(checked.path(p), Ok(path.clone()));
+                        prop_assert_eq!(p.path.nodes(), Some(path.as_slice()));
                         prop_assert_eq!(
-                            (p.verdict, p.rule, &p.reason, &p.path, &p.grants, p.node),
-                            (d.verdict, d.rule, &d.reason, &d.path, &d.grants, d.node)
+                            (p.verdict, p.rule, &p.reason, &p.grants, p.node),
+                            (d.verdict, d.rule, &d.reason, &d.grants, d.node)
                         );
                         let first = |v: Verdict| stops.iter().find(|s| s.verdict == v);
                         match d.verdict {
                             Verdict::Allow => prop_assert!(stops.is_empty(), "{:?}", stops),
                             Verdict::Deny => {
                                 let s = first(Verdict::Deny).expect("a deny");
-                                prop_assert_eq!((s.rule, &s.reason, &s.path), (d.rule, &d.reason, &d.path));
+                                prop_assert_eq!((s.rule, &s.reason, &s.path), (d.rule, &d.reason, &path));
                             }
                             Verdict::Pause => {
                                 prop_assert!(first(Verdict::Deny).is_none());
@@ -164,6 +171,7 @@ proptest! {
         let compiled = CompiledPolicy::new(policy.clone()).expect("valid policy");
         let released = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&released);
+        let mut flows = Vec::new();
         let mut full = compiled.session();
         let mut compact = compiled.session_with(SessionOptions::compact(window).audit(move |f| {
             if !f.kept {
@@ -185,6 +193,18 @@ proptest! {
                         (g.verdict, g.rule, &g.reason, &g.grants, g.node, &g.refunded),
                         "on {:?}", e
                     );
+                    // Read right after the decision, a compact session's
+                    // path resolves: it ends at the call, like the full one.
+                    let (wp, gp) = (full.path(w), compact.path(g));
+                    prop_assert!(gp.is_ok(), "{:?}", gp);
+                    prop_assert_eq!(wp.is_ok_and(|p| p.is_empty()), gp.is_ok_and(|p| p.is_empty()));
+                    if let (Ok(wp), Ok(gp)) = (full.path(w), compact.path(g)) {
+                        if w.path.nodes().is_none() {
+                            prop_assert_eq!(wp.last(), Some(&w.node));
+                            prop_assert_eq!(gp.last(), Some(&g.node));
+                            flows.push(g.clone());
+                        }
+                    }
                 }
                 (Ok(StepOutput::Applied(w)), Ok(StepOutput::Applied(g))) => {
                     prop_assert_eq!((w.node, w.rule, &w.refunded), (g.node, g.rule, &g.refunded));
@@ -202,6 +222,18 @@ proptest! {
                 released.load(Ordering::Relaxed) + graph.nodes.len() + graph.pinned.len(),
                 graph.len()
             );
+        }
+        // Read at the end, a flow's path resolves while its node is kept,
+        // and is a typed error (never a panic) once the node is forgotten.
+        let graph = &compact.state().graph;
+        for d in &flows {
+            match compact.path(d) {
+                Ok(p) => prop_assert_eq!(p.last(), Some(&d.node)),
+                Err(e) => {
+                    prop_assert_eq!(e, PathError::Forgotten { node: d.node });
+                    prop_assert!(graph.node(d.node).is_none());
+                }
+            }
         }
     }
 }

@@ -226,25 +226,33 @@ proptest! {
     })) {
         let events = events(&policy, &steps);
         let mut m = Monitor::new(policy.clone()).expect("valid policy");
+        let mut read = Vec::new();
         for e in &events {
             if let Ok(StepOutput::Decision(d)) = m.step(e) {
                 if let agenra_core::decision::Rule::Flow(r) = d.rule {
+                    // Built when read: here, right after the decision.
+                    let path = m.path(&d).expect("a full session forgets nothing");
                     let graph = &m.state().graph;
-                    prop_assert_eq!(d.path.last(), Some(&d.node));
-                    for pair in d.path.windows(2) {
+                    prop_assert_eq!(path.last(), Some(&d.node));
+                    for pair in path.windows(2) {
                         prop_assert!(graph.data_preds(pair[1]).contains(&pair[0]), "{:?} not an edge", pair);
                     }
                     if let agenra_core::policy::FlowEffect::Deny(p) = policy.flow_rules[r].effect {
-                        if d.path.len() > 1 {
-                            let first = graph.node(d.path[0]).expect("node");
+                        if path.len() > 1 {
+                            let first = graph.node(path[0]).expect("node");
                             // The context is judged as of its use; calls by their label.
                             if first.kind != agenra_core::graph::NodeKind::Context {
                                 prop_assert!(p.matches(&first.label));
                             }
                         }
                     }
+                    read.push((d, path));
                 }
             }
+        }
+        // Read again after the whole trace: the graph grew, the paths did not change.
+        for (d, path) in read {
+            prop_assert_eq!(m.path(&d), Ok(path));
         }
     }
 

@@ -9,7 +9,7 @@
 //! the grant was valid.
 
 use super::Session;
-use crate::decision::{Decision, Reason, Rule, StepError, Verdict};
+use crate::decision::{Decision, DecisionPath, Reason, Rule, StepError, Verdict};
 use crate::event::Resolve;
 use crate::graph::Status;
 use crate::policy::RuleEffect;
@@ -34,7 +34,8 @@ impl Session {
         let denial = match flows.deny {
             Some(hit) => {
                 let (rule, reason) = hit.rule_and_reason();
-                Some((rule, reason, self.flow_path(node, &hit, &labels, pending)))
+                let path = self.flow_path(node, &hit, &labels, pending);
+                Some((rule, reason, path.into()))
             }
             None => self
                 .history_violations(node, pending)
@@ -70,7 +71,7 @@ impl Session {
             Reason::Approved,
             node,
             tool,
-            vec![],
+            DecisionPath::default(),
             held.grants.clone(),
         ))
     }

@@ -13,10 +13,10 @@
 use super::lineage::CallLabels;
 use super::wellformed::Resolved;
 use super::Session;
-use crate::decision::{Reason, Rule};
+use crate::decision::{DecisionPath, FlowTrace, Reason, Rule};
 use crate::graph::{NodeId, NO_PARAM};
 use crate::label::{Label, LabelPattern};
-use crate::policy::{AgentId, FlowEffect, RuleEffect, SinkId, SinkUse};
+use crate::policy::{AgentId, FlowEffect, RuleEffect, SinkId, SinkUse, ToolId};
 use crate::spec;
 
 /// Where a flow goes: a sink, or (a receive rule) the calling agent.
@@ -36,8 +36,10 @@ pub(crate) struct FlowHit {
     pub label: Label,
     /// The rule's pattern.
     pub pattern: LabelPattern,
-    /// The sink's bound parameters (`None`: all).
-    pub params: Option<Vec<usize>>,
+    /// The call's tool, and the index of the sink use in its declaration
+    /// (its bound parameters; `None`: every argument).
+    pub tool: ToolId,
+    pub sink_use: Option<usize>,
     /// The call's own resource, when its label alone matches the pattern.
     pub resource: Option<String>,
 }
@@ -83,7 +85,7 @@ impl Session {
             all: collect.then(Vec::new),
             ..FlowCheck::default()
         };
-        for sink in &spec.sinks {
+        for (k, sink) in spec.sinks.iter().enumerate() {
             let label = sink_label(sink, labels);
             let rules = self.shared.index.flows_for_sink[sink.sink]
                 .iter()
@@ -92,15 +94,7 @@ impl Session {
                     (i, rule.effect, &self.shared.index.flow_when[i][req.tool])
                 });
             let target = Target::Sink(sink.sink);
-            if self.judge(
-                r,
-                labels,
-                label,
-                target,
-                sink.params.as_ref(),
-                rules,
-                &mut out,
-            ) {
+            if self.judge(r, labels, label, target, Some(k), rules, &mut out) {
                 return out;
             }
         }
@@ -136,7 +130,7 @@ impl Session {
         labels: &CallLabels,
         label: Label,
         target: Target,
-        params: Option<&Vec<usize>>,
+        sink_use: Option<usize>,
         rules: impl Iterator<Item = (usize, FlowEffect, &'a crate::value::ArgCond)> + Clone,
         out: &mut FlowCheck,
     ) -> bool {
@@ -154,7 +148,8 @@ impl Session {
             target,
             label,
             pattern,
-            params: params.cloned(),
+            tool: req.tool,
+            sink_use,
             resource: labels
                 .resource
                 .filter(|(l, _)| pattern.matches(l))
@@ -201,9 +196,7 @@ impl Session {
         false
     }
 
-    /// The path that explains a flow hit: from the labeled source along data
-    /// edges into the bound arguments, to the call. When the call's own
-    /// resource carries the label, the call is its own source.
+    /// The path that explains a flow hit, built now (`check_all`, approvals).
     pub(crate) fn flow_path(
         &self,
         node: NodeId,
@@ -211,22 +204,62 @@ impl Session {
         labels: &CallLabels,
         r: &Resolved,
     ) -> Vec<NodeId> {
-        if hit.resource.is_some() {
-            return vec![node];
+        match self.flow_trace(node, hit, labels, r).trace() {
+            Some(t) => self.trace_path(t),
+            None => vec![node],
         }
-        let bound = |param: u16| match &hit.params {
+    }
+
+    /// What the path of a flow hit is found from, without walking the
+    /// graph: the walk is done when the path is read (`trace_path`).
+    pub(crate) fn flow_trace(
+        &self,
+        node: NodeId,
+        hit: &FlowHit,
+        labels: &CallLabels,
+        r: &Resolved,
+    ) -> DecisionPath {
+        let params = self.bound_params(hit.tool, hit.sink_use);
+        // The call's edge from the context is followed when an argument
+        // bound to the sink reads the context.
+        let context = params.is_none_or(|ps| ps.iter().any(|&p| labels.reads_context(p, r)));
+        DecisionPath::flow(FlowTrace {
+            node,
+            tool: hit.tool,
+            sink_use: hit.sink_use.map(|k| k as u32),
+            pattern: hit.pattern,
+            context,
+            own_resource: hit.resource.is_some(),
+            horizon: self.state.graph.edge_count() as u32,
+        })
+    }
+
+    /// The parameters bound to sink use `k` of `tool` (`None`: all).
+    fn bound_params(&self, tool: ToolId, k: Option<usize>) -> Option<&[usize]> {
+        let sink = self.shared.policy.tools.get(tool)?.sinks.get(k?)?;
+        sink.params.as_deref()
+    }
+
+    /// The path that explains a flow: from the labeled source along data
+    /// edges into the bound arguments, to the call, as the graph was when
+    /// the flow was judged. When the call's own resource carries the label,
+    /// the call is its own source.
+    pub(crate) fn trace_path(&self, t: &FlowTrace) -> Vec<NodeId> {
+        if t.own_resource {
+            return vec![t.node];
+        }
+        let params = self.bound_params(t.tool, t.sink_use.map(|k| k as usize));
+        let bound = |param: u16| match params {
             None => true,
-            Some(ps) => {
-                if param == NO_PARAM {
-                    ps.iter().any(|&p| labels.reads_context(p, r))
-                } else {
-                    ps.contains(&(param as usize))
-                }
-            }
+            Some(_) if param == NO_PARAM => t.context,
+            Some(ps) => ps.contains(&(param as usize)),
         };
-        self.state
-            .graph
-            .explain_path(node, |l| hit.pattern.matches(l), |e| bound(e.param))
+        self.state.graph.explain_path_before(
+            t.node,
+            t.horizon as usize,
+            |l| t.pattern.matches(l),
+            |e| bound(e.param),
+        )
     }
 }
 

@@ -10,7 +10,7 @@
 use super::index::StepByTool;
 use super::wellformed::Resolved;
 use super::Session;
-use crate::decision::{Reason, Rule};
+use crate::decision::{DecisionPath, Reason, Rule};
 use crate::graph::{Node, NodeId};
 use crate::policy::{PathKind, RuleEffect, StepPattern};
 
@@ -21,8 +21,9 @@ pub(crate) struct Violation {
     pub reason: Reason,
     pub effect: RuleEffect,
     /// Earlier admitted calls that make up the violation, then the call
-    /// (just the call for counts and call rules: the reason says why).
-    pub path: Vec<NodeId>,
+    /// (just the call for call rules, nothing for counts: the reason says
+    /// why); for a flow, found when read.
+    pub path: DecisionPath,
 }
 
 impl Session {
@@ -57,7 +58,7 @@ impl Session {
                     rule: Rule::Call(c),
                     reason: Reason::CallForbidden,
                     effect: rule.effect,
-                    path: vec![node],
+                    path: vec![node].into(),
                 });
             }
         }
@@ -78,7 +79,7 @@ impl Session {
                             rule: Rule::Path(i),
                             reason: Reason::PathCompleted,
                             effect: rule.effect,
-                            path,
+                            path: path.into(),
                         });
                     }
                 }
@@ -88,7 +89,7 @@ impl Session {
                             rule: Rule::Path(i),
                             reason: Reason::CountExceeded { max: *max },
                             effect: rule.effect,
-                            path: vec![],
+                            path: DecisionPath::default(),
                         });
                     }
                 }
@@ -114,7 +115,7 @@ impl Session {
                         since: ob.since.is_some(),
                     },
                     effect: ob.effect,
-                    path,
+                    path: DecisionPath::from_nodes(path),
                 });
             }
         }

@@ -49,7 +49,7 @@ impl CallLabels {
     pub fn reads_context(&self, i: usize, r: &Resolved) -> bool {
         match self.sources.get(i) {
             Some(source) => *source == ArgSource::Context,
-            None => r.lineage.get(i).is_some_and(Option::is_none) && !is_absent(r, i),
+            None => i < r.lineage.len() && !r.lineage.has(i) && !is_absent(r, i),
         }
     }
 
@@ -69,7 +69,7 @@ fn is_absent(r: &Resolved, i: usize) -> bool {
 /// A call that passes none (no parameters, or only absent arguments) reads
 /// the context: that it is made at all depends on what was read.
 pub(crate) fn carries_data(r: &Resolved) -> bool {
-    (0..r.lineage.len()).any(|i| r.lineage[i].is_some() || !is_absent(r, i))
+    (0..r.lineage.len()).any(|i| r.lineage.has(i) || !is_absent(r, i))
 }
 
 impl Session {
@@ -82,14 +82,14 @@ impl Session {
         let per_arg = by_value || self.shared.index.bound_sinks[r.req.tool];
         if !per_arg {
             // The common case, without allocating: the join of the sources.
-            let reads = (0..r.lineage.len()).any(|i| r.lineage[i].is_none() && !is_absent(r, i));
+            let reads = (0..r.lineage.len()).any(|i| !r.lineage.has(i) && !is_absent(r, i));
             let mut input = if reads || !carries_data(r) {
                 context
             } else {
                 Label::BOTTOM
             };
-            for id in r.lineage.iter().flatten().flatten() {
-                if let Some(n) = graph.node(*id) {
+            for id in r.lineage.nodes() {
+                if let Some(n) = graph.node(id) {
                     input = input.join(&n.label);
                 }
             }
@@ -102,8 +102,8 @@ impl Session {
         }
         let mut args = Vec::with_capacity(r.lineage.len());
         let mut sources = Vec::with_capacity(r.lineage.len());
-        for (i, lineage) in r.lineage.iter().enumerate() {
-            let (label, source) = match lineage {
+        for i in 0..r.lineage.len() {
+            let (label, source) = match r.lineage.get(i) {
                 Some(ids) => (
                     ids.iter()
                         .filter_map(|id| graph.node(*id))
@@ -235,8 +235,8 @@ impl Session {
                 .push_edge(ctx, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
         }
         let graph = &mut self.state.graph;
-        for (param, sources) in r.lineage.iter().enumerate() {
-            for s in sources.iter().flatten() {
+        for (param, sources) in r.lineage.given() {
+            for s in sources {
                 graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);
             }
         }

@@ -20,10 +20,68 @@ pub(crate) struct Resolved {
     /// Agent, tool, typed arguments in parameter order (`Null` for absent
     /// optional ones) and time.
     pub req: Request,
-    /// Observed data sources per parameter (`None`: the context).
-    pub lineage: Vec<Option<Vec<NodeId>>>,
+    /// Observed data sources of the parameters that have some (the
+    /// others read the context).
+    pub lineage: Lineage,
     /// Inferred sources: recorded, never used to narrow a flow.
     pub inferred: Vec<(u16, NodeId)>,
+}
+
+/// Observed lineage, by parameter: only the parameters the call gave
+/// lineage for are stored, in parameter order (usually none or a few, so
+/// a call allocates nothing per parameter of its tool).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lineage {
+    /// The tool's parameter count.
+    params: usize,
+    /// (parameter, its sources), sorted by parameter, each parameter once.
+    given: Vec<(usize, Vec<NodeId>)>,
+}
+
+impl Lineage {
+    /// No lineage for any of `params` parameters.
+    pub fn new(params: usize) -> Lineage {
+        Lineage {
+            params,
+            given: Vec::new(),
+        }
+    }
+
+    /// The tool's parameter count.
+    pub fn len(&self) -> usize {
+        self.params
+    }
+
+    /// Sets parameter `i`'s sources (a later call for `i` replaces them).
+    pub fn set(&mut self, i: usize, nodes: Vec<NodeId>) {
+        match self.given.binary_search_by_key(&i, |(p, _)| *p) {
+            Ok(k) => self.given[k].1 = nodes,
+            Err(k) => self.given.insert(k, (i, nodes)),
+        }
+    }
+
+    /// Parameter `i`'s observed sources (`None`: it reads the context).
+    pub fn get(&self, i: usize) -> Option<&[NodeId]> {
+        self.given
+            .iter()
+            .find(|(p, _)| *p == i)
+            .map(|(_, n)| n.as_slice())
+    }
+
+    /// Whether parameter `i` has observed lineage.
+    pub fn has(&self, i: usize) -> bool {
+        self.given.iter().any(|(p, _)| *p == i)
+    }
+
+    /// The parameters with lineage and their sources, in parameter order.
+    pub fn given(&self) -> impl Iterator<Item = (usize, &[NodeId])> {
+        self.given.iter().map(|(p, n)| (*p, n.as_slice()))
+    }
+
+    /// Every observed source, in parameter order.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.given.iter().flat_map(|(_, n)| n.iter().copied())
+    }
 }
 
 pub(crate) fn malformed(reason: Reason) -> Malformed {
@@ -149,10 +207,10 @@ impl Session {
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((index, nodes))
         };
-        let mut lineage = vec![None; spec.params.len()];
+        let mut lineage = Lineage::new(spec.params.len());
         for (param, ids) in &call.lineage {
             let (index, nodes) = lookup(param, ids)?;
-            lineage[index] = Some(nodes);
+            lineage.set(index, nodes);
         }
         let mut inferred = Vec::new();
         for (param, ids) in &call.inferred {
