@@ -3,6 +3,12 @@
 //! and keep-alive connection and sends consuming calls (one unit of a
 //! limited grant each) back to back; every answer is durable before it is
 //! sent, so concurrent clients share the store's group commits.
+//!
+//! With `AGENRA_BENCH_PG=postgres://…` the store is PostgreSQL instead (a
+//! fresh database `agenra_bench_…` is created on that server), and
+//! `AGENRA_BENCH_REPLICAS=N` (1 to 8) runs N gateways on it, each with its
+//! own connection and writer, the clients spread over them
+//! (`docs/store.md`, "Several replicas").
 
 use crate::{fail, Failed};
 use agenra_gateway::client::Client;
@@ -26,6 +32,36 @@ pub struct Figures {
     pub seconds: f64,
     pub commits: u64,
     pub records_per_commit: f64,
+    /// `postgres` with `AGENRA_BENCH_PG` (absent: the embedded store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<&'static str>,
+    /// Gateways sharing the PostgreSQL store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<usize>,
+}
+
+/// The PostgreSQL server and replica count from the environment.
+fn pg_setup() -> Result<Option<(String, usize)>, String> {
+    let Some(url) = std::env::var("AGENRA_BENCH_PG")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(None);
+    };
+    let replicas = match std::env::var("AGENRA_BENCH_REPLICAS") {
+        Ok(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=8).contains(n))
+            .ok_or_else(|| format!("AGENRA_BENCH_REPLICAS={n}: give 1 to 8"))?,
+        Err(_) => 1,
+    };
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let name = format!("agenra_bench_{}_{millis}", std::process::id());
+    let db = agenra_store::create_database(&url, &name).map_err(|e| e.to_string())?;
+    Ok(Some((db, replicas)))
 }
 
 fn client_loop(
@@ -90,17 +126,35 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
     let store = dir.join("store.redb");
     let result = (|| {
         let compiled = agenra::compile(POLICY, "bench").map_err(|e| e.to_string())?;
-        let log = agenra_store::Log::open_redb(&store).map_err(|e| e.to_string())?;
-        let gateway =
-            Gateway::open(log, compiled.policy, "bench", false).map_err(|e| e.to_string())?;
-        let server = Server::spawn(Arc::new(gateway), "127.0.0.1:0").map_err(|e| e.to_string())?;
-        let addr = server.addr();
+        let pg = pg_setup()?;
+        let mut servers = Vec::new();
+        for _ in 0..pg.as_ref().map_or(1, |p| p.1) {
+            let log = match &pg {
+                Some((url, _)) => agenra_store::Log::open_pg(url),
+                None => agenra_store::Log::open_redb(&store),
+            }
+            .map_err(|e| e.to_string())?;
+            let gateway = Gateway::open(log, compiled.policy.clone(), "bench", false)
+                .map_err(|e| e.to_string())?;
+            servers
+                .push(Server::spawn(Arc::new(gateway), "127.0.0.1:0").map_err(|e| e.to_string())?);
+        }
+        let addrs: Vec<_> = servers.iter().map(Server::addr).collect();
+        let stats = |servers: &[Server]| {
+            servers.iter().fold((0, 0), |(c, r), s| {
+                let st = s.gateway().store_stats();
+                (c + st.commits, r + st.records)
+            })
+        };
         let start = Instant::now();
         let warmup_until = start + Duration::from_millis(500);
         let until = warmup_until + Duration::from_secs_f64(seconds);
-        let before = server.gateway().store_stats();
+        let before = stats(&servers);
         let threads: Vec<_> = (0..clients)
-            .map(|i| std::thread::spawn(move || client_loop(addr, i, warmup_until, until)))
+            .map(|i| {
+                let addr = addrs[i % addrs.len()];
+                std::thread::spawn(move || client_loop(addr, i, warmup_until, until))
+            })
             .collect();
         let mut all = Vec::new();
         for t in threads {
@@ -113,10 +167,12 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
         let elapsed = (Instant::now().min(until + Duration::from_secs(1)) - warmup_until)
             .as_secs_f64()
             .max(seconds);
-        let after = server.gateway().store_stats();
-        server.stop();
+        let after = stats(&servers);
+        for s in servers {
+            s.stop();
+        }
         all.sort();
-        let commits = after.commits - before.commits;
+        let commits = after.0 - before.0;
         Ok(Figures {
             clients,
             decisions_per_s: all.len() as f64 / elapsed,
@@ -125,7 +181,9 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
             decisions: all.len(),
             seconds: elapsed,
             commits,
-            records_per_commit: (after.records - before.records) as f64 / commits.max(1) as f64,
+            records_per_commit: (after.1 - before.1) as f64 / commits.max(1) as f64,
+            store: pg.as_ref().map(|_| "postgres"),
+            replicas: pg.as_ref().map(|p| p.1),
         })
     })();
     let _ = std::fs::remove_dir_all(&dir);
@@ -137,8 +195,15 @@ pub fn run(json: bool, clients: usize, seconds: f64) -> Result<(), Failed> {
     let f = measure(clients, seconds).map_err(fail)?;
     let mut out = String::new();
     if !json {
+        let store = match f.replicas {
+            Some(n) => format!(
+                "PostgreSQL store, {n} replica{}",
+                if n == 1 { "" } else { "s" }
+            ),
+            None => "durable redb store".to_string(),
+        };
         out.push_str(&format!(
-            "serve (loopback HTTP, durable redb store, {} clients, {:.1} s): {:.0} decisions/s, p50 {:.2} ms, p99 {:.2} ms; {} commits, {:.1} records per commit\n",
+            "serve (loopback HTTP, {store}, {} clients, {:.1} s): {:.0} decisions/s, p50 {:.2} ms, p99 {:.2} ms; {} commits, {:.1} records per commit\n",
             f.clients, f.seconds, f.decisions_per_s, f.p50_ms, f.p99_ms, f.commits, f.records_per_commit
         ));
     }

@@ -97,7 +97,10 @@ pub fn run(cmd: AuditCmd) -> Result<(), Failed> {
             format,
         } => {
             let (lines, origin) = match (&file, &store) {
-                (_, Some(s)) => (store_lines(s)?, s.display().to_string()),
+                (_, Some(s)) => (
+                    store_lines(s)?,
+                    agenra_store::redact(&s.display().to_string()),
+                ),
                 (Some(f), None) => (file_lines(f)?, f.display().to_string()),
                 (None, None) => return Err(fail("give an audit file or --store")),
             };
@@ -127,11 +130,23 @@ pub fn run(cmd: AuditCmd) -> Result<(), Failed> {
     }
 }
 
-fn store_lines(path: &Path) -> Result<Vec<Vec<u8>>, Failed> {
+/// Opens the store at `path` (a file, or a `postgres://` URL) and names it
+/// (without a password).
+fn open_store(path: &Path) -> Result<(Log, String), Failed> {
+    if let Some(url) = path.to_str().filter(|p| agenra_store::is_postgres_url(p)) {
+        return Ok((Log::open_pg(url).map_err(fail)?, agenra_store::redact(url)));
+    }
     if !path.exists() {
         return Err(fail(format!("{}: no such store", path.display())));
     }
-    let log = Log::open_redb(path).map_err(fail)?;
+    Ok((
+        Log::open_redb(path).map_err(fail)?,
+        path.display().to_string(),
+    ))
+}
+
+fn store_lines(path: &Path) -> Result<Vec<Vec<u8>>, Failed> {
+    let (log, _) = open_store(path)?;
     let mut lines = Vec::new();
     log.scan(1, &mut |_, line| {
         lines.push(line.to_vec());
@@ -154,14 +169,9 @@ fn file_lines(path: &Path) -> Result<Vec<Vec<u8>>, Failed> {
 fn verify(file: Option<&Path>, store: Option<&Path>) -> Result<(), Failed> {
     let (head, origin) = match (file, store) {
         (_, Some(s)) => {
-            if !s.exists() {
-                return Err(fail(format!("{}: no such store", s.display())));
-            }
-            let log = Log::open_redb(s).map_err(fail)?;
-            let head = log
-                .verify()
-                .map_err(|e| fail(format!("{}: {e}", s.display())))?;
-            (head, s.display().to_string())
+            let (log, name) = open_store(s)?;
+            let head = log.verify().map_err(|e| fail(format!("{name}: {e}")))?;
+            (head, name)
         }
         (Some(f), None) => {
             let lines = file_lines(f)?;

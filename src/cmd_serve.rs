@@ -25,7 +25,7 @@ pub fn run(
             out,
             "agenra serve: listening on http://{addr} (policy {}, store {}, {} sessions recovered)",
             gateway.current_policy().hash(),
-            config.store.display(),
+            agenra_store::redact(&config.store.display().to_string()),
             gateway.session_count()
         );
         let _ = out.flush();

@@ -126,6 +126,11 @@ async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
             "Audit records written since start.",
             stats.records as f64,
         ),
+        (
+            "agenra_store_caught_up",
+            "Records other replicas appended that this one applied (PostgreSQL store).",
+            stats.caught_up as f64,
+        ),
     ]);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

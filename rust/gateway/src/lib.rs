@@ -28,7 +28,9 @@ use std::sync::Arc;
 pub struct ServeConfig {
     /// The policy file (`.agr`, or compiled `.json`/`.cbor`).
     pub policy: PathBuf,
-    /// The embedded store's file.
+    /// The embedded store's file, or a PostgreSQL URL
+    /// (`postgres://user@host:port/db`) for several replicas sharing one
+    /// log (`docs/store.md`).
     pub store: PathBuf,
     /// Where to listen (`127.0.0.1:8080`; port 0 picks a free one).
     pub listen: String,
@@ -176,7 +178,11 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
     let policy = load_policy_file(&config.policy).map_err(ServeError::Policy)?;
     let compiled = CompiledPolicy::new(policy)
         .map_err(|e| ServeError::Policy(format!("{}: {e}", config.policy.display())))?;
-    let log = Log::open_redb(&config.store).map_err(OpenError::from)?;
+    let log = match config.store.to_str() {
+        Some(url) if agenra_store::is_postgres_url(url) => Log::open_pg(url),
+        _ => Log::open_redb(&config.store),
+    }
+    .map_err(OpenError::from)?;
     Ok(Gateway::open(
         log,
         compiled,

@@ -13,8 +13,8 @@ use agenra_core::decision::{Rule, StepError, StepOutput, Verdict};
 use agenra_core::event::{Call, Event, Report, Resolve, Task};
 use agenra_core::graph::NodeId;
 use agenra_core::policy::Quota;
-use agenra_core::{CompiledPolicy, Hash, Policy, Session};
-use agenra_store::{Committer, Head, Kind, Log, Record, StoreError};
+use agenra_core::{CompiledPolicy, Hash, Policy, Session, SessionOptions, TenantPool};
+use agenra_store::{Committer, Done, Head, Kind, Log, Record, StoreError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -51,34 +51,56 @@ pub enum OpenError {
 
 /// A durable answer being committed: await it, then reply.
 pub struct Pending<T> {
-    value: T,
-    rx: oneshot::Receiver<Result<Head, StoreError>>,
-    fresh: bool,
+    inner: Waiting<T>,
+}
+
+enum Waiting<T> {
+    /// Decided already; the record is being committed.
+    Known {
+        value: T,
+        rx: oneshot::Receiver<Result<Head, StoreError>>,
+        fresh: bool,
+    },
+    /// Decided inside the store's next transaction (a shared store).
+    Later(oneshot::Receiver<Result<(T, Option<u64>), ApiError>>),
+}
+
+fn not_recorded(e: StoreError) -> ApiError {
+    ApiError::new(503, format!("not recorded: {e}"))
+}
+
+fn writer_gone() -> ApiError {
+    ApiError::new(503, "not recorded: the store's writer is gone")
 }
 
 impl<T> Pending<T> {
+    fn finish(
+        value: T,
+        fresh: bool,
+        r: Result<Result<Head, StoreError>, oneshot::error::RecvError>,
+    ) -> Result<(T, Option<u64>), ApiError> {
+        match r {
+            Ok(Ok(head)) => Ok((value, fresh.then_some(head.seq))),
+            Ok(Err(e)) => Err(not_recorded(e)),
+            Err(_) => Err(writer_gone()),
+        }
+    }
+
     /// Waits until the record is durable. `Err`: it could not be written
-    /// (the server then refuses everything until restarted).
+    /// (after a failed write the server refuses everything until
+    /// restarted), or the request was refused.
     pub async fn durable(self) -> Result<(T, Option<u64>), ApiError> {
-        match self.rx.await {
-            Ok(Ok(head)) => Ok((self.value, self.fresh.then_some(head.seq))),
-            Ok(Err(e)) => Err(ApiError::new(503, format!("not recorded: {e}"))),
-            Err(_) => Err(ApiError::new(
-                503,
-                "not recorded: the store's writer is gone",
-            )),
+        match self.inner {
+            Waiting::Known { value, rx, fresh } => Self::finish(value, fresh, rx.await),
+            Waiting::Later(rx) => rx.await.unwrap_or_else(|_| Err(writer_gone())),
         }
     }
 
     /// Blocks until the record is durable (outside an async runtime).
     pub fn wait(self) -> Result<(T, Option<u64>), ApiError> {
-        match self.rx.blocking_recv() {
-            Ok(Ok(head)) => Ok((self.value, self.fresh.then_some(head.seq))),
-            Ok(Err(e)) => Err(ApiError::new(503, format!("not recorded: {e}"))),
-            Err(_) => Err(ApiError::new(
-                503,
-                "not recorded: the store's writer is gone",
-            )),
+        match self.inner {
+            Waiting::Known { value, rx, fresh } => Self::finish(value, fresh, rx.blocking_recv()),
+            Waiting::Later(rx) => rx.blocking_recv().unwrap_or_else(|_| Err(writer_gone())),
         }
     }
 }
@@ -153,6 +175,8 @@ struct Entry {
     id: String,
     agent: Option<String>,
     session: Session,
+    /// The tenant's pool and order lock (shared with its other sessions).
+    lane: TenantLane,
     /// The answer given to each call id, for retries.
     answers: HashMap<String, Answer>,
 }
@@ -172,15 +196,63 @@ enum Step {
     Replay(String),
 }
 
-/// The gateway: sessions by tenant, the pending approvals, the log.
-pub struct Gateway {
+/// What the gateway knows, shared with the store's writer thread (which
+/// applies other replicas' records to it, on a shared store).
+struct Shared {
     policies: RwLock<Policies>,
     sessions: RwLock<HashMap<Key, Arc<Mutex<Entry>>>>,
     pending: Mutex<BTreeMap<(String, String, String), PendingCall>>,
+    /// Each tenant's pool of shared quotas (`quota N per tenant`), given to
+    /// every session of the tenant. Always the replay of the log: it
+    /// changes only when a session applies an event, and every applied
+    /// event is logged in the order the pool saw it.
+    pools: Mutex<HashMap<String, TenantLane>>,
+}
+
+/// A tenant's pool, and the lock that keeps its sessions' events in the
+/// log in the order they used the pool.
+#[derive(Clone, Default)]
+struct TenantLane {
+    pool: TenantPool,
+    order: Arc<Mutex<()>>,
+}
+
+/// Where an operation's record goes: submitted at once (the embedded
+/// store: the operation ran on the request's thread), or handed back to the
+/// writer that is running the operation inside its transaction (a shared
+/// store).
+struct Sink<'a> {
+    local: Option<&'a Gateway>,
+}
+
+/// An operation's result (see [`Sink`]).
+enum Emit<T> {
+    Local(Pending<T>),
+    Shared(Option<Box<Record>>, T),
+}
+
+impl Sink<'_> {
+    fn emit<T>(&self, record: Option<Record>, value: T) -> Emit<T> {
+        match (self.local, record) {
+            (Some(g), Some(r)) => Emit::Local(g.submit(r, value)),
+            (Some(g), None) => Emit::Local(g.barrier(value)),
+            (None, r) => Emit::Shared(r.map(Box::new), value),
+        }
+    }
+}
+
+/// The gateway: sessions by tenant, the pending approvals, the log.
+pub struct Gateway {
+    shared: Arc<Shared>,
+    /// The store is shared with other replicas: every operation is decided
+    /// inside the store's transaction, after catching up.
+    replicated: bool,
     committer: Committer,
     require_certified: bool,
     failed: Arc<AtomicBool>,
     counter: AtomicU64,
+    /// A random number of this process, in generated session ids.
+    nonce: u32,
     /// Counters for `GET /metrics`.
     pub metrics: Metrics,
 }
@@ -304,7 +376,10 @@ impl Entry {
                 outcome.decision = Some(d.verdict.as_str());
                 outcome.rule = Some(d.rule.name(policy));
                 outcome.reason = d.reason_text(policy);
-                outcome.path = self.path_ids(&d.path);
+                // A flow's path is resolved right after the decision, when
+                // the call's node is always there.
+                let nodes = self.session.path(d).unwrap_or_default();
+                outcome.path = self.path_ids(&nodes);
                 outcome.grants = names(&d.grants);
                 outcome.refunded = names(&d.refunded);
                 if let agenra_core::decision::Reason::Granted { left, .. } = d.reason {
@@ -366,13 +441,15 @@ impl Entry {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                (
-                    g.name.clone(),
-                    match state.ledger.remaining(i) {
-                        Some(Quota::Limited(n)) => Some(n),
-                        _ => None,
-                    },
-                )
+                let left = match (state.ledger.remaining(i), &g.quota) {
+                    // A shared grant: what is left in the tenant's pool.
+                    (_, Quota::Limited(quota)) if policy.is_shared(i) => {
+                        Some(self.lane.pool.snapshot().remaining(&g.name, *quota))
+                    }
+                    (Some(Quota::Limited(n)), _) => Some(n),
+                    _ => None,
+                };
+                (g.name.clone(), left)
             })
             .collect();
         let mut pending: Vec<String> = self
@@ -396,152 +473,377 @@ impl Entry {
     }
 }
 
+impl Shared {
+    /// The pool (and order lock) of `tenant`, made on first use.
+    fn lane(&self, tenant: &str) -> TenantLane {
+        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        pools.entry(tenant.to_string()).or_default().clone()
+    }
+
+    fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
+        self.sessions
+            .read()
+            .map_err(|_| ApiError::new(500, "session table poisoned"))?
+            .get(&(tenant.to_string(), session.to_string()))
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::field(
+                    404,
+                    "session",
+                    format!("unknown session `{session}` of tenant `{tenant}` (open it with POST /v1/sessions)"),
+                )
+            })
+    }
+
+    fn current_policy(&self) -> CompiledPolicy {
+        self.policies
+            .read()
+            .map(|p| p.current.clone())
+            .unwrap_or_else(|p| p.into_inner().current.clone())
+    }
+
+    fn create_session(
+        &self,
+        sink: &Sink<'_>,
+        tenant: String,
+        id: String,
+        agent: Option<String>,
+    ) -> Result<Emit<SessionView>, ApiError> {
+        let mut sessions = self
+            .sessions
+            .write()
+            .map_err(|_| ApiError::new(500, "session table poisoned"))?;
+        let key = (tenant.clone(), id.clone());
+        if let Some(existing) = sessions.get(&key) {
+            let e = existing
+                .lock()
+                .map_err(|_| ApiError::new(500, "session poisoned"))?;
+            if e.agent != agent {
+                return Err(ApiError::field(
+                    409,
+                    "session",
+                    format!(
+                        "session `{id}` of tenant `{tenant}` is already open for agent {:?}",
+                        e.agent
+                    ),
+                ));
+            }
+            return Ok(sink.emit(None, e.view(false)));
+        }
+        let compiled = self.current_policy();
+        let lane = self.lane(&tenant);
+        let entry = Entry {
+            tenant: tenant.clone(),
+            id: id.clone(),
+            agent: agent.clone(),
+            session: compiled.session_with(SessionOptions::default().pool(lane.pool.clone())),
+            lane,
+            answers: HashMap::new(),
+        };
+        let view = entry.view(true);
+        sessions.insert(key, Arc::new(Mutex::new(entry)));
+        let record = Record {
+            time_ms: now_ms(),
+            kind: Kind::Session,
+            tenant: Some(tenant),
+            session: Some(id),
+            agent,
+            policy_hash: compiled.hash().to_string(),
+            ..Record::default()
+        };
+        // Emitted under the table's lock: the session's record precedes
+        // every event of it in the log.
+        Ok(sink.emit(Some(record), view))
+    }
+
+    fn run(
+        &self,
+        sink: &Sink<'_>,
+        tenant: &str,
+        session: &str,
+        make: impl FnOnce(&Entry) -> Result<Step, ApiError>,
+    ) -> Result<Emit<Outcome>, ApiError> {
+        let entry = self.entry(tenant, session)?;
+        let mut e = entry
+            .lock()
+            .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        let event = match make(&e)? {
+            Step::Apply(event) => event,
+            Step::Replay(id) => {
+                // A retried call: its recorded answer, once durable (the
+                // first attempt may still be committing).
+                let mut out = e
+                    .answers
+                    .get(&id)
+                    .map(|a| a.outcome.clone())
+                    .ok_or_else(|| ApiError::new(500, "no recorded answer to replay"))?;
+                out.replayed = true;
+                return Ok(sink.emit(None, out));
+            }
+        };
+        // A policy with shared quotas: the tenant's sessions apply and log
+        // their events one at a time, so that the log holds them in the
+        // order they used the pool (replaying it rebuilds the same pool and
+        // the same decisions).
+        let order = Arc::clone(&e.lane.order);
+        let _in_order = if e.session.policy().shared_grants.is_empty() {
+            None
+        } else {
+            Some(order.lock().unwrap_or_else(|p| p.into_inner()))
+        };
+        let (outcome, record) = e.apply(&event).map_err(step_error)?;
+        if let Ok(mut p) = self.pending.lock() {
+            track_pending(&mut p, &event, &outcome, e.session.state().time);
+        }
+        // Emitted under the session's lock: the log holds the session's
+        // events in the order they were applied.
+        Ok(sink.emit(Some(record), outcome))
+    }
+}
+
+impl Shared {
+    /// Applies one stored record exactly as recovery does: a policy record
+    /// becomes the policy new sessions get, a session record opens the
+    /// session, an event is replayed through the monitor and must give the
+    /// recorded decision and ledger hash. Returns a policy record's policy.
+    fn replay(&self, line: &[u8]) -> Result<Option<CompiledPolicy>, String> {
+        let r: Record =
+            serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
+        match r.kind {
+            Kind::Policy => {
+                let value = r.policy.ok_or("policy record without its policy")?;
+                let p: Policy =
+                    serde_json::from_value(value).map_err(|e| format!("unreadable policy: {e}"))?;
+                let c = CompiledPolicy::new(p).map_err(|e| e.to_string())?;
+                if c.hash().to_string() != r.policy_hash {
+                    return Err(format!(
+                        "the stored policy hashes to {}, the record says {}",
+                        c.hash(),
+                        r.policy_hash
+                    ));
+                }
+                let mut policies = self.policies.write().map_err(|_| "poisoned")?;
+                policies.by_hash.insert(c.hash(), c.clone());
+                policies.current = c.clone();
+                Ok(Some(c))
+            }
+            Kind::Session => {
+                let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
+                    return Err("session record without tenant or session".into());
+                };
+                let compiled = {
+                    let policies = self.policies.read().map_err(|_| "poisoned")?;
+                    policies
+                        .by_hash
+                        .values()
+                        .find(|c| c.hash().to_string() == r.policy_hash)
+                        .cloned()
+                        .ok_or_else(|| format!("unknown policy {}", r.policy_hash))?
+                };
+                let lane = self.lane(&tenant);
+                let entry = Entry {
+                    tenant: tenant.clone(),
+                    id: id.clone(),
+                    agent: r.agent,
+                    session: compiled
+                        .session_with(SessionOptions::default().pool(lane.pool.clone())),
+                    lane,
+                    answers: HashMap::new(),
+                };
+                self.sessions
+                    .write()
+                    .map_err(|_| "poisoned")?
+                    .insert((tenant, id), Arc::new(Mutex::new(entry)));
+                Ok(None)
+            }
+            Kind::Event => {
+                let (Some(tenant), Some(id), Some(ev)) = (r.tenant, r.session, r.event) else {
+                    return Err("event record without tenant, session or event".into());
+                };
+                let event: Event =
+                    serde_json::from_value(ev).map_err(|e| format!("unreadable event: {e}"))?;
+                let entry = self
+                    .sessions
+                    .read()
+                    .map_err(|_| "poisoned")?
+                    .get(&(tenant.clone(), id.clone()))
+                    .cloned()
+                    .ok_or_else(|| format!("event of unknown session {tenant}/{id}"))?;
+                let mut entry = entry.lock().map_err(|_| "poisoned")?;
+                let (outcome, _) = entry
+                    .apply(&event)
+                    .map_err(|e| format!("the event no longer applies: {e}"))?;
+                if outcome.decision.map(str::to_string) != r.verdict
+                    || Some(&outcome.ledger_hash) != r.ledger_hash.as_ref()
+                {
+                    return Err(format!(
+                        "replaying gives {} with ledger {}, the record says {} with ledger {}",
+                        outcome.decision.unwrap_or("no decision"),
+                        outcome.ledger_hash,
+                        r.verdict.as_deref().unwrap_or("no decision"),
+                        r.ledger_hash.as_deref().unwrap_or("none")
+                    ));
+                }
+                let mut pending = self.pending.lock().map_err(|_| "poisoned")?;
+                track_pending(&mut pending, &event, &outcome, entry.session.state().time);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Makes `policy` the one new sessions get. Returns its revision record
+    /// when the log last ran another policy (or none), certified against
+    /// that one with `require_certified`.
+    fn adopt(
+        &self,
+        policy: &CompiledPolicy,
+        source: &str,
+        require_certified: bool,
+    ) -> Result<Option<Record>, OpenError> {
+        let mut policies = self
+            .policies
+            .write()
+            .map_err(|_| OpenError::Policy("policy table poisoned".into()))?;
+        let recorded = !policies.by_hash.is_empty();
+        if recorded && policies.current.hash() == policy.hash() {
+            return Ok(None);
+        }
+        let certificate = if recorded && require_certified {
+            let old = &policies.current;
+            let (report, ok) = certify(old.policy(), policy.policy());
+            if !ok {
+                return Err(OpenError::NotCertified(format!(
+                    "--require-certified: {} is not certified against the policy the store last ran ({}): {}",
+                    policy.hash(),
+                    old.hash(),
+                    report
+                )));
+            }
+            Some(report)
+        } else {
+            None
+        };
+        let record = policy_record(policy, source, certificate)?;
+        policies.by_hash.insert(policy.hash(), policy.clone());
+        policies.current = policy.clone();
+        Ok(Some(record))
+    }
+}
+
 impl Gateway {
     /// Recovers every session from `log`, then runs `policy` for new
     /// sessions (recording it as a revision when it differs from the one the
     /// log last ran; with `require_certified`, only if `agenra certify`
     /// certifies it against that one).
+    ///
+    /// On a shared log (PostgreSQL, several replicas), every later
+    /// operation is decided inside the store's transaction after applying
+    /// what the other replicas appended meanwhile (`docs/store.md`).
     pub fn open(
         log: Log,
         policy: CompiledPolicy,
         source: &str,
         require_certified: bool,
     ) -> Result<Gateway, OpenError> {
-        log.verify()?;
-        let mut by_hash: HashMap<Hash, CompiledPolicy> = HashMap::new();
-        let mut current: Option<CompiledPolicy> = None;
-        let mut sessions: HashMap<Key, Arc<Mutex<Entry>>> = HashMap::new();
-        let mut pending = BTreeMap::new();
+        let head = log.verify()?;
+        let shared = Arc::new(Shared {
+            policies: RwLock::new(Policies {
+                current: policy.clone(),
+                by_hash: HashMap::new(),
+            }),
+            sessions: RwLock::new(HashMap::new()),
+            pending: Mutex::new(BTreeMap::new()),
+            pools: Mutex::new(HashMap::new()),
+        });
+        // Up to the verified head: on a shared log, what other replicas
+        // append meanwhile is caught up with by the first transaction.
         log.scan(1, &mut |seq, line| {
-            let fail = |reason: String| StoreError::Engine {
-                path: format!("record {seq}"),
-                message: reason,
-            };
-            let r: Record = serde_json::from_slice(line)
-                .map_err(|e| fail(format!("not an audit record: {e}")))?;
-            match r.kind {
-                Kind::Policy => {
-                    let value = r
-                        .policy
-                        .ok_or_else(|| fail("policy record without its policy".into()))?;
-                    let p: Policy = serde_json::from_value(value)
-                        .map_err(|e| fail(format!("unreadable policy: {e}")))?;
-                    let c = CompiledPolicy::new(p).map_err(|e| fail(e.to_string()))?;
-                    if c.hash().to_string() != r.policy_hash {
-                        return Err(fail(format!(
-                            "the stored policy hashes to {}, the record says {}",
-                            c.hash(),
-                            r.policy_hash
-                        )));
-                    }
-                    by_hash.insert(c.hash(), c.clone());
-                    current = Some(c);
-                }
-                Kind::Session => {
-                    let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
-                        return Err(fail("session record without tenant or session".into()));
-                    };
-                    let compiled = by_hash
-                        .values()
-                        .find(|c| c.hash().to_string() == r.policy_hash)
-                        .ok_or_else(|| fail(format!("unknown policy {}", r.policy_hash)))?;
-                    let entry = Entry {
-                        tenant: tenant.clone(),
-                        id: id.clone(),
-                        agent: r.agent,
-                        session: compiled.session(),
-                        answers: HashMap::new(),
-                    };
-                    sessions.insert((tenant, id), Arc::new(Mutex::new(entry)));
-                }
-                Kind::Event => {
-                    let (Some(tenant), Some(id), Some(ev)) = (r.tenant, r.session, r.event) else {
-                        return Err(fail("event record without tenant, session or event".into()));
-                    };
-                    let event: Event = serde_json::from_value(ev)
-                        .map_err(|e| fail(format!("unreadable event: {e}")))?;
-                    let entry = sessions
-                        .get(&(tenant.clone(), id.clone()))
-                        .ok_or_else(|| fail(format!("event of unknown session {tenant}/{id}")))?;
-                    let mut entry = entry.lock().map_err(|_| fail("poisoned".into()))?;
-                    let (outcome, _) = entry
-                        .apply(&event)
-                        .map_err(|e| fail(format!("the event no longer applies: {e}")))?;
-                    if outcome.decision.map(str::to_string) != r.verdict
-                        || Some(&outcome.ledger_hash) != r.ledger_hash.as_ref()
-                    {
-                        return Err(fail(format!(
-                            "replaying gives {} with ledger {}, the record says {} with ledger {}",
-                            outcome.decision.unwrap_or("no decision"),
-                            outcome.ledger_hash,
-                            r.verdict.as_deref().unwrap_or("no decision"),
-                            r.ledger_hash.as_deref().unwrap_or("none")
-                        )));
-                    }
-                    track_pending(&mut pending, &event, &outcome, entry.session.state().time);
-                }
+            if seq > head.seq {
+                return Ok(());
             }
-            Ok(())
+            shared
+                .replay(line)
+                .map(|_| ())
+                .map_err(|reason| StoreError::Diverged { seq, reason })
         })
         .map_err(|e| match e {
-            StoreError::Engine { path, message } if path.starts_with("record ") => {
-                OpenError::Recover {
-                    seq: path[7..].parse().unwrap_or(0),
-                    reason: message,
-                }
-            }
+            StoreError::Diverged { seq, reason } => OpenError::Recover { seq, reason },
             other => OpenError::Store(other),
         })?;
-
-        let mut first_record = None;
-        let running = match current {
-            Some(old) if old.hash() == policy.hash() => old,
-            old => {
-                let certificate = match &old {
-                    Some(old) if require_certified => {
-                        let (report, ok) = certify(old.policy(), policy.policy());
-                        if !ok {
-                            return Err(OpenError::NotCertified(format!(
-                                "--require-certified: {} is not certified against the policy the store last ran ({}): {}",
-                                policy.hash(),
-                                old.hash(),
-                                report
-                            )));
-                        }
-                        Some(report)
+        let replicated = log.is_shared();
+        let failed = Arc::new(AtomicBool::new(false));
+        let committer = if replicated {
+            let s = Arc::clone(&shared);
+            Committer::start_shared(
+                log,
+                1024,
+                Box::new(move |seq, line| {
+                    s.replay(line)
+                        .map(|_| ())
+                        .map_err(|reason| StoreError::Diverged { seq, reason })
+                }),
+            )
+        } else {
+            Committer::start(log, 1024)
+        };
+        if replicated {
+            // Decided after catching up: another replica may have recorded
+            // a policy since the scan above.
+            let (tx, rx) = std::sync::mpsc::channel::<Result<(), OpenError>>();
+            let refused = tx.clone();
+            let s = Arc::clone(&shared);
+            let (policy, source) = (policy.clone(), source.to_string());
+            committer.decide(
+                Box::new(move || match s.adopt(&policy, &source, require_certified) {
+                    Ok(record) => {
+                        let done: Done = Box::new(move |r| {
+                            let _ = tx.send(r.map(|_| ()).map_err(OpenError::Store));
+                        });
+                        (record, done)
                     }
-                    _ => None,
-                };
-                first_record = Some(policy_record(&policy, source, certificate)?);
-                by_hash.insert(policy.hash(), policy.clone());
-                policy
-            }
-        };
-        let gateway = Gateway {
-            policies: RwLock::new(Policies {
-                current: running,
-                by_hash,
-            }),
-            sessions: RwLock::new(sessions),
-            pending: Mutex::new(pending),
-            committer: Committer::start(log, 1024),
-            require_certified,
-            failed: Arc::new(AtomicBool::new(false)),
-            counter: AtomicU64::new(0),
-            metrics: Metrics::default(),
-        };
-        if let Some(r) = first_record {
-            gateway.committer.submit_wait(r)?;
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        (None, Box::new(|_| {}) as Done)
+                    }
+                }),
+                Box::new(move |r| {
+                    let _ = refused.send(r.map(|_| ()).map_err(OpenError::Store));
+                }),
+            );
+            rx.recv().unwrap_or_else(|_| {
+                Err(OpenError::Store(StoreError::Stopped(
+                    "the writer thread is gone".into(),
+                )))
+            })?;
+        } else if let Some(r) = shared.adopt(&policy, source, require_certified)? {
+            committer.submit_wait(r)?;
         }
-        Ok(gateway)
+        Ok(Gateway {
+            shared,
+            replicated,
+            committer,
+            require_certified,
+            failed,
+            counter: AtomicU64::new(0),
+            nonce: {
+                use std::hash::{BuildHasher, Hasher};
+                // std seeds each `RandomState` from the OS's randomness.
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(now_ms());
+                h.finish() as u32
+            },
+            metrics: Metrics::default(),
+        })
+    }
+
+    /// Whether the store is shared with other replicas (PostgreSQL).
+    pub fn is_replicated(&self) -> bool {
+        self.replicated
     }
 
     fn check_ok(&self) -> Result<(), ApiError> {
         if self.failed.load(Ordering::Relaxed) {
-            return Err(ApiError::new(
-                503,
-                "the store failed to record an event; restart the server to recover from the log",
-            ));
+            return Err(failed_error());
         }
         Ok(())
     }
@@ -552,18 +854,16 @@ impl Gateway {
         self.committer.submit(
             record,
             Box::new(move |r| {
-                if r.is_err() {
-                    // Memory is now ahead of the log: refuse everything
-                    // until a restart recovers from the log.
-                    failed.store(true, Ordering::Relaxed);
-                }
+                mark_failed(&failed, &r);
                 let _ = tx.send(r);
             }),
         );
         Pending {
-            value,
-            rx,
-            fresh: true,
+            inner: Waiting::Known {
+                value,
+                rx,
+                fresh: true,
+            },
         }
     }
 
@@ -573,10 +873,85 @@ impl Gateway {
             let _ = tx.send(r);
         }));
         Pending {
-            value,
-            rx,
-            fresh: false,
+            inner: Waiting::Known {
+                value,
+                rx,
+                fresh: false,
+            },
         }
+    }
+
+    /// Runs `op`: here, submitting its record at once (the embedded store),
+    /// or inside the store's next transaction, after catching up on what
+    /// other replicas appended (a shared store). Either way the answer is
+    /// sent only once the record is durable.
+    fn exec<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Shared, &Sink<'_>) -> Result<Emit<T>, ApiError> + Send + 'static,
+    ) -> Result<Pending<T>, ApiError> {
+        self.check_ok()?;
+        if !self.replicated {
+            return match op(&self.shared, &Sink { local: Some(self) })? {
+                Emit::Local(p) => Ok(p),
+                Emit::Shared(..) => Err(ApiError::new(500, "an operation escaped its store")),
+            };
+        }
+        type Reply<T> = oneshot::Sender<Result<(T, Option<u64>), ApiError>>;
+        let (tx, rx) = oneshot::channel();
+        let slot: Arc<Mutex<Option<Reply<T>>>> = Arc::new(Mutex::new(Some(tx)));
+        let send = |slot: &Arc<Mutex<Option<Reply<T>>>>, r: Result<(T, Option<u64>), ApiError>| {
+            if let Some(tx) = slot.lock().ok().and_then(|mut s| s.take()) {
+                let _ = tx.send(r);
+            }
+        };
+        let refused_slot = Arc::clone(&slot);
+        let refused_failed = Arc::clone(&self.failed);
+        let shared = Arc::clone(&self.shared);
+        let failed = Arc::clone(&self.failed);
+        self.committer.decide(
+            Box::new(move || {
+                if failed.load(Ordering::Relaxed) {
+                    send(&slot, Err(failed_error()));
+                    return (None, Box::new(|_| {}) as Done);
+                }
+                match op(&shared, &Sink { local: None }) {
+                    Ok(Emit::Shared(record, value)) => {
+                        let fresh = record.is_some();
+                        let done: Done = Box::new(move |r| {
+                            mark_failed(&failed, &r);
+                            send(
+                                &slot,
+                                r.map(|h| (value, fresh.then_some(h.seq)))
+                                    .map_err(not_recorded),
+                            );
+                        });
+                        (record.map(|r| *r), done)
+                    }
+                    Ok(Emit::Local(_)) => {
+                        send(
+                            &slot,
+                            Err(ApiError::new(500, "an operation escaped its store")),
+                        );
+                        (None, Box::new(|_| {}) as Done)
+                    }
+                    Err(e) => {
+                        send(&slot, Err(e));
+                        (None, Box::new(|_| {}) as Done)
+                    }
+                }
+            }),
+            Box::new(move |r| {
+                mark_failed(&refused_failed, &r);
+                let e = match r {
+                    Err(e) => not_recorded(e),
+                    Ok(_) => ApiError::new(500, "refused without a reason"),
+                };
+                send(&refused_slot, Err(e));
+            }),
+        );
+        Ok(Pending {
+            inner: Waiting::Later(rx),
+        })
     }
 
     /// Whether a write failed.
@@ -586,20 +961,17 @@ impl Gateway {
 
     /// The policy new sessions get.
     pub fn current_policy(&self) -> CompiledPolicy {
-        self.policies
-            .read()
-            .map(|p| p.current.clone())
-            .unwrap_or_else(|p| p.into_inner().current.clone())
+        self.shared.current_policy()
     }
 
     /// Open sessions.
     pub fn session_count(&self) -> usize {
-        self.sessions.read().map(|s| s.len()).unwrap_or(0)
+        self.shared.sessions.read().map(|s| s.len()).unwrap_or(0)
     }
 
     /// Calls waiting for approval.
     pub fn pending_count(&self) -> usize {
-        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+        self.shared.pending.lock().map(|p| p.len()).unwrap_or(0)
     }
 
     /// Transactions and records the store has written since start.
@@ -625,76 +997,16 @@ impl Gateway {
                 check_name("session", &s)?;
                 s
             }
+            // Unique across replicas too: the time, a random number drawn
+            // per process, and a counter.
             None => format!(
-                "s-{:x}-{}",
+                "s-{:x}-{:x}-{}",
                 now_ms(),
+                self.nonce,
                 self.counter.fetch_add(1, Ordering::Relaxed)
             ),
         };
-        let mut sessions = self
-            .sessions
-            .write()
-            .map_err(|_| ApiError::new(500, "session table poisoned"))?;
-        let key = (tenant.clone(), id.clone());
-        if let Some(existing) = sessions.get(&key) {
-            let e = existing
-                .lock()
-                .map_err(|_| ApiError::new(500, "session poisoned"))?;
-            if e.agent != agent {
-                return Err(ApiError::field(
-                    409,
-                    "session",
-                    format!(
-                        "session `{id}` of tenant `{tenant}` is already open for agent {:?}",
-                        e.agent
-                    ),
-                ));
-            }
-            return Ok(self.barrier(e.view(false)));
-        }
-        let compiled = self.current_policy();
-        let entry = Entry {
-            tenant: tenant.clone(),
-            id: id.clone(),
-            agent: agent.clone(),
-            session: compiled.session(),
-            answers: HashMap::new(),
-        };
-        let view = entry.view(true);
-        sessions.insert(key, Arc::new(Mutex::new(entry)));
-        let record = Record {
-            time_ms: now_ms(),
-            kind: Kind::Session,
-            tenant: Some(tenant),
-            session: Some(id),
-            agent,
-            policy_hash: compiled.hash().to_string(),
-            ..Record::default()
-        };
-        // Submitted under the table's lock: the session's record precedes
-        // every event of it in the log.
-        Ok(self.submit(record, view))
-    }
-
-    fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
-        self.sessions
-            .read()
-            .map_err(|_| ApiError::new(500, "session table poisoned"))?
-            .get(&(tenant.to_string(), session.to_string()))
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::field(
-                    404,
-                    "session",
-                    format!("unknown session `{session}` of tenant `{tenant}` (open it with POST /v1/sessions)"),
-                )
-            })
-    }
-
-    fn tenant(tenant: Option<String>) -> Result<String, ApiError> {
-        let t = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
-        check_name("tenant", &t)?;
-        Ok(t)
+        self.exec(move |shared, sink| shared.create_session(sink, tenant, id, agent))
     }
 
     /// Applies one event to a session under its lock, logs it, and returns
@@ -703,34 +1015,16 @@ impl Gateway {
         &self,
         tenant: &str,
         session: &str,
-        make: impl FnOnce(&Entry) -> Result<Step, ApiError>,
+        make: impl FnOnce(&Entry) -> Result<Step, ApiError> + Send + 'static,
     ) -> Result<Pending<Outcome>, ApiError> {
-        self.check_ok()?;
-        let entry = self.entry(tenant, session)?;
-        let mut e = entry
-            .lock()
-            .map_err(|_| ApiError::new(500, "session poisoned"))?;
-        let event = match make(&e)? {
-            Step::Apply(event) => event,
-            Step::Replay(id) => {
-                // A retried call: its recorded answer, once durable (the
-                // first attempt may still be committing).
-                let mut out = e
-                    .answers
-                    .get(&id)
-                    .map(|a| a.outcome.clone())
-                    .ok_or_else(|| ApiError::new(500, "no recorded answer to replay"))?;
-                out.replayed = true;
-                return Ok(self.barrier(out));
-            }
-        };
-        let (outcome, record) = e.apply(&event).map_err(step_error)?;
-        if let Ok(mut p) = self.pending.lock() {
-            track_pending(&mut p, &event, &outcome, e.session.state().time);
-        }
-        // Submitted under the session's lock: the log holds the session's
-        // events in the order they were applied.
-        Ok(self.submit(record, outcome))
+        let (tenant, session) = (tenant.to_string(), session.to_string());
+        self.exec(move |shared, sink| shared.run(sink, &tenant, &session, make))
+    }
+
+    fn tenant(tenant: Option<String>) -> Result<String, ApiError> {
+        let t = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
+        check_name("tenant", &t)?;
+        Ok(t)
     }
 
     fn time(e: &Entry, given: Option<u64>) -> u64 {
@@ -749,7 +1043,7 @@ impl Gateway {
                 "call.id must be 1 to 1024 bytes",
             ));
         }
-        self.run(&tenant, &req.session, |e| {
+        self.run(&tenant, &req.session, move |e| {
             let call = Call {
                 session: None,
                 id: c.id,
@@ -781,7 +1075,7 @@ impl Gateway {
     pub fn report(&self, req: crate::api::ReportIn) -> Result<Pending<Outcome>, ApiError> {
         let tenant = Self::tenant(req.tenant)?;
         check_name("session", &req.session)?;
-        self.run(&tenant, &req.session, |e| {
+        self.run(&tenant, &req.session, move |e| {
             Ok(Step::Apply(Event::Result(Report {
                 session: None,
                 call: req.call,
@@ -797,7 +1091,7 @@ impl Gateway {
     pub fn task(&self, req: crate::api::TaskIn) -> Result<Pending<Outcome>, ApiError> {
         let tenant = Self::tenant(req.tenant)?;
         check_name("session", &req.session)?;
-        self.run(&tenant, &req.session, |e| {
+        self.run(&tenant, &req.session, move |e| {
             Ok(Step::Apply(Event::Task(Task {
                 session: None,
                 id: req.id,
@@ -825,6 +1119,7 @@ impl Gateway {
             }
             None => {
                 let p = self
+                    .shared
                     .pending
                     .lock()
                     .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
@@ -855,7 +1150,7 @@ impl Gateway {
                 }
             }
         };
-        self.run(&tenant, &session, |e| {
+        self.run(&tenant, &session, move |e| {
             let r = Resolve {
                 session: None,
                 call,
@@ -883,6 +1178,7 @@ impl Gateway {
     pub fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
         let tenant = Self::tenant(tenant)?;
         let p = self
+            .shared
             .pending
             .lock()
             .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
@@ -900,7 +1196,7 @@ impl Gateway {
     ) -> Result<SessionView, ApiError> {
         let tenant = Self::tenant(tenant)?;
         check_name("session", session)?;
-        let entry = self.entry(&tenant, session)?;
+        let entry = self.shared.entry(&tenant, session)?;
         let e = entry
             .lock()
             .map_err(|_| ApiError::new(500, "session poisoned"))?;
@@ -915,28 +1211,16 @@ impl Gateway {
         self.check_ok()?;
         let compiled = CompiledPolicy::new(policy)
             .map_err(|e| ApiError::field(422, "source", format!("invalid policy: {e}")))?;
-        let mut policies = self
-            .policies
-            .write()
-            .map_err(|_| ApiError::new(500, "policy table poisoned"))?;
-        let previous = policies.current.hash().to_string();
-        if compiled.hash() == policies.current.hash() {
-            return Ok(self.barrier(Reloaded {
-                changed: false,
-                policy_hash: previous.clone(),
-                previous,
-                certificate: None,
-                audit_seq: None,
-            }));
-        }
-        let certificate = if self.require_certified {
-            let (report, ok) = certify(policies.current.policy(), compiled.policy());
+        let running = self.shared.current_policy();
+        let certificate = if self.require_certified && compiled.hash() != running.hash() {
+            let (report, ok) = certify(running.policy(), compiled.policy());
             if !ok {
                 return Err(ApiError {
                     status: 409,
                     error: format!(
-                        "--require-certified: the revision {} is not certified against the running policy {previous}: {report}",
-                        compiled.hash()
+                        "--require-certified: the revision {} is not certified against the running policy {}: {report}",
+                        compiled.hash(),
+                        running.hash()
                     ),
                     field: Some("source".into()),
                 });
@@ -945,20 +1229,67 @@ impl Gateway {
         } else {
             None
         };
-        let record = policy_record(&compiled, source, certificate.clone())
-            .map_err(|e| ApiError::new(500, e.to_string()))?;
-        policies.by_hash.insert(compiled.hash(), compiled.clone());
-        policies.current = compiled.clone();
-        Ok(self.submit(
-            record,
-            Reloaded {
-                changed: true,
-                policy_hash: compiled.hash().to_string(),
-                previous,
-                certificate,
-                audit_seq: None,
-            },
-        ))
+        let certified_against = running.hash();
+        let source = source.to_string();
+        self.exec(move |shared, sink| {
+            let mut policies = shared
+                .policies
+                .write()
+                .map_err(|_| ApiError::new(500, "policy table poisoned"))?;
+            let previous = policies.current.hash().to_string();
+            if compiled.hash() == policies.current.hash() {
+                return Ok(sink.emit(
+                    None,
+                    Reloaded {
+                        changed: false,
+                        policy_hash: previous.clone(),
+                        previous,
+                        certificate: None,
+                        audit_seq: None,
+                    },
+                ));
+            }
+            if certificate.is_some() && policies.current.hash() != certified_against {
+                return Err(ApiError::field(
+                    409,
+                    "source",
+                    format!(
+                        "the running policy changed to {previous} while the revision was certified against {certified_against} (another reload, or another replica's): retry"
+                    ),
+                ));
+            }
+            let record = policy_record(&compiled, &source, certificate.clone())
+                .map_err(|e| ApiError::new(500, e.to_string()))?;
+            policies.by_hash.insert(compiled.hash(), compiled.clone());
+            policies.current = compiled.clone();
+            Ok(sink.emit(
+                Some(record),
+                Reloaded {
+                    changed: true,
+                    policy_hash: compiled.hash().to_string(),
+                    previous,
+                    certificate,
+                    audit_seq: None,
+                },
+            ))
+        })
+    }
+}
+
+fn failed_error() -> ApiError {
+    ApiError::new(
+        503,
+        "the store failed to record an event; restart the server to recover from the log",
+    )
+}
+
+/// After a write that failed once its batch was decided, memory is ahead
+/// of the log: refuse everything until a restart recovers from the log.
+/// (A shared store that could not be reached decided nothing: that is not
+/// a failure of this kind.)
+fn mark_failed(failed: &AtomicBool, r: &Result<Head, StoreError>) {
+    if let Err(StoreError::Stopped(_)) = r {
+        failed.store(true, Ordering::Relaxed);
     }
 }
 

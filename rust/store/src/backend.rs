@@ -8,17 +8,41 @@ use std::path::Path;
 /// `append` atomic and durable: when it returns `Ok`, every line and the
 /// new head survive a crash (or power loss), and when it fails none does.
 ///
-/// The embedded [`RedbBackend`] is the default. A PostgreSQL backend would
-/// implement the same four methods over a table `(seq bigint primary key,
-/// line bytea)` and a one-row head table, appending in one transaction.
+/// The embedded [`RedbBackend`] is the default. [`crate::PgBackend`] keeps
+/// the log in PostgreSQL, where several server replicas append to the same
+/// log: it is *shared*, and each write transaction then goes
+/// [`begin`](Backend::begin) (lock the head, read it), catch up on what
+/// others appended ([`scan`](Backend::scan) inside the transaction),
+/// [`append`](Backend::append), [`commit`](Backend::commit).
 pub trait Backend: Send {
     /// Writes `lines` at sequence numbers `first, first + 1, …` and records
-    /// `head` as the new head, in one transaction.
+    /// `head` as the new head, in one transaction (inside the one
+    /// [`begin`](Backend::begin) opened, for a shared backend).
     fn append(&mut self, first: u64, lines: &[Vec<u8>], head: &Head) -> Result<(), StoreError>;
     /// Calls `f` with every line from sequence number `from` on, in order.
     fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError>;
     /// The head recorded by the last append (the empty log's head at first).
     fn head(&self) -> Result<Head, StoreError>;
+    /// Whether other processes append to this log too (replicas): then
+    /// every write goes through [`begin`](Backend::begin) and
+    /// [`commit`](Backend::commit). False for an embedded, locked file.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// Opens a write transaction that holds the log's head lock until
+    /// [`commit`](Backend::commit) or [`rollback`](Backend::rollback), and
+    /// returns the head as stored now (ahead of this process's when others
+    /// appended). Only called when [`shared`](Backend::shared).
+    fn begin(&mut self) -> Result<Head, StoreError> {
+        self.head()
+    }
+    /// Commits the transaction [`begin`](Backend::begin) opened: durable
+    /// when it returns `Ok`.
+    fn commit(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Abandons the transaction [`begin`](Backend::begin) opened.
+    fn rollback(&mut self) {}
 }
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");

@@ -9,10 +9,24 @@ use std::thread::JoinHandle;
 /// it could not be written (nothing of its batch was).
 pub type Done = Box<dyn FnOnce(Result<Head, StoreError>) + Send>;
 
+/// Decides, on the writer thread inside the write transaction (on a shared
+/// log: after catching up on what other replicas appended), what to
+/// append: the record (`None`: nothing) and the callback to call once it is
+/// durable (or the transaction failed).
+pub type Decide = Box<dyn FnOnce() -> (Option<Record>, Done) + Send>;
+
+/// Applies a record another replica appended (its sequence number and
+/// stored line) to this process's state, exactly as recovery would; an
+/// error means this process can no longer follow the log.
+pub type CatchUp = Box<dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send>;
+
 struct Job {
     /// `None`: a barrier, answered once everything submitted before it is
     /// durable.
     record: Option<Record>,
+    /// Decides the record inside the transaction (replacing `record` and
+    /// `done`); `done` is then only called if the transaction cannot begin.
+    decide: Option<Decide>,
     done: Done,
 }
 
@@ -23,12 +37,15 @@ pub struct CommitStats {
     pub commits: u64,
     /// Records written.
     pub records: u64,
+    /// Records other replicas appended that this one applied (shared logs).
+    pub caught_up: u64,
 }
 
 #[derive(Default)]
 struct Counters {
     commits: AtomicU64,
     records: AtomicU64,
+    caught_up: AtomicU64,
 }
 
 /// The log's single writer. Records are appended in the order they are
@@ -51,12 +68,24 @@ impl Committer {
     /// Starts the writer thread on `log`; at most `max_batch` records go
     /// into one transaction.
     pub fn start(log: Log, max_batch: usize) -> Committer {
+        Committer::start_with(log, max_batch, None)
+    }
+
+    /// Starts the writer thread on a log that other replicas share:
+    /// each transaction first locks the log's head and hands every record
+    /// appended by others since to `catch_up`, in order, before anything
+    /// queued is decided or written.
+    pub fn start_shared(log: Log, max_batch: usize, catch_up: CatchUp) -> Committer {
+        Committer::start_with(log, max_batch, Some(catch_up))
+    }
+
+    fn start_with(log: Log, max_batch: usize, catch_up: Option<CatchUp>) -> Committer {
         let (tx, rx) = mpsc::channel::<Job>();
         let counters = Arc::new(Counters::default());
         let c = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
             .name("agenra-store-writer".into())
-            .spawn(move || writer(log, rx, max_batch.max(1), &c))
+            .spawn(move || writer(log, rx, max_batch.max(1), &c, catch_up))
             .ok();
         Committer {
             tx: Some(tx),
@@ -69,14 +98,30 @@ impl Committer {
     pub fn submit(&self, record: Record, done: Done) {
         self.send(Job {
             record: Some(record),
+            decide: None,
             done,
+        });
+    }
+
+    /// Queues a decision to be taken inside the next transaction (after
+    /// the catch-up, on a shared log); `refused` is called instead when
+    /// that transaction cannot begin (nothing was decided).
+    pub fn decide(&self, decide: Decide, refused: Done) {
+        self.send(Job {
+            record: None,
+            decide: Some(decide),
+            done: refused,
         });
     }
 
     /// `done` is called once every record submitted before is durable
     /// (with the log's head then).
     pub fn barrier(&self, done: Done) {
-        self.send(Job { record: None, done });
+        self.send(Job {
+            record: None,
+            decide: None,
+            done,
+        });
     }
 
     fn send(&self, job: Job) {
@@ -108,6 +153,7 @@ impl Committer {
         CommitStats {
             commits: self.counters.commits.load(Ordering::Relaxed),
             records: self.counters.records.load(Ordering::Relaxed),
+            caught_up: self.counters.caught_up.load(Ordering::Relaxed),
         }
     }
 
@@ -130,38 +176,78 @@ impl Drop for Committer {
     }
 }
 
-fn take(job: Job, records: &mut Vec<Record>, dones: &mut Vec<(Done, bool)>) {
-    dones.push((job.done, job.record.is_some()));
-    if let Some(r) = job.record {
-        records.push(r);
-    }
-}
-
-fn writer(mut log: Log, rx: mpsc::Receiver<Job>, max_batch: usize, counters: &Counters) {
+fn writer(
+    mut log: Log,
+    rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    counters: &Counters,
+    mut catch_up: Option<CatchUp>,
+) {
     let mut stopped: Option<String> = None;
+    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
     let mut records = Vec::with_capacity(max_batch);
     // Each callback, and whether its job carried a record.
     let mut dones: Vec<(Done, bool)> = Vec::with_capacity(max_batch);
     while let Ok(first) = rx.recv() {
-        take(first, &mut records, &mut dones);
-        while records.len() < max_batch {
+        jobs.push(first);
+        while jobs.len() < max_batch {
             match rx.try_recv() {
-                Ok(job) => take(job, &mut records, &mut dones),
+                Ok(job) => jobs.push(job),
                 Err(_) => break,
             }
         }
         if let Some(why) = &stopped {
-            for (done, _) in dones.drain(..) {
-                done(Err(StoreError::Stopped(why.clone())));
+            for job in jobs.drain(..) {
+                (job.done)(Err(StoreError::Stopped(why.clone())));
             }
-            records.clear();
             continue;
+        }
+        // A shared log: lock its head and apply what others appended.
+        let before = log.head().seq;
+        let begun = log.begin(&mut |seq, line| match catch_up.as_mut() {
+            Some(f) => f(seq, line),
+            None => Err(StoreError::Diverged {
+                seq,
+                reason: "another process appended to the log, and this one cannot follow it".into(),
+            }),
+        });
+        counters
+            .caught_up
+            .fetch_add(log.head().seq.saturating_sub(before), Ordering::Relaxed);
+        match begun {
+            Ok(()) => {}
+            Err(StoreError::Unavailable(why)) => {
+                // Nothing was decided: refuse this batch, keep going.
+                for job in jobs.drain(..) {
+                    (job.done)(Err(StoreError::Unavailable(why.clone())));
+                }
+                continue;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for job in jobs.drain(..) {
+                    (job.done)(Err(StoreError::Stopped(why.clone())));
+                }
+                stopped = Some(why);
+                continue;
+            }
+        }
+        for job in jobs.drain(..) {
+            let (record, done) = match job.decide {
+                Some(decide) => decide(),
+                None => (job.record, job.done),
+            };
+            dones.push((done, record.is_some()));
+            if let Some(r) = record {
+                records.push(r);
+            }
         }
         let appended = if records.is_empty() {
             Ok(Vec::new())
         } else {
             log.append(&mut records)
         };
+        let appended = appended.and_then(|heads| log.commit().map(|()| heads));
         match appended {
             Ok(heads) => {
                 if !heads.is_empty() {
@@ -184,6 +270,7 @@ fn writer(mut log: Log, rx: mpsc::Receiver<Job>, max_batch: usize, counters: &Co
                 }
             }
             Err(e) => {
+                log.rollback();
                 let why = e.to_string();
                 for (done, _) in dones.drain(..) {
                     done(Err(StoreError::Stopped(why.clone())));

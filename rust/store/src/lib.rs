@@ -11,8 +11,9 @@
 //!
 //! * [`Backend`] is what a storage engine provides (append a batch in one
 //!   transaction, read back in order). [`RedbBackend`] is the embedded
-//!   default; [`MemoryBackend`] is for tests; a PostgreSQL backend fits the
-//!   same trait.
+//!   default; [`MemoryBackend`] is for tests; [`PgBackend`] is one log in
+//!   PostgreSQL shared by several server replicas (each write transaction
+//!   locks the head and first catches up on what the others appended).
 //! * [`Log`] assigns sequence numbers and chains the hashes.
 //! * [`Committer`] is group commit: one writer thread takes every record
 //!   submitted meanwhile, writes them in one transaction (one fsync) and
@@ -21,10 +22,12 @@
 
 mod backend;
 mod commit;
+mod pg;
 mod record;
 
 pub use backend::{Backend, MemoryBackend, RedbBackend};
-pub use commit::{CommitStats, Committer, Done};
+pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
+pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
 pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
 
 /// Called with each stored line and its sequence number, in order.
@@ -51,24 +54,160 @@ pub enum StoreError {
     /// committed until the server restarts (and recovers from the log).
     #[error("the store's writer stopped after an earlier failure: {0}")]
     Stopped(String),
+    /// A shared store could not be reached (or its head lock not taken):
+    /// nothing was decided or written; a later request may succeed.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// A record another replica appended could not be applied here (the
+    /// callback given to [`Log::begin`] refused it): this process no
+    /// longer follows the log.
+    #[error("audit record {seq} (appended by another replica) cannot be applied: {reason}")]
+    Diverged {
+        /// The record's position.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// An append-only, hash-chained log on a [`Backend`].
 pub struct Log {
     backend: Box<dyn Backend>,
     head: Head,
+    /// The head when the open transaction began (shared backends).
+    committed: Option<Head>,
 }
 
 impl Log {
     /// Opens the log on `backend` and reads its head.
     pub fn open(backend: Box<dyn Backend>) -> Result<Log, StoreError> {
         let head = backend.head()?;
-        Ok(Log { backend, head })
+        Ok(Log {
+            backend,
+            head,
+            committed: None,
+        })
     }
 
     /// Opens (or creates) the embedded store at `path`.
     pub fn open_redb(path: &std::path::Path) -> Result<Log, StoreError> {
         Log::open(Box::new(RedbBackend::open(path)?))
+    }
+
+    /// Opens the log in the PostgreSQL database at `url`, creating its
+    /// tables on first use.
+    pub fn open_pg(url: &str) -> Result<Log, StoreError> {
+        Log::open(Box::new(PgBackend::open(url)?))
+    }
+
+    /// Opens `store`: a `postgres://` URL, or the embedded store's file.
+    pub fn open_store(store: &str) -> Result<Log, StoreError> {
+        if is_postgres_url(store) {
+            Log::open_pg(store)
+        } else {
+            Log::open_redb(std::path::Path::new(store))
+        }
+    }
+
+    /// Whether other processes append to this log too (see
+    /// [`Backend::shared`]).
+    pub fn is_shared(&self) -> bool {
+        self.backend.shared()
+    }
+
+    /// Starts a write transaction on a shared log: takes the head lock,
+    /// then checks and hands to `catch_up`, in order, every record others
+    /// appended since this log's head (advancing the head past each one
+    /// applied). Nothing to do on a log that is not shared.
+    ///
+    /// Errors: [`StoreError::Unavailable`] when the store cannot be reached
+    /// (nothing was applied that is not in the log: retry later);
+    /// [`StoreError::Chain`] or [`StoreError::Diverged`] when a record does
+    /// not check or `catch_up` refuses it.
+    pub fn begin(&mut self, catch_up: Visit<'_>) -> Result<(), StoreError> {
+        if !self.backend.shared() {
+            return Ok(());
+        }
+        let stored = self
+            .backend
+            .begin()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        if stored != self.head {
+            if stored.seq < self.head.seq {
+                self.backend.rollback();
+                return Err(VerifyError {
+                    seq: stored.seq + 1,
+                    reason: format!(
+                        "the store's head went back from {} to {} records",
+                        self.head.seq, stored.seq
+                    ),
+                }
+                .into());
+            }
+            let mut verifier = record::Verifier::after(self.head.clone());
+            let mut failed: Option<StoreError> = None;
+            let head = &mut self.head;
+            let scanned = self.backend.scan(head.seq + 1, &mut |seq, line| {
+                if failed.is_some() || seq > stored.seq {
+                    return Ok(());
+                }
+                if let Err(e) = verifier.push(seq, line) {
+                    failed = Some(e.into());
+                    return Ok(());
+                }
+                if let Err(e) = catch_up(seq, line) {
+                    failed = Some(match e {
+                        StoreError::Diverged { .. } => e,
+                        other => StoreError::Diverged {
+                            seq,
+                            reason: other.to_string(),
+                        },
+                    });
+                    return Ok(());
+                }
+                *head = verifier.head();
+                Ok(())
+            });
+            let problem = match (failed, scanned) {
+                (Some(e), _) => Some(e),
+                (None, Err(e)) => Some(StoreError::Unavailable(e.to_string())),
+                (None, Ok(())) if *head != stored => Some(
+                    VerifyError {
+                        seq: head.seq + 1,
+                        reason: format!(
+                            "the store's head says {} records ending in {}, the chain has {} ending in {}",
+                            stored.seq, stored.hash, head.seq, head.hash
+                        ),
+                    }
+                    .into(),
+                ),
+                (None, Ok(())) => None,
+            };
+            if let Some(e) = problem {
+                self.backend.rollback();
+                return Err(e);
+            }
+        }
+        self.committed = Some(self.head.clone());
+        Ok(())
+    }
+
+    /// Commits the transaction [`begin`](Log::begin) opened (everything
+    /// appended since is durable when this returns `Ok`).
+    pub fn commit(&mut self) -> Result<(), StoreError> {
+        if self.committed.take().is_none() {
+            return Ok(());
+        }
+        self.backend.commit()
+    }
+
+    /// Abandons the transaction [`begin`](Log::begin) opened: the head
+    /// goes back to where it began.
+    pub fn rollback(&mut self) {
+        if let Some(head) = self.committed.take() {
+            self.backend.rollback();
+            self.head = head;
+        }
     }
 
     /// The last record's sequence number and hash.
@@ -102,12 +241,19 @@ impl Log {
         self.backend.scan(from, f)
     }
 
-    /// Checks the whole chain, and that it ends at the stored head.
+    /// Checks the whole chain, and that it ends at the stored head. On a
+    /// shared log, records appended after this log's head was read (by
+    /// other replicas, meanwhile) are left for the next check.
     pub fn verify(&self) -> Result<Head, StoreError> {
         let mut err = None;
         let mut state = record::Verifier::default();
+        let limit = if self.backend.shared() {
+            self.head.seq
+        } else {
+            u64::MAX
+        };
         self.backend.scan(1, &mut |seq, line| {
-            if err.is_none() {
+            if err.is_none() && seq <= limit {
                 if let Err(e) = state.push(seq, line) {
                     err = Some(e);
                 }

@@ -181,6 +181,11 @@ pub(crate) struct Verifier {
 }
 
 impl Verifier {
+    /// A verifier that continues a chain whose last record is `head`.
+    pub fn after(head: Head) -> Verifier {
+        Verifier { head: Some(head) }
+    }
+
     /// The last checked record (or the empty log's head).
     pub fn head(&self) -> Head {
         self.head.clone().unwrap_or_default()
