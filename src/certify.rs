@@ -3,7 +3,21 @@
 //! (docs/certify.md).
 
 use agenra_certify::certificate::Certificate;
-use agenra_certify::{certify, check_certificate, Report, Verdict};
+use agenra_certify::{certify_with, check_certificate_with, Report, Verdict};
+
+/// `certify` with the rule-side SMT check (rule changes, docs/certify.md).
+pub fn certify(old: &Policy, new: &Policy) -> Report {
+    certify_with(old, new, Some(&agenra_smt::rules::RuleChecker))
+}
+
+/// `check-cert`, re-running a certificate's rule side with Z3.
+pub fn check_certificate(
+    old: &Policy,
+    new: &Policy,
+    cert: &Certificate,
+) -> Result<(), agenra_certify::check::CheckError> {
+    check_certificate_with(old, new, cert, Some(&agenra_smt::rules::RuleChecker))
+}
 use agenra_core::Policy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -83,16 +83,40 @@ fn a_lost_workflow_is_reported_and_confirmed() {
 }
 
 #[test]
-fn a_rule_change_is_unknown_and_named() {
+fn a_rule_change_not_certified_is_unknown_and_named() {
     let out = agenra(&[
         "certify",
-        &corpus("coding-agent/base.agr"),
-        &corpus("coding-agent/cd10-secret-rule-dropped.agr"),
+        &corpus("report-delivery/rules-base.agr"),
+        &corpus("report-delivery/rd21-secret-mail-pauses.agr"),
     ]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("unknown"), "{text}");
+    assert!(text.contains("flow rule `reports_not_mailed`"), "{text}");
+}
+
+#[test]
+fn a_rule_change_is_certified_by_smt_and_its_certificate_rechecked() {
+    let (old, new) = (
+        corpus("coding-agent/base.agr"),
+        corpus("coding-agent/cd10-secret-rule-dropped.agr"),
+    );
+    let cert = temp("cd10.json");
+    let out = agenra(&["certify", &old, &new, "--out", &cert]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("rules: SMT"), "{text}");
     assert!(text.contains("no_push_after_secret"), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cert).unwrap()).unwrap();
+    assert!(v["rules"]["queries"].as_u64().unwrap() > 0, "{v}");
+    let out = agenra(&["check-cert", &old, &new, &cert]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The certificate is about these two policies only: against OLD → OLD
+    // (no rule change) it fails.
+    let out = agenra(&["check-cert", &old, &old, &cert]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let _ = std::fs::remove_file(&cert);
 }
 
 #[test]

@@ -18,6 +18,30 @@ pub struct Certificate {
     pub old_hash: String,
     pub new_hash: String,
     pub proof: Proof,
+    /// When OLD and NEW differ in their rules (flows, call rules, path
+    /// rules, counts, obligations): the rule side, decided by SMT over the
+    /// shared step encoding (`agenra_smt::rules`). `check-cert` re-runs
+    /// that check and compares its summary with this one. Absent when the
+    /// rules are identical (the proof alone is then the certificate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<RuleSide>,
+}
+
+/// What the rule-side check established: NEW's rule stage (steps 3–4)
+/// decides every call and every approval re-check of OLD's workflows as
+/// OLD's does (docs/certify.md, "Rule changes").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSide {
+    /// How it was decided (the solver and the encoding).
+    pub method: String,
+    /// The rule parts that differ between OLD and NEW (as `certify`
+    /// names them).
+    pub parts: Vec<String>,
+    /// Call classes (split by rule conditions) whose calls OLD can admit.
+    pub classes: usize,
+    /// SMT queries answered `unsat`, one per class and obligation.
+    pub queries: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,10 +67,14 @@ pub enum Proof {
 
 impl Certificate {
     pub fn method(&self) -> String {
-        match &self.proof {
+        let grants: String = match &self.proof {
             Proof::Identical => "identical policies".into(),
             Proof::Construction { construction, .. } => construction.method(),
             Proof::Simulation { .. } => "checked simulation".into(),
+        };
+        match &self.rules {
+            Some(r) => format!("{grants}; rules: {}", r.method),
+            None => grants,
         }
     }
 

@@ -72,6 +72,15 @@ pub fn emit_lean(
         cert.new_hash.replace("-/", "- /"),
         cert.method().replace("-/", "- /")
     );
+    if let Some(side) = &cert.rules {
+        // The rule side is not in Lean: say so where an auditor reads.
+        let _ = writeln!(
+            out,
+            "/- Rule side (not in this file): {} — {} -/",
+            side.method.replace("-/", "- /"),
+            side.parts.join("; ").replace("-/", "- /")
+        );
+    }
     out.push_str("import AgenraProofs.Certify\n\n");
     let _ = writeln!(out, "namespace AgenraCertificate.{ns}\n\nopen Agenra\n");
     for (i, part) in parts.iter().enumerate() {

@@ -12,6 +12,8 @@
 
 pub mod authorizer;
 pub mod graph;
+/// The rule side of `agenra certify`: rule changes certified over [`step`].
+pub mod rules;
 pub mod step;
 pub mod verify;
 
