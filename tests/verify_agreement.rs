@@ -1,12 +1,17 @@
 //! Agreement of `verify` with the monitor: on random small policies, every
 //! trace of at most K calls over the policy's alphabet that exhaustive
 //! enumeration (replayed through the monitor) shows violating a property
-//! is also found by `verify`. Few cases by default; set
-//! `AGENRA_VERIFY_CASES` for more.
+//! is also found by `verify`. Covered: non-leakage, trust preservation,
+//! quota soundness, delegation safety (the last call replayed by the
+//! delegator) and taint monotonicity (each denied trace replayed again with
+//! one earlier call carrying the context in every argument);
+//! docs/verification.md says why privilege escalation and consistency are
+//! not. Few cases by default; set `AGENRA_VERIFY_CASES` for more.
 
 use agenra_core::label::Label;
 use agenra_core::policy::{FlowEffect, Policy, Quota};
 use agenra_core::value::Cond;
+use agenra_core::Verdict;
 use agenra_smt::verify::alphabet::{alphabet, Letter};
 use agenra_smt::verify::concrete::{replay, CStep, Replayed};
 use agenra_smt::verify::{verify, Options, Outcome, Property};
@@ -26,6 +31,13 @@ struct Spec {
     q_read: u8,
     q_narrow: Option<u8>,
     q_send: u8,
+    /// A delegate `helper` of `main`, and which rule names an agent: 0 an
+    /// allow rule for the helper only, 1 a pause for `main` only, 2 a deny
+    /// for `main` only, 3 a pause for the helper only (harmless).
+    delegate: Option<u8>,
+    /// A tool `mid` and `deny path q: call src -> call send reset on
+    /// reads(untrusted)`.
+    reset: bool,
 }
 
 fn source(s: &Spec) -> String {
@@ -53,6 +65,19 @@ fn source(s: &Spec) -> String {
         ));
     }
     t.push_str(&format!("grant snd: send quota {};\n", s.q_send));
+    if s.reset {
+        t.push_str("tool mid(x: string);\ngrant md: mid quota 2;\n");
+        t.push_str("deny path q: call src -> call send reset on reads(untrusted);\n");
+    }
+    if let Some(d) = s.delegate {
+        t.push_str("agent helper from main;\ngrant h_rd: src quota 1 agent helper;\ngrant h_snd: send quota 1 agent helper;\n");
+        t.push_str(match d {
+            0 => "allow flow a2: up to <secret, {c}, untrusted> -> net when agent == helper;\n",
+            1 => "pause call pm: send when agent == main;\n",
+            2 => "deny call dm: send when agent == main and to == \"a\";\n",
+            _ => "pause call ph: send when agent == helper;\n",
+        });
+    }
     if s.deny_untrusted {
         t.push_str("deny flow d1: untrusted -> net;\n");
     }
@@ -81,9 +106,10 @@ fn spec() -> impl Strategy<Value = Spec> {
         ),
         proptest::option::of((any::<bool>(), any::<bool>())),
         (1u8..3, proptest::option::of(1u8..3), 1u8..4),
+        (proptest::option::of(0u8..4), any::<bool>()),
     )
         .prop_map(
-            |((a, b, c, d, e, f), allow, (q_read, q_narrow, q_send))| Spec {
+            |((a, b, c, d, e, f), allow, (q_read, q_narrow, q_send), (delegate, reset))| Spec {
                 secret_source: a,
                 untrusted_source: b,
                 bound_to: c,
@@ -94,6 +120,8 @@ fn spec() -> impl Strategy<Value = Spec> {
                 q_read,
                 q_narrow,
                 q_send,
+                delegate,
+                reset,
             },
         )
 }
@@ -155,7 +183,9 @@ fn violations(p: &Policy, steps: &[CStep], r: &Replayed) -> Vec<Property> {
             let m = |h: &agenra_core::policy::Grant| {
                 agenra_core::spec::grant_matches(p, h, h.agent, &l.request(), &[])
             };
-            m(grant) && !p.grants[..g].iter().any(|h| h.agent == grant.agent && m(h))
+            p.chain_iter(l.agent).any(|x| x == grant.agent)
+                && m(grant)
+                && !p.grants[..g].iter().any(|h| h.agent == grant.agent && m(h))
         };
         let n = steps
             .iter()
@@ -164,6 +194,44 @@ fn violations(p: &Policy, steps: &[CStep], r: &Replayed) -> Vec<Property> {
             .count() as u64;
         if n > q && r.steps[j].verdict == agenra_core::Verdict::Allow && covers(l) {
             out.push(Property::QuotaSoundness);
+        }
+    }
+    // Delegation: the same trace, the last call made by the delegator.
+    if let Some(parent) = p.agents[l.agent].parent {
+        if seen.verdict != Verdict::Deny {
+            let mut alt = steps.to_vec();
+            alt[j].letter = alt[j].letter.as_agent(parent);
+            if let Ok(pr) = replay(p, &alt) {
+                let pv = pr.steps[j].verdict;
+                if pv == Verdict::Deny || (seen.verdict == Verdict::Allow && pv == Verdict::Pause) {
+                    out.push(Property::DelegationSafety);
+                }
+            }
+        }
+    }
+    // Taint monotonicity: a denied last call, and the same trace with one
+    // earlier call carrying the context in every argument.
+    if seen.verdict == Verdict::Deny {
+        for (i, st) in steps.iter().enumerate().take(j) {
+            if st.lineage.iter().all(|x| x.is_none()) {
+                continue;
+            }
+            let mut more = steps.to_vec();
+            more[i].lineage = vec![None; more[i].lineage.len()];
+            let Ok(rb) = replay(p, &more) else { continue };
+            let below = r
+                .steps
+                .iter()
+                .zip(&rb.steps)
+                .all(|(x, y)| x.args.iter().zip(&y.args).all(|(u, v)| u.flows_to(v)));
+            let agree = (0..j).all(|x| {
+                r.steps[x].verdict == rb.steps[x].verdict
+                    && r.steps[x].admitted == rb.steps[x].admitted
+            });
+            if below && agree && rb.steps[j].verdict != Verdict::Deny {
+                out.push(Property::TaintMonotonicity);
+                break;
+            }
         }
     }
     out
@@ -194,6 +262,24 @@ fn enumerate(p: &Policy, letters: &[Letter]) -> Vec<Property> {
             {
                 if let Ok(r) = replay(p, &steps) {
                     for v in violations(p, &steps, &r) {
+                        if std::env::var_os("AGENRA_VERIFY_LOG").is_some() && !found.contains(&v) {
+                            let calls: Vec<String> = steps
+                                .iter()
+                                .zip(&r.steps)
+                                .map(|(s, x)| {
+                                    format!(
+                                        "{} {} {:?} {:?} {:?}",
+                                        p.agents[s.letter.agent].name,
+                                        p.tools[s.letter.tool].name,
+                                        s.letter.args,
+                                        x.verdict,
+                                        x.grants
+                                    )
+                                })
+                                .collect();
+                            eprintln!("{v:?}: {calls:?}");
+                            eprintln!("{}", agenra_smt::verify::concrete::to_jsonl(&r.events));
+                        }
                         if !found.contains(&v) {
                             found.push(v);
                         }
@@ -235,7 +321,13 @@ proptest! {
         if std::env::var_os("AGENRA_VERIFY_LOG").is_some() {
             eprintln!("{} letters, enumeration finds {:?}", letters.len(), found);
         }
-        let props = [Property::NonLeakage, Property::TrustPreservation, Property::QuotaSoundness];
+        let props = [
+            Property::NonLeakage,
+            Property::TrustPreservation,
+            Property::DelegationSafety,
+            Property::TaintMonotonicity,
+            Property::QuotaSoundness,
+        ];
         let opts = Options { bound: K, timeout_ms: 20_000 };
         for f in verify(&p, &props, &opts) {
             if found.contains(&f.property) {

@@ -264,3 +264,86 @@ fn put(root: &mut serde_json::Value, pointer: &str, value: serde_json::Value) ->
     }
     false
 }
+
+/// What the bounded encoding reads of a letter: agent, tool, time,
+/// resource label, which arguments are absent, the facts its result
+/// establishes, the sets it needs values in, and every condition of the
+/// step (flow, receive and call rules' `when`, path and reset steps'
+/// `where`, grants' matches) evaluated with each agent of its delegation
+/// chain as the caller (delegation safety asks the delegator the same
+/// call). Two letters with the same signature give the same terms.
+fn signature(policy: &Policy, l: &Letter) -> Vec<u64> {
+    let mut out = vec![
+        l.agent as u64,
+        l.tool as u64,
+        l.time,
+        l.resource_label.sensitivity as u64,
+        u64::from(l.resource_label.trusted),
+    ];
+    out.extend(
+        (0..policy.categories.len()).map(|c| u64::from(l.resource_label.categories.contains(c))),
+    );
+    out.extend(l.args.iter().map(|v| u64::from(*v == Value::Null)));
+    out.push(u64::MAX);
+    out.extend(l.facts.iter().map(|&f| f as u64));
+    out.push(u64::MAX);
+    out.extend(l.needs().into_iter().map(|s| s as u64));
+    for agent in policy.chain_iter(l.agent) {
+        let c = super::run::letter_inputs(policy, &l.as_agent(agent));
+        let bits = c
+            .flow_when
+            .iter()
+            .chain(&c.receive_when)
+            .chain(&c.call_when)
+            .chain(c.step_when.iter().flatten())
+            .chain(&c.reset_when)
+            .chain(&c.grant_match);
+        out.push(u64::MAX);
+        out.extend(bits.map(|b| match b.as_bool() {
+            Some(true) => 1,
+            Some(false) => 0,
+            None => 2,
+        }));
+    }
+    out
+}
+
+/// The letters with distinct signatures (`signature`), the first of each kept (in
+/// order). The bounded encoding cannot tell two letters of one signature
+/// apart — every term it builds from a letter is a function of the
+/// signature — so a trace over the full alphabet has a trace over the kept
+/// letters with the same decisions and labels at every step, and the
+/// reverse: the searches over the smaller alphabet are exact.
+pub fn distinct(policy: &Policy, letters: &[Letter]) -> Vec<Letter> {
+    let mut seen = std::collections::HashSet::new();
+    letters
+        .iter()
+        .filter(|l| seen.insert(signature(policy, l)))
+        .cloned()
+        .collect()
+}
+
+/// Whether a call of `l` can ever be admitted: every agent on its
+/// delegation chain has a grant of its tool that matches it (quota aside),
+/// and no `deny call` rule holds on it. A letter for which this fails is
+/// DENIED in every state, and a denied step changes nothing later steps
+/// read (no units taken, no history advanced, no result, no label merged;
+/// admission numbers only shift, which keeps their order): removing such
+/// steps from a trace keeps every later decision and label. Every
+/// violation the bounded searches look for ends in a call that is admitted
+/// (or, for taint monotonicity, admitted in the second run), so they range
+/// over the letters that can be admitted only.
+pub fn may_be_admitted(policy: &Policy, l: &Letter) -> bool {
+    let c = super::run::letter_inputs(policy, l);
+    let granted = policy.chain_iter(l.agent).all(|agent| {
+        policy.grants.iter().enumerate().any(|(g, x)| {
+            x.agent == agent && x.tool == l.tool && c.grant_match[g].as_bool() != Some(false)
+        })
+    });
+    let denied = policy.call_rules.iter().enumerate().any(|(i, r)| {
+        r.tool == l.tool
+            && r.effect == agenra_core::policy::RuleEffect::Deny
+            && c.call_when[i].as_bool() == Some(true)
+    });
+    granted && !denied
+}

@@ -94,8 +94,10 @@ pub fn replay(policy: &Policy, steps: &[CStep]) -> Result<Replayed, String> {
     let mut m = Monitor::new(policy.clone()).map_err(|e| e.to_string())?;
     let mut events = Vec::new();
     let mut seen: Vec<Seen> = Vec::new();
-    let mut ctx = Label::BOTTOM;
-    let mut raw_ctx = Label::BOTTOM;
+    let mut shared = Label::BOTTOM;
+    let mut raw_shared = Label::BOTTOM;
+    // Agents with `own context`: their context, and without sanitizers.
+    let mut own: BTreeMap<usize, (Label, Label)> = BTreeMap::new();
     let decision = |o: StepOutput| match o {
         StepOutput::Decision(d) => Some(d),
         StepOutput::Applied(_) => None,
@@ -103,6 +105,16 @@ pub fn replay(policy: &Policy, steps: &[CStep]) -> Result<Replayed, String> {
     for (i, s) in steps.iter().enumerate() {
         let last = i + 1 == steps.len();
         let tool = &policy.tools[s.letter.tool];
+        let owner = policy
+            .chain_iter(s.letter.agent)
+            .find(|&x| policy.agents[x].own_context);
+        let (ctx, raw_ctx) = match owner {
+            Some(o) => own
+                .get(&o)
+                .copied()
+                .unwrap_or((Label::BOTTOM, Label::BOTTOM)),
+            None => (shared, raw_shared),
+        };
         // Labels, as docs/semantics.md defines them.
         let lab = |a: usize, c: &Label, outs: &dyn Fn(&Seen) -> Label| match s
             .lineage
@@ -204,8 +216,14 @@ pub fn replay(policy: &Policy, steps: &[CStep]) -> Result<Replayed, String> {
                 .map_err(|e| format!("event {}: {e}", events.len() + 1))?;
             events.push(ev);
             if s.succeed {
-                ctx = ctx.join(&out);
-                raw_ctx = raw_ctx.join(&raw_out);
+                shared = shared.join(&out);
+                raw_shared = raw_shared.join(&raw_out);
+                for x in policy.chain_iter(s.letter.agent) {
+                    if policy.agents[x].own_context {
+                        let e = own.entry(x).or_insert((Label::BOTTOM, Label::BOTTOM));
+                        *e = (e.0.join(&out), e.1.join(&raw_out));
+                    }
+                }
             }
         }
         seen.push(Seen {

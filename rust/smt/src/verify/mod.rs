@@ -156,3 +156,37 @@ pub fn verify(policy: &Policy, props: &[Property], opts: &Options) -> Vec<Findin
         })
         .collect()
 }
+
+#[cfg(test)]
+mod bench_file {
+    /// `AGENRA_VERIFY_FILE=policy.agr cargo test --release -p agenra-smt
+    /// --lib bench_file -- --ignored --nocapture`: every property of one
+    /// policy file, with the times (a profiling aid).
+    #[test]
+    #[ignore]
+    fn verify_file() {
+        let Ok(path) = std::env::var("AGENRA_VERIFY_FILE") else {
+            return;
+        };
+        let src = std::fs::read_to_string(&path).unwrap();
+        let p = agenra_policy::compile(&src, "file").unwrap().policy;
+        let t = std::time::Instant::now();
+        let a = super::alphabet::alphabet(&p).unwrap();
+        eprintln!("alphabet: {} letters, {:?}", a.letters.len(), t.elapsed());
+        let t = std::time::Instant::now();
+        let d = super::alphabet::distinct(&p, &a.letters);
+        eprintln!("distinct: {} letters, {:?}", d.len(), t.elapsed());
+        for f in super::verify(&p, &super::Property::ALL, &super::Options::default()) {
+            eprintln!(
+                "{:22} {:8} {:7.3} s  {:?}",
+                f.property.name(),
+                f.result.as_str(),
+                f.seconds,
+                f.detail.first()
+            );
+            for d in f.detail.iter().filter(|d| d.contains("call classes")) {
+                eprintln!("    {d}");
+            }
+        }
+    }
+}

@@ -178,12 +178,25 @@ pub struct Run {
     pub groups: Vec<Group>,
     /// Well-formedness of the choices (to assert).
     pub constraints: Vec<Bool>,
+    /// Per step: the end of its constraints in `constraints` (those of
+    /// steps `0..=j` are `constraints[..marks[j]]`; they never mention a
+    /// later step).
+    pub marks: Vec<usize>,
     /// The state after the last step.
     pub last_state: HistoryState,
+    /// The context after the last step.
+    ctx: SymLabel,
+    /// The context without sanitizers after the last step.
+    raw_ctx: SymLabel,
+    /// Per agent with `own context`: its context, and without sanitizers,
+    /// after the last step.
+    own: Vec<(AgentId, SymLabel, SymLabel)>,
+    /// Per group, per letter: its constant conditions.
+    consts: Vec<Vec<CallInputs>>,
 }
 
 /// Per letter, the constant conditions of a call (`when`, grant matches).
-fn letter_inputs(policy: &Policy, l: &Letter) -> CallInputs {
+pub(crate) fn letter_inputs(policy: &Policy, l: &Letter) -> CallInputs {
     let b = SymLabel::bottom(policy);
     let sinks = vec![b.clone(); policy.tools[l.tool].sinks.len()];
     CallInputs::concrete(policy, &l.request(), &l.sets, sinks, b.clone(), b, 0)
@@ -296,6 +309,20 @@ pub fn inputs_from(
     }
 }
 
+/// Whether a path rule's progress depends on labels: one of its steps,
+/// or its reset, reads labels.
+pub fn label_dependent(rule: &agenra_core::policy::PathRule) -> bool {
+    use agenra_core::policy::PathKind;
+    let steps: Vec<&agenra_core::policy::StepPattern> = match &rule.kind {
+        PathKind::Sequence(s) => s.iter().collect(),
+        PathKind::AtMost { step, .. } => vec![step],
+    };
+    steps
+        .iter()
+        .chain(&rule.reset.as_ref())
+        .any(|s| s.reads.is_some())
+}
+
 /// The state where `c` holds, else `b`, field by field.
 pub fn ite_state(c: &Bool, a: &HistoryState, b: &HistoryState) -> HistoryState {
     let f = |x: &[Int], y: &[Int]| x.iter().zip(y).map(|(p, q)| c.ite(p, q)).collect();
@@ -316,28 +343,66 @@ pub fn build(
     tag: &str,
     shared: Option<&Run>,
 ) -> Run {
-    let groups = groups(letters);
-    let max_params = letters
-        .iter()
-        .map(|l| policy.tools[l.tool].params.len())
-        .max()
-        .unwrap_or(0);
-    let bottom = SymLabel::bottom(policy);
-    let mut constraints = Vec::new();
-    let mut state = HistoryState::initial(policy);
-    let mut ctx = bottom.clone();
-    let mut raw_ctx = bottom.clone();
-    let mut steps: Vec<Step> = Vec::new();
-    let consts: Vec<Vec<CallInputs>> = groups
-        .iter()
-        .map(|g| {
-            g.letters
-                .iter()
-                .map(|&i| letter_inputs(policy, &letters[i]))
-                .collect()
-        })
-        .collect();
-    for i in 0..k {
+    let mut r = Run::start(policy, letters);
+    for _ in 0..k {
+        r.extend(policy, letters, tag, shared);
+    }
+    r
+}
+
+impl Run {
+    /// A run of no steps over `letters` (the empty trace); [`Run::extend`]
+    /// adds one step at a time, so that a search can stop at the first
+    /// bound with a witness.
+    pub fn start(policy: &Policy, letters: &[Letter]) -> Run {
+        let groups = groups(letters);
+        let consts: Vec<Vec<CallInputs>> = groups
+            .iter()
+            .map(|g| {
+                g.letters
+                    .iter()
+                    .map(|&i| letter_inputs(policy, &letters[i]))
+                    .collect()
+            })
+            .collect();
+        let bottom = SymLabel::bottom(policy);
+        Run {
+            steps: Vec::new(),
+            groups,
+            constraints: Vec::new(),
+            marks: Vec::new(),
+            last_state: HistoryState::initial(policy),
+            ctx: bottom.clone(),
+            raw_ctx: bottom.clone(),
+            own: (0..policy.agents.len())
+                .filter(|&a| policy.agents[a].own_context)
+                .map(|a| (a, bottom.clone(), bottom.clone()))
+                .collect(),
+            consts,
+        }
+    }
+
+    /// Adds the next step. With `shared` (the first run of taint
+    /// monotonicity, already extended to this step) the step takes its
+    /// letter, approval and result from `shared`'s step, and the state
+    /// after it takes from `shared` every part labels cannot change (see
+    /// the comment below).
+    pub fn extend(&mut self, policy: &Policy, letters: &[Letter], tag: &str, shared: Option<&Run>) {
+        let i = self.steps.len();
+        let bottom = SymLabel::bottom(policy);
+        let max_params = letters
+            .iter()
+            .map(|l| policy.tools[l.tool].params.len())
+            .max()
+            .unwrap_or(0);
+        let groups = &self.groups;
+        let consts = &self.consts;
+        let steps = &self.steps;
+        let constraints = &mut self.constraints;
+        let state = self.last_state.clone();
+        let ctx = self.ctx.clone();
+        let raw_ctx = self.raw_ctx.clone();
+        let own = self.own.clone();
         let (choice, approve, succeed) = match shared {
             Some(r) => (
                 r.steps[i].choice.clone(),
@@ -370,11 +435,18 @@ pub fn build(
             }
         }
         let time = {
-            let mut t = Int::from_u64(0);
+            // One `ite` per distinct time (most letters share one).
+            let mut by_time: std::collections::BTreeMap<u64, Vec<Bool>> = Default::default();
             for (li, l) in letters.iter().enumerate() {
-                t = choice
-                    .eq(Int::from_u64(li as u64))
-                    .ite(&Int::from_u64(l.time), &t);
+                by_time
+                    .entry(l.time)
+                    .or_default()
+                    .push(choice.eq(Int::from_u64(li as u64)));
+            }
+            let mut times = by_time.into_iter();
+            let mut t = Int::from_u64(times.next().map_or(0, |(t, _)| t));
+            for (x, picks) in times {
+                t = Bool::or(&picks).ite(&Int::from_u64(x), &t);
             }
             t
         };
@@ -412,6 +484,16 @@ pub fn build(
         let mut gsteps = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
             let tool = &policy.tools[g.tool];
+            // The context the call's arguments read: the shared one, or
+            // that of the first agent on its chain with its own.
+            let (ctx, raw_ctx) = match policy
+                .chain_iter(g.agent)
+                .find(|&x| policy.agents[x].own_context)
+                .and_then(|o| own.iter().find(|x| x.0 == o))
+            {
+                Some((_, c, r)) => (c.clone(), r.clone()),
+                None => (ctx.clone(), raw_ctx.clone()),
+            };
             let picked_letter = |li: usize| choice.eq(Int::from_u64(li as u64));
             let picked = Bool::or(
                 &g.letters
@@ -534,6 +616,22 @@ pub fn build(
             }
             next = ite_state(&gs.picked, &s, &next);
         }
+        if let Some(r) = shared {
+            // The second run of taint monotonicity: where both runs agree
+            // on every verdict so far (the only traces its goal asks
+            // about), the state parts that labels cannot change are the
+            // first run's: units, facts, `since`, and the progress of path
+            // rules none of whose steps reads labels.
+            let first = &r.last_state;
+            next.remaining = first.remaining.clone();
+            next.facts = first.facts.clone();
+            next.since = first.since.clone();
+            for (x, rule) in policy.path_rules.iter().enumerate() {
+                if !label_dependent(rule) {
+                    next.path[x] = first.path[x].clone();
+                }
+            }
+        }
         let merged = Bool::and(&[admitted.clone(), succeed.clone()]);
         let disc = (0..policy.sets.len())
             .map(|set| {
@@ -554,9 +652,10 @@ pub fn build(
                 Bool::and(&[merged.clone(), Bool::or(&by)])
             })
             .collect();
+        let merged_all = merged.clone();
         let new_ctx = ctx.join(&gate(&merged, &out));
         let new_raw = raw_ctx.join(&gate(&merged, &raw_out));
-        steps.push(Step {
+        let step = Step {
             choice,
             lin,
             approve,
@@ -573,16 +672,26 @@ pub fn build(
             out,
             raw_out,
             disc,
-        });
-        ctx = new_ctx;
-        raw_ctx = new_raw;
-        state = next;
-    }
-    Run {
-        steps,
-        groups,
-        constraints,
-        last_state: state,
+        };
+        self.steps.push(step);
+        self.marks.push(self.constraints.len());
+        self.ctx = new_ctx;
+        self.raw_ctx = new_raw;
+        // What a call returns also merges into the own context of every
+        // agent on its chain that has one.
+        for (o, c, r) in &mut self.own {
+            let by: Vec<Bool> = self
+                .groups
+                .iter()
+                .zip(&self.steps[i].groups)
+                .filter(|(g, _)| policy.chain_iter(g.agent).any(|x| x == *o))
+                .map(|(_, gs)| gs.picked.clone())
+                .collect();
+            let m = Bool::and(&[merged_all.clone(), Bool::or(&by)]);
+            *c = c.join(&gate(&m, &self.steps[i].out));
+            *r = r.join(&gate(&m, &self.steps[i].raw_out));
+        }
+        self.last_state = next;
     }
 }
 
