@@ -4,7 +4,7 @@
 //!   applies every event of the trace but the last, then decides the last
 //!   one (a call) and prints the decision with the granted capabilities or
 //!   the counterexample.
-//! * `graph --policy FILE TRACE [--seq N] --format dot|json` draws the
+//! * `graph --policy FILE [--ir IR] TRACE [--seq N] --format dot|json` draws the
 //!   session graph the SMT authorizer builds, up to event N (default: the
 //!   last), with the violating path of a denied call highlighted.
 
@@ -73,13 +73,15 @@ pub fn run_authorize(
     let events = load_trace(trace).map_err(|e| e.to_string())?;
     // The IR's task event runs first; it is not one of the trace's events.
     let mut task = None;
+    let mut checks = None;
     if let Some(ir) = ir {
         let text = std::fs::read_to_string(ir)
             .map_err(|e| format!("{}: cannot read: {e}", ir.display()))?;
         let lowered = agenra_permission_ir::load(&text, &policy)
             .map_err(|e| format!("{}: {e}", ir.display()))?;
         task = Some((ir, lowered.task_event()));
-        policy = lowered.policy;
+        policy = lowered.policy.clone();
+        checks = Some(lowered);
     }
     let Some((last, prefix)) = events.split_last() else {
         return Err(format!("{}: the trace has no events", trace.display()));
@@ -108,12 +110,40 @@ pub fn run_authorize(
     if let Some(why) = &decision.disagreement {
         eprintln!("agenra: engines disagree: {why}");
     }
+    // A DENY by a rule the task added: the IR parts it comes from, with
+    // their evidence (the task text's spans, the trace's events).
+    let from_task: Vec<&agenra_permission_ir::Check> = match &checks {
+        Some(l) if decision.verdict == Verdict::Deny => l.checks_for(&decision.rule),
+        _ => vec![],
+    };
     if json {
-        return serde_json::to_string(&decision)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string());
+        let mut v = serde_json::to_value(&decision).map_err(|e| e.to_string())?;
+        if !from_task.is_empty() {
+            v["task"] = serde_json::to_value(&from_task).map_err(|e| e.to_string())?;
+        }
+        return Ok(v.to_string() + "\n");
     }
-    Ok(render_decision(&policy, &decision))
+    let mut out = render_decision(&policy, &decision);
+    if let Some(l) = &checks {
+        for c in &from_task {
+            let spans: Vec<String> = c.evidence.iter().map(|s| l.show_span(s)).collect();
+            out += &format!(
+                "  task: {} ({}): {}{}\n",
+                c.id,
+                serde_json::to_value(c.kind)
+                    .ok()
+                    .and_then(|k| k.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                c.description,
+                if spans.is_empty() {
+                    String::new()
+                } else {
+                    format!("; evidence: {}", spans.join(", "))
+                }
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// A decision for people.
@@ -178,14 +208,33 @@ fn render_smt(s: &SmtDecision) -> String {
     out
 }
 
-/// `agenra graph`: DOT or JSON.
+/// The policy, narrowed by the Permission IR `ir` if given, and the IR's
+/// task event (to apply before the trace).
+fn policy_and_task(policy: &Path, ir: Option<&Path>) -> Result<(Policy, Option<Event>), String> {
+    let policy = load_policy(policy)?;
+    let Some(ir) = ir else {
+        return Ok((policy, None));
+    };
+    let text =
+        std::fs::read_to_string(ir).map_err(|e| format!("{}: cannot read: {e}", ir.display()))?;
+    let lowered =
+        agenra_permission_ir::load(&text, &policy).map_err(|e| format!("{}: {e}", ir.display()))?;
+    let task = lowered.task_event();
+    Ok((lowered.policy, Some(task)))
+}
+
+/// `agenra graph`: DOT or JSON. With `ir`, the graph under policy ∧ task
+/// (as `authorize --ir`): the IR's task event is applied first (it is not
+/// one of the trace's events, which `seq` counts) and the lowered policy
+/// decides.
 pub fn run_graph(
     policy: &Path,
+    ir: Option<&Path>,
     trace: &Path,
     seq: Option<usize>,
     dot: bool,
 ) -> Result<String, String> {
-    let policy = load_policy(policy)?;
+    let (policy, task) = policy_and_task(policy, ir)?;
     let events = events(trace)?;
     let upto = seq.unwrap_or(events.len());
     if upto == 0 || upto > events.len() {
@@ -195,6 +244,10 @@ pub fn run_graph(
         ));
     }
     let mut s = SmtSession::new(&policy).map_err(|e| e.to_string())?;
+    if let (Some(e), Some(ir)) = (&task, ir) {
+        s.apply(e)
+            .map_err(|err| format!("{}: the task event: {err}", ir.display()))?;
+    }
     for (i, e) in events[..upto - 1].iter().enumerate() {
         s.apply(e)
             .map_err(|err| format!("{}: event {}: {err}", trace.display(), i + 1))?;

@@ -43,12 +43,36 @@ pub struct StreamSummary {
     pub errors: u64,
 }
 
+/// What [`run`] steps: [`Stepper`] (the native monitor), or
+/// `engine_replay::EngineStepper` (`--engine smt|both`).
+pub trait LineStep {
+    /// What an applied event gives (one JSON line).
+    type Record: Serialize;
+    /// Why an event line gave no record (the sessions are unchanged).
+    type Error: std::fmt::Display;
+    /// The `seq` the next applied event gets.
+    fn next_seq(&self) -> u64;
+    /// Parses one line and applies it; `None` for a blank or `//` line.
+    fn step_line(&mut self, line: &str) -> Option<Result<Self::Record, Self::Error>>;
+}
+
+impl LineStep for Stepper {
+    type Record = crate::replay::Record;
+    type Error = crate::replay::LineError;
+    fn next_seq(&self) -> u64 {
+        Stepper::next_seq(self)
+    }
+    fn step_line(&mut self, line: &str) -> Option<Result<Self::Record, Self::Error>> {
+        Stepper::step_line(self, line)
+    }
+}
+
 /// Reads event lines from `input` until its end, writing one JSON line per
 /// event to `output` and flushing it before reading on. Each applied
 /// event's line is appended (and flushed) to `trace_out` before its answer
 /// is written, so that the file replays to the same records.
-pub fn run(
-    stepper: &mut Stepper,
+pub fn run<S: LineStep>(
+    stepper: &mut S,
     mut input: impl BufRead,
     mut output: impl Write,
     mut trace_out: Option<&mut dyn Write>,

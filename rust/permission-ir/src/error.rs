@@ -228,6 +228,32 @@ pub enum IrError {
         /// The first allowance's path.
         first: String,
     },
+    /// Two allowances for one agent of the policy.
+    #[error("{path}: a second allowance for agent `{agent}` (first: {first}); merge them")]
+    DuplicateAgentAllowance {
+        /// The second allowance.
+        path: String,
+        /// The policy's agent.
+        agent: String,
+        /// The first allowance's path.
+        first: String,
+    },
+    /// An allowance that names both a sink and an agent, or neither.
+    #[error("{path}: an allowance names exactly one of `sink` and `agent`")]
+    AllowanceTarget {
+        /// The allowance.
+        path: String,
+    },
+    /// An agent the policy does not declare.
+    #[error("{path}: unknown agent `{agent}` (the policy's agents: {known})")]
+    UnknownAgent {
+        /// The field.
+        path: String,
+        /// The agent.
+        agent: String,
+        /// The declared agents, comma-separated.
+        known: String,
+    },
     /// A forbidden action that names neither a tool nor a resource nor arguments.
     #[error("{path}: forbids nothing in particular (give `tool`, `resource` or `args`)")]
     EmptyForbidden {
@@ -261,7 +287,11 @@ impl IrError {
             IrError::UnknownFact { .. } => "unknown-fact",
             IrError::UnknownLevel { .. } => "unknown-level",
             IrError::UnknownCategory { .. } => "unknown-category",
-            IrError::DuplicateAllowance { .. } => "duplicate-allowance",
+            IrError::DuplicateAllowance { .. } | IrError::DuplicateAgentAllowance { .. } => {
+                "duplicate-allowance"
+            }
+            IrError::AllowanceTarget { .. } => "allowance-target",
+            IrError::UnknownAgent { .. } => "unknown-agent",
             IrError::EmptyForbidden { .. } => "empty-forbidden",
         }
     }
@@ -291,6 +321,9 @@ impl IrError {
             | IrError::UnknownLevel { path, .. }
             | IrError::UnknownCategory { path, .. }
             | IrError::DuplicateAllowance { path, .. }
+            | IrError::DuplicateAgentAllowance { path, .. }
+            | IrError::AllowanceTarget { path }
+            | IrError::UnknownAgent { path, .. }
             | IrError::EmptyForbidden { path } => path,
         }
     }

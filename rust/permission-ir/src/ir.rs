@@ -223,19 +223,28 @@ pub struct Obligation {
 }
 
 /// A scoped allowance: data up to `up_to` may be declassified into the
-/// sink, only when the arguments satisfy `args`, and only as far as the
-/// policy's own `allow flow` rules declassify. Never a permission by itself.
+/// sink (or into the calls of a delegated agent), only when the arguments
+/// satisfy `args`, and only as far as the policy's own `allow flow` rules
+/// declassify. Never a permission by itself. Exactly one of `sink` and
+/// `agent` is given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Allowance {
     /// Unique among all ids of the IR.
     pub id: String,
-    /// A sink id of this IR.
-    pub sink: String,
+    /// A sink id of this IR: the allowance narrows the policy's
+    /// `allow flow ... -> SINK` rules on the sinks it matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<String>,
+    /// A policy agent: the allowance narrows the policy's
+    /// `allow flow ... -> agent AGENT` rules (what the agent may receive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// The ceiling.
     pub up_to: LabelSpec,
     /// Argument constraints, by parameter name; every tool reaching the
-    /// sink must have each named parameter.
+    /// sink must have each named parameter (for an agent: at least one of
+    /// the tools the agent may call).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub args: ArgValues,
     /// Where it comes from (at least one span).

@@ -126,7 +126,7 @@ impl LlmConfig {
 }
 
 /// The policy's vocabulary, for the prompt: tools with their parameters
-/// and sinks, sinks, facts, levels, categories.
+/// and sinks, sinks, agents, facts, levels, categories.
 pub fn vocabulary(policy: &Policy) -> serde_json::Value {
     let tools: Vec<serde_json::Value> = policy
         .tools
@@ -145,6 +145,7 @@ pub fn vocabulary(policy: &Policy) -> serde_json::Value {
     serde_json::json!({
         "tools": tools,
         "sinks": policy.sinks,
+        "agents": policy.agents.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(),
         "facts": policy.facts,
         "levels": policy.levels,
         "categories": policy.categories,
@@ -157,7 +158,7 @@ pub fn request_body(text: &str, policy: &Policy, model: &str) -> serde_json::Val
     let system = format!(
         "You translate a user's request to an AI agent into a Permission IR: a JSON \
          document that follows this JSON Schema exactly (no other fields):\n{SCHEMA}\n\
-         Use only these tools, parameters, sinks, facts, levels and categories of the \
+         Use only these tools, parameters, sinks, agents, facts, levels and categories of the \
          deployment's policy:\n{}\n\
          Rules: list as actions only the tool calls the request needs; constrain resources \
          (assets) and argument values the user named; forbid what the user excluded; \

@@ -4,14 +4,16 @@
 
 use crate::error::LowerError;
 use crate::ir::{Action, ArgValues, LabelSpec, PermissionIr, Span};
-use crate::validate::{sinks_matching, tools_matching, tools_reaching, typed_value, Validated};
+use crate::validate::{
+    agent_tools, sinks_matching, tools_matching, tools_reaching, typed_value, Validated,
+};
 use agenra_core::label::CategorySet;
 use agenra_core::policy::{
     CallRule, FlowEffect, Obligation, Policy, ResourceLabel, RuleEffect, SinkId, ToolId,
 };
 use agenra_core::{ArgCond, ArgOp, Cond, Event, Label, NamedCond, Quant, Task, TaskScope, Value};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a session needs to run under policy ∧ task.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,6 +72,30 @@ impl Lowered {
     /// The task event, as a session takes it.
     pub fn task_event(&self) -> Event {
         Event::Task(self.task.clone())
+    }
+
+    /// The checks a decision's rule enforces (`task-scope`, a `task:...`
+    /// rule, including those a check names by a `:*` pattern), so that a
+    /// DENY by the task maps back to the IR parts and their evidence.
+    pub fn checks_for(&self, rule: &str) -> Vec<&Check> {
+        self.checks
+            .iter()
+            .filter(|c| match c.rule.strip_suffix('*') {
+                Some(prefix) => c.rule.starts_with(RULE_PREFIX) && rule.starts_with(prefix),
+                None => c.rule == rule && (rule == "task-scope" || rule.starts_with(RULE_PREFIX)),
+            })
+            .collect()
+    }
+
+    /// One evidence span, for people: `event 3`, or `text 0..13 "Look up Alice"`.
+    pub fn show_span(&self, span: &Span) -> String {
+        match span {
+            Span::Event(n) => format!("event {n}"),
+            Span::Text(t) => match self.task.text.get(t.start..t.end) {
+                Some(q) => format!("text {}..{} {q:?}", t.start, t.end),
+                None => format!("text {}..{}", t.start, t.end),
+            },
+        }
     }
 
     /// A fresh session under [`Lowered::policy`] with the task event applied.
@@ -179,7 +205,16 @@ impl Lowering<'_> {
             id: self.task_id(),
             kind: CheckKind::Scope,
             rule: "task-scope".into(),
-            evidence: Self::all_evidence(ir.actions.iter().map(|a| &a.evidence)),
+            // The actions (what the scope allows) and the forbidden
+            // actions it carries.
+            evidence: Self::all_evidence(
+                ir.actions.iter().map(|a| &a.evidence).chain(
+                    ir.forbidden
+                        .iter()
+                        .filter(|f| f.args.is_empty() && f.tool.is_some() != f.resource.is_some())
+                        .map(|f| &f.evidence),
+                ),
+            ),
             description: format!(
                 "the task's tools: {}{}",
                 if tools.is_empty() {
@@ -244,7 +279,14 @@ impl Lowering<'_> {
             {
                 continue; // some action covers every call of the tool
             }
-            let covers: Vec<ArgCond> = actions.iter().map(|a| self.action_cond(t, a)).collect();
+            // Actions that differ only in their resource, or in the values
+            // of one scalar argument, make one condition (an exact merge):
+            // a trace's IR has one action per call, its cover rule one
+            // condition per distinct kind of call.
+            let covers: Vec<ArgCond> = merged_covers(&self.policy.tools[t], &actions)
+                .iter()
+                .map(|a| self.action_cond(t, a))
+                .collect();
             let rule = format!("{RULE_PREFIX}cover:{tool_name}");
             self.policy.call_rules.push(CallRule {
                 name: rule.clone(),
@@ -418,7 +460,8 @@ impl Lowering<'_> {
         // The allowance of each policy sink (validation allows one).
         let mut of_sink: Vec<Option<usize>> = vec![None; self.policy.sinks.len()];
         for (i, a) in ir.allowances.iter().enumerate() {
-            if let Some(s) = ir.sinks.iter().find(|s| s.id == a.sink) {
+            let Some(sink) = &a.sink else { continue };
+            if let Some(s) = ir.sinks.iter().find(|s| &s.id == sink) {
                 for sink in sinks_matching(&self.policy, &s.pattern) {
                     of_sink[sink].get_or_insert(i);
                 }
@@ -462,6 +505,73 @@ impl Lowering<'_> {
                         evidence: a.evidence.clone(),
                         description: format!(
                             "`allow flow {rule_name}` into `{sink_name}` declassifies up to {shown}{}",
+                            if a.args.is_empty() {
+                                String::new()
+                            } else {
+                                format!(
+                                    ", only with {}",
+                                    serde_json::to_string(&a.args).unwrap_or_default()
+                                )
+                            }
+                        ),
+                    });
+                }
+            }
+        }
+        self.agent_allowances();
+    }
+
+    /// The same for what delegated agents may receive: every `allow flow
+    /// ... -> agent A` rule fires only within the allowance naming agent
+    /// `A` (ceiling met with `up_to`, `when` conjoined with its argument
+    /// values), and not at all without one.
+    fn agent_allowances(&mut self) {
+        let ir = self.ir;
+        let of_agent = |name: &str| {
+            ir.allowances
+                .iter()
+                .find(|a| a.agent.as_deref() == Some(name))
+        };
+        for r in 0..self.policy.receive_rules.len() {
+            let FlowEffect::Allow(ceiling) = self.policy.receive_rules[r].effect else {
+                continue;
+            };
+            let g = self.policy.receive_rules[r].agent;
+            let rule_name = self.policy.receive_rules[r].name.clone();
+            let agent = self
+                .policy
+                .agents
+                .get(g)
+                .map(|a| a.name.clone())
+                .unwrap_or_default();
+            match of_agent(&agent) {
+                None => {
+                    self.policy.receive_rules[r].when = Cond::FALSE;
+                    self.checks.push(Check {
+                        id: self.task_id(),
+                        kind: CheckKind::Allowance,
+                        rule: rule_name.clone(),
+                        evidence: Vec::new(),
+                        description: format!(
+                            "`allow flow {rule_name}` declassifies nothing: the task has no allowance for agent `{agent}`"
+                        ),
+                    });
+                }
+                Some(a) => {
+                    let met = meet(&ceiling, &self.label(&a.up_to));
+                    let cond = self.named_tests(&agent_tools(&self.policy, g), &a.args);
+                    let rule = &mut self.policy.receive_rules[r];
+                    rule.effect = FlowEffect::Allow(met);
+                    let old = std::mem::replace(&mut rule.when, Cond::TRUE);
+                    rule.when = Cond::And(vec![old, cond]);
+                    let shown = self.policy.show_label(&met);
+                    self.checks.push(Check {
+                        id: a.id.clone(),
+                        kind: CheckKind::Allowance,
+                        rule: rule_name.clone(),
+                        evidence: a.evidence.clone(),
+                        description: format!(
+                            "`allow flow {rule_name}` into agent `{agent}` declassifies up to {shown}{}",
                             if a.args.is_empty() {
                                 String::new()
                             } else {
@@ -546,6 +656,109 @@ impl Lowering<'_> {
             });
         }
     }
+}
+
+/// What a covered call may look like: its resource among these assets
+/// (`None`: any resource), each constrained argument among its values
+/// (canonical JSON text).
+type Shape = (Option<BTreeSet<String>>, BTreeMap<String, BTreeSet<String>>);
+
+/// The actions of one tool, merged without changing which calls they
+/// cover: actions with the same argument constraints become one with the
+/// union of their assets, `(r ∈ A ∧ X) ∨ (r ∈ B ∧ X) = r ∈ A ∪ B ∧ X`; actions
+/// with the same assets and constraints but for one scalar parameter
+/// become one with the union of its values (or without the constraint,
+/// when one of them leaves it free); repeated until nothing merges. List
+/// parameters are never merged by value (their test is on every element:
+/// `all ∈ X ∨ all ∈ Y` is not `all ∈ X ∪ Y`).
+pub(crate) fn merged_covers(tool: &agenra_core::policy::Tool, actions: &[&Action]) -> Vec<Action> {
+    let mut shapes: Vec<Shape> = actions
+        .iter()
+        .map(|a| {
+            let assets = (!a.assets.is_empty()).then(|| a.assets.iter().cloned().collect());
+            let args = a
+                .args
+                .iter()
+                .map(|(k, vs)| (k.clone(), vs.iter().map(|v| v.to_string()).collect()))
+                .collect();
+            (assets, args)
+        })
+        .collect();
+    // `None` (unconstrained) absorbs; otherwise the union.
+    fn union(a: &mut Option<BTreeSet<String>>, b: Option<BTreeSet<String>>) {
+        match (a.as_mut(), b) {
+            (Some(x), Some(y)) => x.extend(y),
+            _ => *a = None,
+        }
+    }
+    let scalars: Vec<&str> = tool
+        .params
+        .iter()
+        .filter(|p| !p.list)
+        .map(|p| p.name.as_str())
+        .collect();
+    loop {
+        let before = shapes.len();
+        let mut by_args: BTreeMap<BTreeMap<String, BTreeSet<String>>, Option<BTreeSet<String>>> =
+            BTreeMap::new();
+        for (assets, args) in shapes {
+            match by_args.entry(args) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(assets);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => union(o.get_mut(), assets),
+            }
+        }
+        shapes = by_args
+            .into_iter()
+            .map(|(args, assets)| (assets, args))
+            .collect();
+        for &p in &scalars {
+            let mut by_rest: BTreeMap<Shape, Option<BTreeSet<String>>> = BTreeMap::new();
+            for (assets, mut args) in shapes {
+                let values = args.remove(p);
+                match by_rest.entry((assets, args)) {
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(values);
+                    }
+                    std::collections::btree_map::Entry::Occupied(mut o) => {
+                        union(o.get_mut(), values)
+                    }
+                }
+            }
+            shapes = by_rest
+                .into_iter()
+                .map(|((assets, mut args), values)| {
+                    if let Some(v) = values {
+                        args.insert(p.to_string(), v);
+                    }
+                    (assets, args)
+                })
+                .collect();
+        }
+        if shapes.len() == before {
+            break;
+        }
+    }
+    shapes
+        .into_iter()
+        .map(|(assets, args)| Action {
+            id: String::new(),
+            tool: tool.name.clone(),
+            assets: assets.map(|a| a.into_iter().collect()).unwrap_or_default(),
+            args: args
+                .into_iter()
+                .map(|(k, vs)| {
+                    let values = vs
+                        .iter()
+                        .filter_map(|v| serde_json::from_str(v).ok())
+                        .collect();
+                    (k, values)
+                })
+                .collect(),
+            evidence: vec![],
+        })
+        .collect()
 }
 
 /// The greatest lower bound: data below both labels.

@@ -46,6 +46,8 @@ pub fn from_trace(events: &[Event], policy: &Policy) -> PermissionIr {
     let mut ids: BTreeSet<String> = BTreeSet::new();
     // Per sink: the events that reached it; per sink and parameter, the values.
     let mut sink_events: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+    // Per calling agent: the events of its calls.
+    let mut agent_events: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
     let mut flows: Vec<Flow> = Vec::new();
     let mut flow_keys: BTreeSet<(String, String)> = BTreeSet::new();
     for (i, event) in events.iter().enumerate() {
@@ -140,6 +142,13 @@ pub fn from_trace(events: &[Event], policy: &Policy) -> PermissionIr {
         for sink in &tool.sinks {
             sink_events.entry(sink.sink).or_default().push(seq.clone());
         }
+        let agent = match &call.agent {
+            None => Some(0),
+            Some(a) => policy.agents.iter().position(|x| &x.name == a),
+        };
+        if let Some(g) = agent {
+            agent_events.entry(g).or_default().push(seq.clone());
+        }
         // Ancestry: observed lineage names earlier calls of the session.
         for sources in call.lineage.values() {
             for src in sources {
@@ -219,9 +228,32 @@ pub fn from_trace(events: &[Event], policy: &Policy) -> PermissionIr {
         let allowance_id = fresh(&mut ids, &format!("allow:{name}"));
         ir.allowances.push(Allowance {
             id: allowance_id,
-            sink: sink_id,
+            sink: Some(sink_id),
+            agent: None,
             up_to: top(policy),
             args,
+            evidence: evidence.clone(),
+        });
+    }
+    // What the calling agents receive: the policy's declassifications into
+    // them (`allow flow ... -> agent A`) apply as they are, for the agents
+    // that made calls (none is added for an agent without such a rule).
+    for (&g, evidence) in &agent_events {
+        let declassified = policy
+            .receive_rules
+            .iter()
+            .any(|r| r.agent == g && matches!(r.effect, agenra_core::policy::FlowEffect::Allow(_)));
+        if !declassified {
+            continue;
+        }
+        let name = &policy.agents[g].name;
+        let allowance_id = fresh(&mut ids, &format!("allow:agent:{name}"));
+        ir.allowances.push(Allowance {
+            id: allowance_id,
+            sink: None,
+            agent: Some(name.clone()),
+            up_to: top(policy),
+            args: ArgValues::new(),
             evidence: evidence.clone(),
         });
     }

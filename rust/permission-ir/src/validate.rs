@@ -176,14 +176,53 @@ impl<'a> Checker<'a> {
             }
         }
         let mut allowed: BTreeMap<SinkId, String> = BTreeMap::new();
+        let mut allowed_agents: BTreeMap<usize, String> = BTreeMap::new();
         for (i, a) in ir.allowances.iter().enumerate() {
             let path = format!("allowances[{i}]");
             self.evidence(&format!("{path}.evidence"), &a.evidence, false);
             self.ceiling(&format!("{path}.up_to"), &a.up_to);
-            let Some(sink) = ir.sinks.iter().find(|s| s.id == a.sink) else {
+            let sink_id = match (&a.sink, &a.agent) {
+                (Some(sink), None) => sink,
+                (None, Some(agent)) => {
+                    let Some(g) = self.policy.agents.iter().position(|x| &x.name == agent) else {
+                        self.errors.push(IrError::UnknownAgent {
+                            path: format!("{path}.agent"),
+                            agent: agent.clone(),
+                            known: self
+                                .policy
+                                .agents
+                                .iter()
+                                .map(|x| x.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        });
+                        continue;
+                    };
+                    if let Some(first) = allowed_agents.get(&g) {
+                        self.errors.push(IrError::DuplicateAgentAllowance {
+                            path: path.clone(),
+                            agent: agent.clone(),
+                            first: first.clone(),
+                        });
+                    } else {
+                        allowed_agents.insert(g, path.clone());
+                    }
+                    let tools = agent_tools(self.policy, g);
+                    if !tools.is_empty() {
+                        self.args(&format!("{path}.args"), &a.args, &tools, false);
+                    }
+                    continue;
+                }
+                _ => {
+                    self.errors
+                        .push(IrError::AllowanceTarget { path: path.clone() });
+                    continue;
+                }
+            };
+            let Some(sink) = ir.sinks.iter().find(|s| &s.id == sink_id) else {
                 self.errors.push(IrError::DanglingEdge {
                     path: format!("{path}.sink"),
-                    id: a.sink.clone(),
+                    id: sink_id.clone(),
                     expected: "a sink",
                 });
                 continue;
@@ -511,6 +550,18 @@ pub(crate) fn tools_matching(policy: &Policy, glob: &str) -> Vec<ToolId> {
 pub(crate) fn sinks_matching(policy: &Policy, glob: &str) -> Vec<SinkId> {
     (0..policy.sinks.len())
         .filter(|&s| glob_matches(glob, &policy.sinks[s]))
+        .collect()
+}
+
+/// The tools agent `g` may call: those of its scope (every tool without one).
+pub(crate) fn agent_tools(policy: &Policy, g: usize) -> Vec<ToolId> {
+    let scope = policy
+        .agents
+        .get(g)
+        .and_then(|a| a.scope)
+        .and_then(|s| policy.scopes.get(s));
+    (0..policy.tools.len())
+        .filter(|&t| scope.is_none_or(|s| s.allows(&policy.tools[t].name)))
         .collect()
 }
 
