@@ -3,3 +3,7 @@ import AgenraProofs.Quota
 import AgenraProofs.Certify
 import AgenraProofs.Label
 import AgenraProofs.Simulation
+import AgenraProofs.Construction
+import AgenraProofs.Accounting
+import AgenraProofs.Pool
+import AgenraProofs.Scope

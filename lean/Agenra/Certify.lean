@@ -173,14 +173,19 @@ def hasKey : List (Held × Nat) → Held → Bool
   | [], _ => false
   | (k, _) :: rest, h => decide (k = h) || hasKey rest h
 
+/-- One comparison of `upsert` at the entry `(k, n)` followed by `rest`:
+insert before it, update it, or go on (`later`, searched only on demand).
+A named helper so that proofs can case on the comparison. -/
+def upsertAt (f : Nat → Nat) (h k : Held) (n : Nat) (rest : List (Held × Nat))
+    (later : Unit → List (Held × Nat)) : Ordering → List (Held × Nat)
+  | .lt => (h, f 0) :: (k, n) :: rest
+  | .eq => (k, f n) :: rest
+  | .gt => (k, n) :: later ()
+
 /-- `*map.entry(h).or_insert(0) = f(old)`, keeping the keys in order. -/
 def upsert (f : Nat → Nat) (h : Held) : List (Held × Nat) → List (Held × Nat)
   | [] => [(h, f 0)]
-  | (k, n) :: rest =>
-    match heldCmp h k with
-    | .lt => (h, f 0) :: (k, n) :: rest
-    | .eq => (k, f n) :: rest
-    | .gt => (k, n) :: upsert f h rest
+  | (k, n) :: rest => upsertAt f h k n rest (fun _ => upsert f h rest) (heldCmp h k)
 
 /-- `*n -= 1; if *n == 0 { map.remove(h) }` on the entry of `h`, if any. -/
 def decCount (h : Held) : List (Held × Nat) → List (Held × Nat)
@@ -222,6 +227,14 @@ def firstServing (gs : List LGrant) (l : List Quota) (owner : Nat) : List Nat �
   | g :: rest => if (ownerIs gs g owner && hasQuota l g) then some g
     else firstServing gs l owner rest
 
+/-- The rest of `admitGrants` after the first agent's grant `g`: a failure
+stays a failure; otherwise `g` is prefixed to the grants taken. (A named
+non-recursive helper, like `consUsed`, so that proofs can case on the
+`Option` without unfolding a `match`.) -/
+def consTaken (g : Nat) : Option (List Nat × List Quota) → Option (List Nat × List Quota)
+  | none => none
+  | some r => some (g :: r.1, r.2)
+
 /-- Admission in `product.rs` (Rust's function is named after a Lean tactic,
 hence the new name): one unit from
 the serving grant of each agent of the chain, all or nothing; the grants
@@ -230,12 +243,8 @@ def admitGrants (gs : List LGrant) (matching : List Nat) :
     List Quota → List Nat → Option (List Nat × List Quota)
   | l, [] => some ([], l)
   | l, owner :: rest =>
-    match firstServing gs l owner matching with
-    | none => none
-    | some g =>
-      match admitGrants gs matching (consumeAt l g) rest with
-      | none => none
-      | some r => some (g :: r.1, r.2)
+    optElim (firstServing gs l owner matching) none
+      (fun g => consTaken g (admitGrants gs matching (consumeAt l g) rest))
 
 /-- `product::refund`: `Ledger::refund` of each grant in `used`, in order. -/
 def refundGrants (gs : List LGrant) : List Quota → List Nat → List Quota
@@ -316,25 +325,32 @@ inductive Admission where
 /-- `c.types & !s.types == 0`: every type the class needs is reachable. -/
 def typesWithin (need avail : Nat) : Bool := (need &&& avail) == need
 
-/-- `product::admit_call`, on the class `c` (found). -/
+/-- The end of `product::admit_call`, once OLD took the grants `ro.1`
+(leaving `ro.2`) and NEW took `rn.1` (leaving `rn.2`): NEW loses if it
+pauses a call OLD allows; the abstraction gives up if OLD pauses a call NEW
+allows while rules read the history, or if a chain is longer than
+`MAX_CHAIN` (4); otherwise both admit. -/
+def admitBoth (ctx : Ctx) (c : Class) (rulePause : Bool) (ro rn : List Nat × List Quota) :
+    Admission :=
+  if ((rulePause || anyB (approvalL ctx.new) rn.1) &&
+      !(rulePause || anyB (approvalL ctx.old) ro.1)) then .lost
+  else if ((rulePause || anyB (approvalL ctx.old) ro.1) &&
+      !(rulePause || anyB (approvalL ctx.new) rn.1) && ctx.flags.historyRules) then .unknown
+  else if (decide (4 < ro.1.length) || decide (4 < rn.1.length)) then .unknown
+  else .both
+    { oldPaused := rulePause || anyB (approvalL ctx.old) ro.1,
+      newPaused := rulePause || anyB (approvalL ctx.new) rn.1,
+      old := ro.1, new := rn.1 } ro.2 rn.2 c.region
+
+/-- `product::admit_call`, on the class `c` (found): OLD does not accept the
+call (region, types, or no grant of OLD serves it), NEW has no grant for it
+(`lost`), or `admitBoth`. -/
 def admitCallP (ctx : Ctx) (s : PState) (c : Class) (rulePause : Bool) : Admission :=
   if (decide (c.region < s.region) || !(typesWithin c.types s.types)) then .old
   else
-    match admitGrants ctx.old c.old s.old c.chain with
-    | none => .old
-    | some ro =>
-      match admitGrants ctx.new c.new s.new c.chain with
-      | none => .lost
-      | some rn =>
-        if ((rulePause || anyB (approvalL ctx.new) rn.1) &&
-            !(rulePause || anyB (approvalL ctx.old) ro.1)) then .lost
-        else if ((rulePause || anyB (approvalL ctx.old) ro.1) &&
-            !(rulePause || anyB (approvalL ctx.new) rn.1) && ctx.flags.historyRules) then .unknown
-        else if (decide (4 < ro.1.length) || decide (4 < rn.1.length)) then .unknown
-        else .both
-          { oldPaused := rulePause || anyB (approvalL ctx.old) ro.1,
-            newPaused := rulePause || anyB (approvalL ctx.new) rn.1,
-            old := ro.1, new := rn.1 } ro.2 rn.2 c.region
+    optElim (admitGrants ctx.old c.old s.old c.chain) Admission.old (fun ro =>
+      optElim (admitGrants ctx.new c.new s.new c.chain) Admission.lost (fun rn =>
+        admitBoth ctx c rulePause ro rn))
 
 /-- `product::Step` (Rust's `Lost(Loss)` without the kind, `Unknown(String)`
 without the reason). -/
@@ -345,6 +361,14 @@ inductive PStep where
   | unknown
   deriving Repr
 
+/-- The call arm of `product::step` after admission: the pair state with
+the new ledgers, the class's region and one more held call. -/
+def callAfter (ctx : Ctx) (s : PState) : Admission → PStep
+  | .old => .notAdmitted
+  | .lost => .lost
+  | .unknown => .unknown
+  | .both h o n region => .next (addHeld ctx { s with region := region, old := o, new := n } h)
+
 /-- The call arm of `product::step`, on `classes.get(class)`. A call with
 `rulePause` exists only when a rule may pause (`flags.rule_pauses`; Rust's
 `events` enumerates it only then). -/
@@ -352,12 +376,7 @@ def callAt (ctx : Ctx) (s : PState) (rulePause : Bool) : Option Class → PStep
   | none => .notAdmitted
   | some c =>
     if (rulePause && !ctx.flags.rulePauses) then .notAdmitted
-    else
-      match admitCallP ctx s c rulePause with
-      | .old => .notAdmitted
-      | .lost => .lost
-      | .unknown => .unknown
-      | .both h o n region => .next (addHeld ctx { s with region := region, old := o, new := n } h)
+    else callAfter ctx s (admitCallP ctx s c rulePause)
 
 /-- Events about a held call (`product::Event` minus `Call` and `Seed`). -/
 inductive HeldEvent where

@@ -459,8 +459,11 @@ def Quota.refundCapped : Option Quota → Quota → Quota
   | some .unlimited, q => q
   | none, q => q
 
-/-- `Grant` (without its `name`, which no decision reads). -/
+/-- `Grant`. Its `name` matters only for a shared grant (`quota N per
+tenant`): the tenant's pool counts units by grant name (`SharedCounts`). -/
 structure Grant where
+  /-- The grant's name (the key of a shared grant in the tenant's pool). -/
+  name : String := ""
   agent : Nat
   tool : Nat
   /-- Pattern on the tool's resource argument (`none`: any resource). -/
@@ -494,6 +497,10 @@ structure Policy where
   grants : List Grant
   /-- Names of the discovered-resource sets. -/
   sets : List String
+  /-- `shared_grants`: the grants whose quota all sessions of a tenant share
+  (`quota N per tenant`), strictly ascending; each is limited and has a name
+  no other grant has (`validate.rs`). -/
+  shared : List Nat := []
   deriving Repr
 
 /-- The delegator of agent `a`: `agents.get(a).and_then(|a| a.parent)`. -/
@@ -873,5 +880,225 @@ def step (p : Policy) (s : State) (e : Event) (checks : Checks) : Outcome × Sta
   | .failed id => stepFailed p s id
   | .unknown id => stepUnknown s id
   | .seed k values => stepSeed s k values
+
+/-! ## Quota scope: grants shared by a tenant's sessions (`pool.rs`, the `_in` functions of `spec/mod.rs`)
+
+A shared grant (`quota N per tenant`) draws on a pool that all sessions of a
+tenant share (`SharedCounts`, keyed by grant name); the session's ledger
+entry of a shared grant counts the units THIS session holds (taken and not
+given back). `stepIn` is Rust's `step_in` definition by definition.
+
+Rust's `step` is `step_in` with the session's private pool
+(`privatePool`). Lean's `step` above is Rust's `step` for policies without
+shared grants (what the FFI wire carries); for a policy with shared grants
+it keeps a shared grant's entry as units left (`q − held`) where Rust keeps
+the units held, the same per-session behaviour in another encoding (argued
+in `docs/lean.md`, not proved). -/
+
+/-- `SharedCounts`: the units taken from each shared grant by all the
+tenant's sessions, by grant name (`taken(name)` is 0 when absent). Rust's
+map is a function here; only `taken`, `take` and `give_back` are observed. -/
+structure SharedCounts where
+  taken : String → Nat
+
+/-- `SharedCounts::default`: nothing taken. -/
+def SharedCounts.empty : SharedCounts := ⟨fun _ => 0⟩
+
+/-- `SharedCounts::set_taken`. -/
+def SharedCounts.setTaken (c : SharedCounts) (name : String) (n : Nat) : SharedCounts :=
+  ⟨fun x => if x = name then n else c.taken x⟩
+
+/-- `SharedCounts::remaining`: `quota − taken`, never below zero. -/
+def SharedCounts.remaining (c : SharedCounts) (name : String) (quota : Nat) : Nat :=
+  quota - c.taken name
+
+/-- `SharedCounts::take`: one more unit taken. -/
+def SharedCounts.take (c : SharedCounts) (name : String) : SharedCounts :=
+  c.setTaken name (c.taken name + 1)
+
+/-- `SharedCounts::give_back`: one unit fewer taken, never below zero. -/
+def SharedCounts.giveBack (c : SharedCounts) (name : String) : SharedCounts :=
+  c.setTaken name (c.taken name - 1)
+
+/-- `Policy::is_shared`. -/
+def Policy.isShared (p : Policy) (g : Nat) : Bool :=
+  p.shared.any (fun x => decide (x = g))
+
+/-- `policy.grants[g].name` (`""` out of range; Rust panics). -/
+def grantName (p : Policy) (g : Nat) : String :=
+  match getAt p.grants g with
+  | some gr => gr.name
+  | none => ""
+
+/-- The count of a shared grant's entry (`Some(Limited(n)) => n`, else 0). -/
+def heldEntry : Option Quota → Nat
+  | some (.limited n) => n
+  | _ => 0
+
+/-- `Ledger::held`: the units this session holds of shared grant `g` (0 for
+any other grant). -/
+def Ledger.held (p : Policy) (l : Ledger) (g : Nat) : Nat :=
+  if p.isShared g then heldEntry (getAt l g) else 0
+
+/-- A shared grant's entry after the session takes one more unit. -/
+def Quota.inc : Quota → Quota
+  | .limited n => .limited (n + 1)
+  | .unlimited => .unlimited
+
+/-- `Ledger::consume` with shared grants: a shared grant's entry (units
+held) goes up; any other grant is `consumeAt`. -/
+def consumeShared (p : Policy) (l : Ledger) (g : Nat) : Ledger :=
+  if p.isShared g then modifyAt Quota.inc l g else consumeAt l g
+
+/-- `Ledger::refund` with shared grants: a shared grant's entry goes down
+(never below zero: `Quota.dec`); any other grant is `refundOne`. -/
+def refundShared (p : Policy) (l : Ledger) (g : Nat) : Ledger :=
+  if p.isShared g then modifyAt Quota.dec l g else refundOne p l g
+
+/-- The match on the grant's quota in the shared arm of spec `has_quota`:
+a limited quota with units left in the pool (`remaining(name, q) > 0`); an
+unlimited one: no (a validated policy shares only limited grants). -/
+def quotaLeft (pool : SharedCounts) (name : String) : Quota → Bool
+  | .limited q => decide (0 < pool.remaining name q)
+  | .unlimited => false
+
+/-- The shared arm of spec `has_quota` (`false` for an unknown grant). -/
+def sharedAvailable (pool : SharedCounts) : Option Grant → Bool
+  | some gr => quotaLeft pool gr.name gr.quota
+  | none => false
+
+/-- spec `has_quota`: a shared grant asks the pool, any other the ledger. -/
+def hasQuotaIn (p : Policy) (l : Ledger) (pool : SharedCounts) (g : Nat) : Bool :=
+  if p.isShared g then sharedAvailable pool (getAt p.grants g) else hasQuota l g
+
+/-- spec `take` (renamed: `take` reads like `List.take`): the ledger and the
+pool after taking one unit of `g`. -/
+def takeUnit (p : Policy) (l : Ledger) (pool : SharedCounts) (g : Nat) : Ledger × SharedCounts :=
+  (consumeShared p l g, if p.isShared g then pool.take (grantName p g) else pool)
+
+/-- spec `give_back`: a shared grant the session holds no unit of is left
+alone; otherwise the pool (shared) and the ledger get one unit back. -/
+def giveBack (p : Policy) (l : Ledger) (pool : SharedCounts) (g : Nat) : Ledger × SharedCounts :=
+  if p.isShared g then
+    (if Ledger.held p l g = 0 then (l, pool)
+     else (refundShared p l g, pool.giveBack (grantName p g)))
+  else (refundShared p l g, pool)
+
+/-- The loop of spec `private_pool`. -/
+def privatePoolFrom (p : Policy) (l : Ledger) : SharedCounts → List Nat → SharedCounts
+  | pool, [] => pool
+  | pool, g :: rest =>
+    privatePoolFrom p l (optElim (getAt p.grants g) pool
+      (fun gr => pool.setTaken gr.name (Ledger.held p l g))) rest
+
+/-- spec `private_pool`: the pool of a session with no tenant pool, where
+each shared grant's units taken are the units this session holds. -/
+def privatePool (p : Policy) (l : Ledger) : SharedCounts :=
+  privatePoolFrom p l SharedCounts.empty p.shared
+
+/-- The search of spec `select_in`, from grant index `i`. -/
+def selectFromIn (p : Policy) (l : Ledger) (pool : SharedCounts) (agent : Nat) (req : Request)
+    (sets : List (List String)) : Nat → List Grant → Option Nat
+  | _, [] => none
+  | i, gr :: rest =>
+    if (grantMatches p gr agent req sets && hasQuotaIn p l pool i) then some i
+    else selectFromIn p l pool agent req sets (i + 1) rest
+
+/-- spec `select_in`: the first grant of `agent` that matches and still has
+quota (shared grants: in `pool`). -/
+def selectIn (p : Policy) (l : Ledger) (pool : SharedCounts) (agent : Nat) (req : Request)
+    (sets : List (List String)) : Option Nat :=
+  selectFromIn p l pool agent req sets 0 p.grants
+
+/-- `consUsed` with the pool. -/
+def consUsedIn (g : Nat) :
+    Except Nat (List Nat × Ledger × SharedCounts) → Except Nat (List Nat × Ledger × SharedCounts)
+  | .error a => .error a
+  | .ok r => .ok (g :: r.1, r.2)
+
+/-- The loop of spec `admit_in` along an explicit chain. -/
+def admitChainIn (p : Policy) (req : Request) (sets : List (List String)) :
+    Ledger → SharedCounts → List Nat → Except Nat (List Nat × Ledger × SharedCounts)
+  | l, pool, [] => .ok ([], l, pool)
+  | l, pool, agent :: rest =>
+    optElim (selectIn p l pool agent req sets) (Except.error agent)
+      (fun g => consUsedIn g
+        (admitChainIn p req sets (takeUnit p l pool g).1 (takeUnit p l pool g).2 rest))
+
+/-- spec `admit_in`: one unit from the serving grant of each agent of the
+chain, all or nothing; shared grants from the pool. -/
+def admitIn (p : Policy) (l : Ledger) (pool : SharedCounts) (req : Request)
+    (sets : List (List String)) : Except Nat (List Nat × Ledger × SharedCounts) :=
+  admitChainIn p req sets l pool (p.agentChain req.agent)
+
+/-- spec `refund_in`: `give_back` of each grant of `used`, in order. -/
+def refundIn (p : Policy) : Ledger → SharedCounts → List Nat → Ledger × SharedCounts
+  | l, pool, [] => (l, pool)
+  | l, pool, g :: gs => refundIn p (giveBack p l pool g).1 (giveBack p l pool g).2 gs
+
+/-- `step_in`, `Event::Call`, on the result of `admit_in`. -/
+def afterAdmitIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) (needsPause : Bool) :
+    Except Nat (List Nat × Ledger × SharedCounts) → Outcome × State × SharedCounts
+  | .error _ => (.deny, s, pool)
+  | .ok r =>
+    ((stepAdmitted p s id r.1 r.2.1 needsPause).1, (stepAdmitted p s id r.1 r.2.1 needsPause).2, r.2.2)
+
+/-- `step_in`, `Event::Call`. -/
+def stepCallIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) (req : Request)
+    (checks : Checks) : Outcome × State × SharedCounts :=
+  match checks with
+  | .deny => (.deny, s, pool)
+  | .pass => afterAdmitIn p s pool id false (admitIn p s.ledger pool req s.sets)
+  | .pause => afterAdmitIn p s pool id true (admitIn p s.ledger pool req s.sets)
+
+/-- `step_in`, `Event::Approve`, on the entry `paused.remove(id)` finds. -/
+def approveWithIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) (checks : Checks) :
+    Option (List Nat) → Outcome × State × SharedCounts
+  | some used =>
+    match checks with
+    | .deny =>
+      (.deny, { s with paused := mapErase s.paused id,
+                       ledger := (refundIn p s.ledger pool used).1 },
+        (refundIn p s.ledger pool used).2)
+    | _ =>
+      (.allow used,
+        { s with paused := mapErase s.paused id, running := mapInsert s.running id used }, pool)
+  | none => (.invalid, s, pool)
+
+/-- `step_in`, `Event::Reject`. -/
+def rejectWithIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) :
+    Option (List Nat) → Outcome × State × SharedCounts
+  | some used =>
+    (.applied, { s with paused := mapErase s.paused id,
+                        ledger := (refundIn p s.ledger pool used).1 },
+      (refundIn p s.ledger pool used).2)
+  | none => (.invalid, s, pool)
+
+/-- `step_in`, `Event::Failed`. -/
+def failWithIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) :
+    Option (List Nat) → Outcome × State × SharedCounts
+  | some used =>
+    (.applied, { s with running := mapErase s.running id,
+                        ledger := (refundIn p s.ledger pool used).1 },
+      (refundIn p s.ledger pool used).2)
+  | none => (.invalid, s, pool)
+
+/-- `(outcome, state)` with the pool unchanged. -/
+def withPool (r : Outcome × State) (pool : SharedCounts) : Outcome × State × SharedCounts :=
+  (r.1, r.2, pool)
+
+/-- `step_in`: one step of the ledger semantics against the tenant's pool;
+the answer carries the pool after the step (changed only by events that
+take or give back units of a shared grant). -/
+def stepIn (p : Policy) (s : State) (pool : SharedCounts) (e : Event) (checks : Checks) :
+    Outcome × State × SharedCounts :=
+  match e with
+  | .call id req => stepCallIn p s pool id req checks
+  | .approve id => approveWithIn p s pool id checks (mapFind s.paused id)
+  | .reject id => rejectWithIn p s pool id (mapFind s.paused id)
+  | .succeeded id discovered => withPool (stepSucceeded p s id discovered) pool
+  | .failed id => failWithIn p s pool id (mapFind s.running id)
+  | .unknown id => withPool (stepUnknown s id) pool
+  | .seed k values => withPool (stepSeed s k values) pool
 
 end Agenra

@@ -140,6 +140,15 @@ pub fn recognise(old: &Policy, new: &Policy, classes: &Classes) -> Result<Constr
                     ));
                 }
             }
+            // The side condition `ConstructionOk.order` of the Lean proof
+            // (proofs/AgenraProofs/Construction.lean), checked as stated:
+            // NEW's grants of this agent for the class are the images, in
+            // order, followed only by appended grants. On ascending class
+            // lists the checks above already imply it.
+            let (head, tail) = in_new.split_at(images.len().min(in_new.len()));
+            if head != images.as_slice() || tail.iter().any(|x| !appended.contains(x)) {
+                return Err("a grant matches different calls in OLD and NEW".into());
+            }
         }
     }
     Ok(Construction {
