@@ -505,14 +505,7 @@ impl Lowering<'_> {
                         evidence: a.evidence.clone(),
                         description: format!(
                             "`allow flow {rule_name}` into `{sink_name}` declassifies up to {shown}{}",
-                            if a.args.is_empty() {
-                                String::new()
-                            } else {
-                                format!(
-                                    ", only with {}",
-                                    serde_json::to_string(&a.args).unwrap_or_default()
-                                )
-                            }
+                            only_with(&a.args)
                         ),
                     });
                 }
@@ -572,14 +565,7 @@ impl Lowering<'_> {
                         evidence: a.evidence.clone(),
                         description: format!(
                             "`allow flow {rule_name}` into agent `{agent}` declassifies up to {shown}{}",
-                            if a.args.is_empty() {
-                                String::new()
-                            } else {
-                                format!(
-                                    ", only with {}",
-                                    serde_json::to_string(&a.args).unwrap_or_default()
-                                )
-                            }
+                            only_with(&a.args)
                         ),
                     });
                 }
@@ -768,4 +754,16 @@ pub fn meet(a: &Label, b: &Label) -> Label {
         a.categories.intersection(b.categories),
         a.trusted || b.trusted,
     )
+}
+
+/// How an allowance's argument scope reads in a check's description.
+fn only_with(args: &ArgValues) -> String {
+    if args.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", only with {}",
+            serde_json::to_string(args).unwrap_or_default()
+        )
+    }
 }
