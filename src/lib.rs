@@ -80,7 +80,7 @@ pub use agenra_core::decision::{
 pub use agenra_core::event::{Call, Event, Outcome, Report, Resolve};
 pub use agenra_core::{
     AgentHandle, CallArg, CompiledPolicy, LookupError, Monitor, MonitorError, ParamHandle, Policy,
-    Session, ToolHandle, TypedCall, Value,
+    Session, SessionOptions, SharedCounts, TenantPool, ToolHandle, TypedCall, Value,
 };
 pub use agenra_policy as policy;
 pub use agenra_policy::{Diagnostic, PolicyError};
