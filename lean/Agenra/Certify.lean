@@ -329,7 +329,7 @@ def typesWithin (need avail : Nat) : Bool := (need &&& avail) == need
 (leaving `ro.2`) and NEW took `rn.1` (leaving `rn.2`): NEW loses if it
 pauses a call OLD allows; the abstraction gives up if OLD pauses a call NEW
 allows while rules read the history, or if a chain is longer than
-`MAX_CHAIN` (4); otherwise both admit. -/
+`MAX_CHAIN` (4); otherwise both sides accept the call. -/
 def admitBoth (ctx : Ctx) (c : Class) (rulePause : Bool) (ro rn : List Nat × List Quota) :
     Admission :=
   if ((rulePause || anyB (approvalL ctx.new) rn.1) &&

@@ -686,14 +686,14 @@ theorem discoversFirst_map (ctx : Ctx) (m : Nat → Nat) (hc : ConstructionOk ct
 /-! ## Admission of a call -/
 
 /-- What an admission result must be for the relation to go on: OLD does
-not accept the call, or both admit with a held call and ledgers related. -/
+not accept the call, or both accept it with a held call and ledgers related. -/
 def AdmitOk (ctx : Ctx) (m : Nat → Nat) : Admission → Prop
   | .old => True
   | .lost => False
   | .unknown => False
   | .both h o n _ => HeldOk ctx m h ∧ LedgerRel ctx m o n
 
-/-- With approvals equal and chains of at most 4 agents, both sides admit,
+/-- With approvals equal and chains of at most 4 agents, both sides accept the call,
 paused alike. -/
 theorem admitBoth_eq (ctx : Ctx) (c : Class) (rp : Bool) (uo un : List Nat) (lo ln : List Quota)
     (hany : anyB (approvalL ctx.new) un = anyB (approvalL ctx.old) uo)
