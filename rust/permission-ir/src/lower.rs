@@ -341,16 +341,13 @@ impl Lowering<'_> {
         let tool = &self.policy.tools[t];
         args.iter()
             .map(|(name, values)| match tool.param_index(name) {
-                Some(i) => Cond::Test {
-                    param: i,
-                    quant: Quant::All,
-                    op: ArgOp::In(
-                        values
-                            .iter()
-                            .filter_map(|v| typed_value(&self.policy, t, name, v).ok())
-                            .collect(),
-                    ),
-                },
+                Some(i) => one_of(
+                    i,
+                    values
+                        .iter()
+                        .filter_map(|v| typed_value(&self.policy, t, name, v).ok())
+                        .collect(),
+                ),
                 None => Cond::FALSE,
             })
             .collect()
@@ -590,11 +587,7 @@ impl Lowering<'_> {
                         .collect(),
                     None => values.iter().filter_map(Value::from_json).collect(),
                 };
-                Cond::Test {
-                    param: name.clone(),
-                    quant: Quant::All,
-                    op: ArgOp::In(values),
-                }
+                one_of(name.clone(), values)
             })
             .collect();
         Cond::And(tests)
@@ -766,4 +759,20 @@ fn only_with(args: &ArgValues) -> String {
             serde_json::to_string(args).unwrap_or_default()
         )
     }
+}
+
+/// `param in [values]`, where a `null` among the values stands for the
+/// argument being absent (`In` alone never holds on an absent argument).
+fn one_of<P: Clone>(param: P, values: Vec<Value>) -> Cond<P> {
+    let (nulls, present): (Vec<Value>, Vec<Value>) =
+        values.into_iter().partition(|v| matches!(v, Value::Null));
+    let test = |op| Cond::Test {
+        param: param.clone(),
+        quant: Quant::All,
+        op,
+    };
+    if nulls.is_empty() {
+        return test(ArgOp::In(present));
+    }
+    Cond::Or(vec![test(ArgOp::Eq(Value::Null)), test(ArgOp::In(present))])
 }

@@ -92,6 +92,43 @@ fn the_benign_trace_becomes_its_own_task() {
     );
 }
 
+/// A `null` optional argument is an absent one: the task that covers the
+/// call must not turn its ALLOW into a DENY (found by the property below).
+#[test]
+fn a_null_optional_argument_stays_covered() {
+    let trace = events(&[
+        json!({"kind": "task", "id": "t0", "time": 1, "text": "Send the weekly-1 report to x@example.com"}),
+        json!({"kind": "call", "id": "c0", "time": 2, "tool": "email.send",
+               "args": {"to": "x@example.com", "subject": "s", "body": "b", "urgent": null}}),
+    ]);
+    let p = policy();
+    let ir = pir::from_trace(&trace, &p);
+    let low = pir::lower(&pir::validate(ir, &p).unwrap(), &p).unwrap();
+    let before = replay(Session::new(p.clone()).unwrap(), &trace);
+    assert_eq!(before[1], Ok(Some(Verdict::Allow)));
+    assert_eq!(replay(low.session().unwrap(), &trace), before);
+    // `urgent: [null]` admits the absent argument, not a present one.
+    let mut other = trace.clone();
+    other[1] = events(&[
+        json!({"kind": "call", "id": "c0", "time": 2, "tool": "email.send",
+        "args": {"to": "x@example.com", "subject": "s", "body": "b", "urgent": true}}),
+    ])[0]
+        .clone();
+    assert_eq!(
+        replay(low.session().unwrap(), &other)[1],
+        Ok(Some(Verdict::Deny))
+    );
+    other[1] = events(&[
+        json!({"kind": "call", "id": "c0", "time": 2, "tool": "email.send",
+        "args": {"to": "x@example.com", "subject": "s", "body": "b"}}),
+    ])[0]
+        .clone();
+    assert_eq!(
+        replay(low.session().unwrap(), &other)[1],
+        Ok(Some(Verdict::Allow))
+    );
+}
+
 fn arg_value() -> impl Strategy<Value = Value> {
     prop_oneof![
         4 => prop::sample::select(vec!["Alice", "weekly-1", "weekly-2", "x@example.com", "monthly-3", "*"])
