@@ -636,6 +636,22 @@ fn steps() {
             Outcome::Deny,
             s9.clone(),
         ),
+        // A call reusing a held id (c5 running, c3 paused) is invalid and
+        // changes nothing, whatever the checks said.
+        (
+            &s9,
+            call("c5", req(1, 1, s("carol"), 1)),
+            Checks::Pass,
+            Outcome::Invalid,
+            s9.clone(),
+        ),
+        (
+            &s3,
+            call("c3", req(1, 0, s("/a/x"), 1)),
+            Checks::Deny,
+            Outcome::Invalid,
+            s3.clone(),
+        ),
         // Checks deny before the ledger: nothing taken.
         (
             &s0,

@@ -868,12 +868,25 @@ discovered set `k` (`set` in Rust). `getAt s.sets k` is `none` exactly when
 def stepSeed (s : State) (k : Nat) (values : List String) : Outcome × State :=
   seedWith s k values (getAt s.sets k)
 
+/-- Whether a call id is held: paused or running. `spec/mod.rs`:
+`state.paused.contains_key(id) || state.running.contains_key(id)`. -/
+def isHeld (s : State) (id : String) : Bool :=
+  (mapFind s.paused id).isSome || (mapFind s.running id).isSome
+
+/-- `step`, `Event::Call`, first of all: a call whose id is held (paused or
+running) is `invalid` and changes nothing (the monitor rejects it as a
+duplicate call); otherwise `r`, the step proper. -/
+def guardFresh (s : State) (id : String) (r : Outcome × State) : Outcome × State :=
+  match isHeld s id with
+  | true => (.invalid, s)
+  | false => r
+
 /-- `step`: one step of the ledger semantics. `checks` is what steps 1–4
 decided about the event's call (for calls and approvals; the other events
 ignore it). -/
 def step (p : Policy) (s : State) (e : Event) (checks : Checks) : Outcome × State :=
   match e with
-  | .call id req => stepCall p s id req checks
+  | .call id req => guardFresh s id (stepCall p s id req checks)
   | .approve id => stepApprove p s id checks
   | .reject id => stepReject p s id
   | .succeeded id discovered => stepSucceeded p s id discovered
@@ -1087,13 +1100,21 @@ def failWithIn (p : Policy) (s : State) (pool : SharedCounts) (id : String) :
 def withPool (r : Outcome × State) (pool : SharedCounts) : Outcome × State × SharedCounts :=
   (r.1, r.2, pool)
 
+/-- `guardFresh` for `step_in`: a call whose id is held is `invalid`, and
+neither the state nor the pool changes. -/
+def guardFreshIn (s : State) (pool : SharedCounts) (id : String)
+    (r : Outcome × State × SharedCounts) : Outcome × State × SharedCounts :=
+  match isHeld s id with
+  | true => (.invalid, s, pool)
+  | false => r
+
 /-- `step_in`: one step of the ledger semantics against the tenant's pool;
 the answer carries the pool after the step (changed only by events that
 take or give back units of a shared grant). -/
 def stepIn (p : Policy) (s : State) (pool : SharedCounts) (e : Event) (checks : Checks) :
     Outcome × State × SharedCounts :=
   match e with
-  | .call id req => stepCallIn p s pool id req checks
+  | .call id req => guardFreshIn s pool id (stepCallIn p s pool id req checks)
   | .approve id => approveWithIn p s pool id checks (mapFind s.paused id)
   | .reject id => rejectWithIn p s pool id (mapFind s.paused id)
   | .succeeded id discovered => withPool (stepSucceeded p s id discovered) pool

@@ -292,7 +292,13 @@ every limited grant, whatever the event. -/
 theorem step_accounted (p : Policy) (s : State) (e : Event) (c : Checks)
     (hw : Accounted p s) : Accounted p (step p s e c).2 := by
   cases e with
-  | call id req => exact stepCall_acc p s id req c hw
+  | call id req =>
+    show Accounted p (guardFresh s id (stepCall p s id req c)).2
+    rcases guardFresh_cases s id (stepCall p s id req c) with hg | hg
+    · rw [hg]
+      exact hw
+    · rw [hg]
+      exact stepCall_acc p s id req c hw
   | approve id => exact approveWith_acc p s id c hw
   | reject id =>
     show Accounted p (rejectWith p s id (mapFind s.paused id)).2

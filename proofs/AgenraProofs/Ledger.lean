@@ -345,17 +345,63 @@ theorem mapFind_mapErase_self : ∀ (m : List (String × List Nat)) (key : Strin
 
 /-! ## The life of a call -/
 
-/-- A call that the checks deny is denied before admission: the state is
-unchanged (`rfl`: no admission runs). -/
-theorem call_checks_deny (p : Policy) (s : State) (id : String) (req : Request) :
-    step p s (.call id req) .deny = (.deny, s) := rfl
+/-- The freshness guard either rejects the call (`invalid`, state unchanged)
+or leaves the step proper as it is. -/
+theorem guardFresh_cases (s : State) (id : String) (r : Outcome × State) :
+    guardFresh s id r = (Outcome.invalid, s) ∨ guardFresh s id r = r := by
+  unfold guardFresh
+  cases isHeld s id with
+  | true => exact Or.inl rfl
+  | false => exact Or.inr rfl
 
-/-- A call whose admission fails is denied with the state unchanged, whatever
-the checks said. -/
+/-- On a fresh id the guard is the identity. -/
+theorem guardFresh_fresh (s : State) (id : String) (r : Outcome × State)
+    (hf : isHeld s id = false) : guardFresh s id r = r := by
+  unfold guardFresh
+  revert hf
+  cases isHeld s id with
+  | true => intro hf; cases hf
+  | false => intro _; rfl
+
+/-- `guardFresh_cases` for `step_in`: `invalid` with state and pool
+unchanged, or the step proper. -/
+theorem guardFreshIn_cases (s : State) (pool : SharedCounts) (id : String)
+    (r : Outcome × State × SharedCounts) :
+    guardFreshIn s pool id r = (Outcome.invalid, s, pool) ∨ guardFreshIn s pool id r = r := by
+  unfold guardFreshIn
+  cases isHeld s id with
+  | true => exact Or.inl rfl
+  | false => exact Or.inr rfl
+
+/-- A call with a held id (paused or running) is `invalid` and changes
+nothing: a duplicate call id can neither take units nor overwrite the
+units another call holds. -/
+theorem call_held_invalid (p : Policy) (s : State) (id : String) (req : Request)
+    (checks : Checks) (hh : isHeld s id = true) :
+    step p s (.call id req) checks = (.invalid, s) := by
+  show guardFresh s id (stepCall p s id req checks) = (.invalid, s)
+  unfold guardFresh
+  revert hh
+  cases isHeld s id with
+  | true => intro _; rfl
+  | false => intro hh; cases hh
+
+/-- A fresh call that the checks deny is denied before admission: the
+state is unchanged (no admission runs). -/
+theorem call_checks_deny (p : Policy) (s : State) (id : String) (req : Request)
+    (hf : isHeld s id = false) :
+    step p s (.call id req) .deny = (.deny, s) := by
+  show guardFresh s id (stepCall p s id req .deny) = (.deny, s)
+  rw [guardFresh_fresh s id _ hf] <;> rfl
+
+/-- A fresh call whose admission fails is denied with the state unchanged,
+whatever the checks said. -/
 theorem admission_failure_denies (p : Policy) (s : State) (id : String) (req : Request)
-    (checks : Checks) (a : Nat) (ha : admitCall p s.ledger req s.sets = .error a) :
+    (checks : Checks) (a : Nat) (hf : isHeld s id = false)
+    (ha : admitCall p s.ledger req s.sets = .error a) :
     step p s (.call id req) checks = (.deny, s) := by
-  show stepCall p s id req checks = (.deny, s)
+  show guardFresh s id (stepCall p s id req checks) = (.deny, s)
+  rw [guardFresh_fresh s id _ hf]
   cases checks with
   | deny => rfl
   | pass =>
@@ -399,17 +445,24 @@ theorem afterAdmit_deny (p : Policy) (s s' : State) (id : String) (needsPause : 
     exact absurd h2 (stepAdmitted_ne_deny p s id r.1 r.2 needsPause)
 
 /-- A denied call leaves the whole state unchanged, whether the checks denied
-it (`checks = .deny`) or admission failed. -/
+it (`checks = .deny`) or admission failed. (A call with a held id is
+`invalid`, never `deny`.) -/
 theorem deny_unchanged (p : Policy) (s s' : State) (id : String) (req : Request)
     (checks : Checks) (h : step p s (.call id req) checks = (.deny, s')) :
     s' = s := by
-  have h1 : stepCall p s id req checks = (.deny, s') := h
-  cases checks with
-  | deny =>
-    have h2 : ((Outcome.deny, s) : Outcome × State) = (Outcome.deny, s') := h1
-    exact (congrArg Prod.snd h2).symm
-  | pass => exact afterAdmit_deny p s s' id false (admitCall p s.ledger req s.sets) h1
-  | pause => exact afterAdmit_deny p s s' id true (admitCall p s.ledger req s.sets) h1
+  have h0 : guardFresh s id (stepCall p s id req checks) = (.deny, s') := h
+  rcases guardFresh_cases s id (stepCall p s id req checks) with hg | hg
+  · rw [hg] at h0
+    have h2 : Outcome.invalid = Outcome.deny := congrArg Prod.fst h0
+    cases h2
+  · rw [hg] at h0
+    have h1 : stepCall p s id req checks = (.deny, s') := h0
+    cases checks with
+    | deny =>
+      have h2 : ((Outcome.deny, s) : Outcome × State) = (Outcome.deny, s') := h1
+      exact (congrArg Prod.snd h2).symm
+    | pass => exact afterAdmit_deny p s s' id false (admitCall p s.ledger req s.sets) h1
+    | pause => exact afterAdmit_deny p s s' id true (admitCall p s.ledger req s.sets) h1
 
 /-- **deny_consumes_nothing.** A denied call consumes nothing, whether the
 checks denied it or admission failed. -/

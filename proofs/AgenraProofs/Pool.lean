@@ -224,11 +224,15 @@ theorem stepIn_pool_within (p : Policy) (hd : SharedNamesDistinct p) (s : State)
       cases ha : admitIn p s.ledger pool req s.sets with
       | error a => exact hw
       | ok r => exact admitChainIn_within p hd req s.sets (p.agentChain req.agent) s.ledger pool r ha hw
-    show PoolWithin p (stepCallIn p s pool id req c).2.2
-    cases c with
-    | deny => exact hw
-    | pass => exact key false
-    | pause => exact key true
+    show PoolWithin p (guardFreshIn s pool id (stepCallIn p s pool id req c)).2.2
+    rcases guardFreshIn_cases s pool id (stepCallIn p s pool id req c) with hg | hg
+    · rw [hg]
+      exact hw
+    · rw [hg]
+      cases c with
+      | deny => exact hw
+      | pass => exact key false
+      | pause => exact key true
   | approve id =>
     show PoolWithin p (approveWithIn p s pool id c (mapFind s.paused id)).2.2
     cases mapFind s.paused id with

@@ -117,7 +117,13 @@ an unknown outcome (the unit stays spent) or a seed. -/
 theorem step_within_quota (p : Policy) (s : State) (e : Event) (c : Checks)
     (hw : WithinQuota p s.ledger) : WithinQuota p (step p s e c).2.ledger := by
   cases e with
-  | call id req => exact stepCall_within p s id req c hw
+  | call id req =>
+    show WithinQuota p (guardFresh s id (stepCall p s id req c)).2.ledger
+    rcases guardFresh_cases s id (stepCall p s id req c) with hg | hg
+    · rw [hg]
+      exact hw
+    · rw [hg]
+      exact stepCall_within p s id req c hw
   | approve id => exact approveWith_within p s id c (mapFind s.paused id) hw
   | reject id =>
     show WithinQuota p (rejectWith p s id (mapFind s.paused id)).2.ledger

@@ -116,23 +116,30 @@ theorem stepIn_unshared (p : Policy) (h : p.shared = []) (s : State) (pool : Sha
     have hadm : admitIn p s.ledger pool req s.sets =
         withPoolE pool (admitCall p s.ledger req s.sets) :=
       admitChainIn_none p h req s.sets (p.agentChain req.agent) s.ledger pool
-    show stepCallIn p s pool id req c = withPool (stepCall p s id req c) pool
-    cases c with
-    | deny => rfl
-    | pass =>
-      show afterAdmitIn p s pool id false (admitIn p s.ledger pool req s.sets) =
-        withPool (afterAdmit p s id false (admitCall p s.ledger req s.sets)) pool
-      rw [hadm]
-      cases admitCall p s.ledger req s.sets with
-      | error a => rfl
-      | ok r => rfl
-    | pause =>
-      show afterAdmitIn p s pool id true (admitIn p s.ledger pool req s.sets) =
-        withPool (afterAdmit p s id true (admitCall p s.ledger req s.sets)) pool
-      rw [hadm]
-      cases admitCall p s.ledger req s.sets with
-      | error a => rfl
-      | ok r => rfl
+    have hrest : stepCallIn p s pool id req c = withPool (stepCall p s id req c) pool := by
+      cases c with
+      | deny => rfl
+      | pass =>
+        show afterAdmitIn p s pool id false (admitIn p s.ledger pool req s.sets) =
+          withPool (afterAdmit p s id false (admitCall p s.ledger req s.sets)) pool
+        rw [hadm]
+        cases admitCall p s.ledger req s.sets with
+        | error a => rfl
+        | ok r => rfl
+      | pause =>
+        show afterAdmitIn p s pool id true (admitIn p s.ledger pool req s.sets) =
+          withPool (afterAdmit p s id true (admitCall p s.ledger req s.sets)) pool
+        rw [hadm]
+        cases admitCall p s.ledger req s.sets with
+        | error a => rfl
+        | ok r => rfl
+    -- The freshness guard is the same test on both sides.
+    show guardFreshIn s pool id (stepCallIn p s pool id req c) =
+      withPool (guardFresh s id (stepCall p s id req c)) pool
+    unfold guardFreshIn guardFresh
+    cases isHeld s id with
+    | true => rfl
+    | false => exact hrest
   | approve id =>
     show approveWithIn p s pool id c (mapFind s.paused id) =
       withPool (approveWith p s id c (mapFind s.paused id)) pool

@@ -328,6 +328,8 @@ pub fn step(policy: &Policy, state: &State, event: &Event, checks: Checks) -> (O
 ///
 /// Approval is a just-in-time re-authorization: when the re-check at
 /// approval time denies, the reserved units return and the answer is DENY.
+/// A call whose id is held (paused or running) is `Invalid` and changes
+/// nothing, as the monitor rejects a duplicate call id.
 pub fn step_in(
     policy: &Policy,
     state: &State,
@@ -338,6 +340,13 @@ pub fn step_in(
     let mut next = state.clone();
     let mut next_pool = pool.clone();
     let outcome = match event {
+        // A second call with a held id (paused or running) changes nothing:
+        // the monitor rejects it as a duplicate call.
+        Event::Call { id, .. }
+            if state.paused.contains_key(id) || state.running.contains_key(id) =>
+        {
+            Outcome::Invalid
+        }
         Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
         Event::Call { id, req } => match admit_in(policy, &state.ledger, pool, req, &state.sets) {
             Err(_) => Outcome::Deny,
@@ -610,6 +619,14 @@ mod tests {
         assert_eq!(s5.ledger.remaining[1], Quota::Limited(1));
         let (o, _) = step(&p, &s5, &Event::Approve { id: id("c2") }, Checks::Pass);
         assert_eq!(o, Outcome::Invalid);
+        // A second call with a held id (c2 running, c3 paused) is
+        // invalid and changes nothing, whatever the checks said.
+        for (held, state) in [("c2", &s5), ("c3", &s3)] {
+            for checks in [Checks::Pass, Checks::Pause, Checks::Deny] {
+                let (o, same) = step(&p, state, &call(held, req(0, 1, "bob", 1)), checks);
+                assert_eq!((o, &same), (Outcome::Invalid, state));
+            }
+        }
         // Rejecting gives the unit back.
         let (_, s6) = step(&p, &s5, &call("c4", req(0, 1, "bob", 1)), Checks::Pass);
         let (o, s7) = step(&p, &s6, &Event::Reject { id: id("c4") }, Checks::Pass);
