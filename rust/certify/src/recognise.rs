@@ -18,6 +18,7 @@
 //! least as large for increased grants" is a simulation (docs/certify.md).
 
 use crate::classes::Classes;
+use crate::product::MAX_CHAIN;
 use agenra_core::policy::{GrantId, Policy, Quota};
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +97,15 @@ pub fn recognise(old: &Policy, new: &Policy, classes: &Classes) -> Result<Constr
         .collect();
     let reordered = mapping.windows(2).any(|w| w[0] > w[1]);
     for c in &classes.classes {
+        // The side condition `ConstructionOk.chain` of the Lean proof: the
+        // abstraction models delegation chains of at most MAX_CHAIN agents.
+        let chain = old.chain_iter(c.agent).count();
+        if chain > MAX_CHAIN {
+            return Err(format!(
+                "agent `{}` acts through a delegation chain of {chain} agents (the construction is proved for at most {MAX_CHAIN})",
+                old.agents.get(c.agent).map_or("?", |a| a.name.as_str())
+            ));
+        }
         for agent in 0..old.agents.len() {
             let m: Vec<GrantId> = c
                 .old
