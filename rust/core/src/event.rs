@@ -85,6 +85,130 @@ pub struct Report {
     pub discovered: Vec<String>,
 }
 
+impl Call {
+    /// A call of `tool` with id `id` at `time`, by `main`, without
+    /// arguments or lineage; add them with the builder methods.
+    ///
+    /// ```
+    /// use agenra_core::Call;
+    /// use serde_json::json;
+    /// let call = Call::new("c1", "email.send", 10)
+    ///     .arg("to", json!("alice@example.com"))
+    ///     .arg("body", json!("the report"))
+    ///     .lineage("body", ["c0"]);
+    /// assert_eq!(call.args["to"], json!("alice@example.com"));
+    /// assert_eq!(call.lineage["body"], ["c0"]);
+    /// ```
+    pub fn new(id: impl Into<String>, tool: impl Into<String>, time: u64) -> Call {
+        Call {
+            session: None,
+            id: id.into(),
+            time,
+            agent: None,
+            tool: tool.into(),
+            args: serde_json::Map::new(),
+            lineage: BTreeMap::new(),
+            inferred: BTreeMap::new(),
+        }
+    }
+
+    /// Sets argument `name` (a later value for the same name replaces it).
+    pub fn arg(mut self, name: impl Into<String>, value: serde_json::Value) -> Call {
+        self.args.insert(name.into(), value);
+        self
+    }
+
+    /// The calling agent (default: `main`).
+    pub fn agent(mut self, agent: impl Into<String>) -> Call {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Observed lineage of argument `param`: the calls (or tasks) whose
+    /// outputs it came from.
+    pub fn lineage<I, S>(mut self, param: impl Into<String>, sources: I) -> Call
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.lineage
+            .insert(param.into(), sources.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The session the call belongs to (for multi-session traces).
+    pub fn in_session(mut self, session: impl Into<String>) -> Call {
+        self.session = Some(session.into());
+        self
+    }
+}
+
+impl Report {
+    /// The result of call `call` with `status`, at the previous event's
+    /// time, without output or discovered resources.
+    ///
+    /// ```
+    /// use agenra_core::{event::Outcome, Report};
+    /// use serde_json::json;
+    /// let ok = Report::succeeded("c1").output(json!({"id": 7})).discovered(["bob@example.com"]);
+    /// assert_eq!(ok.status, Outcome::Succeeded);
+    /// assert_eq!(Report::failed("c2").status, Outcome::Failed);
+    /// ```
+    pub fn new(call: impl Into<String>, status: Outcome) -> Report {
+        Report {
+            session: None,
+            call: call.into(),
+            time: None,
+            status,
+            output: serde_json::Value::Null,
+            discovered: Vec::new(),
+        }
+    }
+
+    /// `succeeded`: the output is labeled and what it discovered is added.
+    pub fn succeeded(call: impl Into<String>) -> Report {
+        Report::new(call, Outcome::Succeeded)
+    }
+
+    /// `failed`: the call had no effect and its units are returned.
+    pub fn failed(call: impl Into<String>) -> Report {
+        Report::new(call, Outcome::Failed)
+    }
+
+    /// `unknown`: the units stay spent and the output is assumed read.
+    pub fn unknown(call: impl Into<String>) -> Report {
+        Report::new(call, Outcome::Unknown)
+    }
+
+    /// The tool's output.
+    pub fn output(mut self, output: serde_json::Value) -> Report {
+        self.output = output;
+        self
+    }
+
+    /// Resources the result discovered.
+    pub fn discovered<I, S>(mut self, values: I) -> Report
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.discovered = values.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The time of the result (default: the previous event's).
+    pub fn at(mut self, time: u64) -> Report {
+        self.time = Some(time);
+        self
+    }
+
+    /// The session the result belongs to.
+    pub fn in_session(mut self, session: impl Into<String>) -> Report {
+        self.session = Some(session.into());
+        self
+    }
+}
+
 /// A human's answer to a PAUSE.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
