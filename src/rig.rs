@@ -27,7 +27,10 @@
 //! ([`GateBuilder::clock`]; the default reads the system clock in seconds)
 //! and never go backwards. rig carries no provenance, so calls have no
 //! observed lineage: every argument is taken to depend on everything the
-//! session has read, the conservative choice.
+//! session has read, the conservative choice (a policy with `provenance by
+//! value;` narrows that by matching argument values against what the
+//! session read). What a tool discovered (addresses a search returned) is
+//! read from its output by [`GateBuilder::discovers`].
 //!
 //! ```no_run
 //! use agenra::rig::Gate;
@@ -82,6 +85,7 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 type Clock = Box<dyn Fn() -> u64 + Send + Sync>;
 type Approver = Box<dyn Fn(Paused) -> BoxFuture<bool> + Send + Sync>;
 type Observer = Box<dyn Fn(&Entry) + Send + Sync>;
+type Discoverer = Box<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
 
 /// A call the monitor paused, as the approval callback sees it.
 #[derive(Clone, Debug)]
@@ -153,6 +157,7 @@ pub struct GateBuilder {
     prefix: String,
     agent: Option<String>,
     errors_refund: bool,
+    discoverers: BTreeMap<String, Discoverer>,
 }
 
 impl GateBuilder {
@@ -214,6 +219,20 @@ impl GateBuilder {
         self
     }
 
+    /// What a successful call of the policy's tool `policy_tool`
+    /// discovered, read from its output (e.g. the addresses a contact search
+    /// returned): reported with the result, so a grant with `discovers SET`
+    /// adds them to the set. Without it a result discovers nothing.
+    pub fn discovers(
+        mut self,
+        policy_tool: impl Into<String>,
+        extract: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.discoverers
+            .insert(policy_tool.into(), Box::new(extract));
+        self
+    }
+
     /// The gate. Clones share its session.
     pub fn build(self) -> Gate {
         Gate {
@@ -229,6 +248,7 @@ impl GateBuilder {
                 prefix: self.prefix,
                 agent: self.agent,
                 errors_refund: self.errors_refund,
+                discoverers: self.discoverers,
             }),
         }
     }
@@ -260,6 +280,7 @@ struct Inner {
     prefix: String,
     agent: Option<String>,
     errors_refund: bool,
+    discoverers: BTreeMap<String, Discoverer>,
 }
 
 struct State {
@@ -357,6 +378,7 @@ impl Gate {
             prefix: "rig-".into(),
             agent: None,
             errors_refund: false,
+            discoverers: BTreeMap::new(),
         }
     }
 
@@ -563,14 +585,15 @@ impl Gate {
             Err(Failure::Ran(_)) => (Outcome::Unknown, Value::Null),
         };
         held.disarm();
-        let reported = self.lock().session.report(&Report {
-            session: None,
-            call: call.id.clone(),
-            time: None,
-            status,
-            output,
-            discovered: Vec::new(),
-        });
+        let discovered = match (status, self.inner.discoverers.get(&call.tool)) {
+            (Outcome::Succeeded, Some(extract)) => extract(&output),
+            _ => Vec::new(),
+        };
+        let reported = self.lock().session.report(
+            &Report::new(call.id.clone(), status)
+                .output(output)
+                .discovered(discovered),
+        );
         let mut e = entry(call, answer);
         e.tool_ok = Some(result.is_ok());
         e.report_error = reported.err().map(|err| err.to_string());

@@ -252,3 +252,60 @@ fn a_call_dropped_half_way_is_settled() {
     assert!(pending);
     assert_eq!(status(&gate, "rig-2"), Some(Status::Rejected));
 }
+
+#[test]
+fn what_a_tool_discovers_reaches_the_policys_set() {
+    let policy = agenra::compile(
+        r#"sets contacts;
+           tool contacts.search(name: string);
+           tool email.send(to: string) { resource to; }
+           grant search: contacts.search quota unlimited discovers contacts;
+           grant mail_known: email.send where to in contacts quota unlimited;"#,
+        "discovers",
+    )
+    .unwrap()
+    .policy;
+    let gate = Gate::builder(policy.session())
+        .clock(|| 5)
+        .discovers("contacts.search", |out| {
+            out["emails"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .build();
+    let search = gate.wrap_dynamic(
+        DynamicTool::new(
+            ToolName::new("search").unwrap(),
+            "Finds a contact",
+            json!({ "type": "object" }),
+            |_| Box::pin(async { Ok(ToolOutput::json(json!({"emails": ["bob@example.com"]}))) }),
+        ),
+        Some("contacts.search"),
+    );
+    let mail = gate.wrap_dynamic(
+        DynamicTool::new(
+            ToolName::new("mail").unwrap(),
+            "Sends a mail",
+            json!({ "type": "object" }),
+            |_| Box::pin(async { Ok(ToolOutput::text("sent")) }),
+        ),
+        Some("email.send"),
+    );
+    // Before the search, nobody is known: the mail is denied.
+    let denied = block_on(mail.execute(json!({ "to": "bob@example.com" }))).unwrap_err();
+    assert!(
+        denied.message().contains("agenra denied"),
+        "{}",
+        denied.message()
+    );
+    block_on(search.execute(json!({ "name": "Bob" }))).unwrap();
+    let known = gate.with_session(|s| s.state().sets[0].iter().cloned().collect::<Vec<_>>());
+    assert_eq!(known, ["bob@example.com"]);
+    block_on(mail.execute(json!({ "to": "bob@example.com" }))).unwrap();
+    assert_eq!(status(&gate, "rig-3"), Some(Status::Succeeded));
+    // Only what the output names: another address stays unknown.
+    block_on(mail.execute(json!({ "to": "eve@example.com" }))).unwrap_err();
+}
