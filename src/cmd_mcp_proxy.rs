@@ -10,27 +10,152 @@
 //! call: its unit comes back); a DENY or PAUSE is answered by the proxy
 //! itself with a tool result carrying `isError: true`.
 //!
-//! Two threads: one reads the client and writes the server, the main thread
-//! reads the server and writes the client. Malformed lines never stop the
-//! proxy: they are logged to standard error and forwarded unchanged.
+//! A PAUSE is answered the same way by default (`--on-pause error`). With
+//! `--on-pause wait` the paused call is held instead: the proxy serves the
+//! approval endpoints of the HTTP API (`agenra_gateway::desk`) for its
+//! session, and the call is settled by an approval (re-checked, then
+//! forwarded like an ALLOW, or denied), a rejection, the client's
+//! cancellation or the timeout. Nothing blocks while a call waits: its
+//! answer is sent whenever it is settled.
+//!
+//! Threads: one reads the client and writes the server, the main thread
+//! reads the server and writes the client; in wait mode an HTTP runtime
+//! and one timer per paused call settle calls too. Malformed lines never
+//! stop the proxy: they are logged to standard error and forwarded
+//! unchanged.
 
 use crate::{fail, load_policy, Failed};
-use agenra_core::event::{Call, Outcome, Report};
+use agenra_core::decision::StepOutput;
+use agenra_core::event::{Call, Event, Outcome, Report, Resolve};
 use agenra_core::{CompiledPolicy, Session, Verdict};
+use agenra_gateway::api::{check_name, ApiError, Outcome as ApiOutcome, ResolveIn};
+use agenra_gateway::desk::{ApprovalDesk, DeskServer};
+use agenra_gateway::http::Health;
+use agenra_gateway::state::{describe, step_error, PendingCall};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-/// The monitor's session and the calls forwarded to the server whose
-/// response has not come back yet (by the JSON-RPC id, as canonical JSON).
+/// The tenant the approval endpoints know the proxy's session under.
+const TENANT: &str = "default";
+/// The proxy's one session, as the approval endpoints name it.
+const SESSION: &str = "mcp-proxy";
+/// How long a paused call waits by default (`--pause-timeout`).
+pub const DEFAULT_PAUSE_TIMEOUT: u64 = 300;
+
+/// What a PAUSE does (`--on-pause`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnPause {
+    /// Answer at once with a tool error asking for approval; the paused
+    /// call is withdrawn (its units come back).
+    Error,
+    /// Hold the call until it is approved or rejected through the approval
+    /// endpoints (`--approvals-listen`), or times out.
+    Wait,
+}
+
+/// The PAUSE flags of `agenra mcp-proxy`.
+#[derive(Clone, Debug)]
+pub struct PauseOptions {
+    /// `--on-pause`.
+    pub on_pause: OnPause,
+    /// `--approvals-listen`: where the approval endpoints listen.
+    pub approvals_listen: Option<String>,
+    /// `--pause-timeout`: seconds a paused call waits.
+    pub pause_timeout: Option<u64>,
+}
+
+/// Wait mode, validated: where to listen and how long to wait.
+struct WaitMode {
+    listen: String,
+    timeout: u64,
+}
+
+impl PauseOptions {
+    /// Checks the combination of flags: `None` for error mode.
+    fn validate(&self) -> Result<Option<WaitMode>, String> {
+        match self.on_pause {
+            OnPause::Error => {
+                if self.approvals_listen.is_some() {
+                    return Err("--approvals-listen is only used with --on-pause wait \
+                                (error mode answers a PAUSE at once)"
+                        .into());
+                }
+                if self.pause_timeout.is_some() {
+                    return Err("--pause-timeout is only used with --on-pause wait \
+                                (error mode answers a PAUSE at once)"
+                        .into());
+                }
+                Ok(None)
+            }
+            OnPause::Wait => {
+                let Some(listen) = self.approvals_listen.clone() else {
+                    return Err("--on-pause wait needs --approvals-listen ADDR \
+                                (e.g. 127.0.0.1:8080), where paused calls are approved"
+                        .into());
+                };
+                let timeout = self.pause_timeout.unwrap_or(DEFAULT_PAUSE_TIMEOUT);
+                if timeout == 0 {
+                    return Err("--pause-timeout must be at least 1 second".into());
+                }
+                Ok(Some(WaitMode { listen, timeout }))
+            }
+        }
+    }
+}
+
+/// The monitor's session, the calls forwarded to the server whose
+/// response has not come back yet (by the JSON-RPC id, as canonical JSON),
+/// and, in wait mode, the paused calls waiting for a human (by call id).
 struct State {
     session: Session,
     pending: HashMap<String, String>,
+    waiting: HashMap<String, Waiting>,
     seq: u64,
     last_time: u64,
+}
+
+/// A paused `tools/call` held until it is settled.
+struct Waiting {
+    /// Orders the approvals list.
+    seq: u64,
+    /// The JSON-RPC id, and it as canonical JSON.
+    id: Value,
+    key: String,
+    /// The request as the client sent it, forwarded once approved.
+    line: Vec<u8>,
+    tool: String,
+    rule: String,
+    reason: String,
+    time: u64,
+}
+
+/// Why a paused call is rejected.
+#[derive(Clone, Copy, Debug)]
+enum Why {
+    /// `POST /v1/approvals/{call}/reject`.
+    Human,
+    /// No answer within the timeout (seconds).
+    TimedOut(u64),
+    /// The client's `notifications/cancelled`.
+    Cancelled,
+    /// The client closed its input.
+    ClientGone,
+}
+
+/// What the threads share.
+struct Proxy {
+    state: Mutex<State>,
+    /// The server's standard input; `None` once the client closed its side
+    /// (dropping it closes the server's input). Written without holding
+    /// `state`, so a slow server never stalls decisions.
+    server_in: Mutex<Option<ChildStdin>>,
+    /// Wait mode's timeout in seconds; `None` in error mode.
+    wait: Option<u64>,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -53,14 +178,51 @@ fn log(message: &str) {
     eprintln!("agenra mcp-proxy: {}", crate::render::escape(message));
 }
 
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 /// Runs the proxy until the server exits; the exit code is the server's.
-pub fn run(policy_path: &Path, server: &[String]) -> Result<(), Failed> {
+pub fn run(policy_path: &Path, server: &[String], pause: &PauseOptions) -> Result<(), Failed> {
+    let wait = pause
+        .validate()
+        .map_err(|e| fail(format!("mcp-proxy: {e}")))?;
     let (policy, _) = load_policy(policy_path, false)?;
     let policy =
         CompiledPolicy::new(policy).map_err(|e| fail(format!("{}: {e}", policy_path.display())))?;
     let (program, args) = server
         .split_first()
         .ok_or_else(|| fail("mcp-proxy: no server command given (after `--`)"))?;
+    let proxy = Arc::new(Proxy {
+        state: Mutex::new(State {
+            session: policy.session(),
+            pending: HashMap::new(),
+            waiting: HashMap::new(),
+            seq: 0,
+            last_time: 0,
+        }),
+        server_in: Mutex::new(None),
+        wait: wait.as_ref().map(|w| w.timeout),
+    });
+    // Listen before the server starts, so a bad address starts nothing.
+    let desk = match &wait {
+        Some(w) => {
+            let desk: Arc<dyn ApprovalDesk> = Arc::clone(&proxy) as Arc<dyn ApprovalDesk>;
+            let server = DeskServer::spawn(desk, &w.listen)
+                .map_err(|e| fail(format!("mcp-proxy: --approvals-listen: {e}")))?;
+            log(&format!(
+                "approvals on http://{} (tenant `{TENANT}`, session `{SESSION}`); \
+                 a paused call waits at most {} s",
+                server.addr(),
+                w.timeout
+            ));
+            Some(server)
+        }
+        None => None,
+    };
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
@@ -71,15 +233,10 @@ pub fn run(policy_path: &Path, server: &[String]) -> Result<(), Failed> {
     let (Some(server_in), Some(server_out)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(fail("mcp-proxy: the server's pipes are missing"));
     };
-    let state = Arc::new(Mutex::new(State {
-        session: policy.session(),
-        pending: HashMap::new(),
-        seq: 0,
-        last_time: 0,
-    }));
+    *lock_in(&proxy) = Some(server_in);
 
-    let client_state = Arc::clone(&state);
-    std::thread::spawn(move || client_to_server(&client_state, server_in));
+    let client_proxy = Arc::clone(&proxy);
+    std::thread::spawn(move || client_to_server(&client_proxy));
 
     let mut reader = BufReader::new(server_out);
     let mut line = Vec::new();
@@ -97,12 +254,16 @@ pub fn run(policy_path: &Path, server: &[String]) -> Result<(), Failed> {
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        from_server(&state, text);
+        from_server(&proxy.state, text);
         to_client(text);
     }
     let status = child
         .wait()
         .map_err(|e| fail(format!("mcp-proxy: waiting for the server: {e}")))?;
+    // The process exits now: approval requests in flight are cut rather
+    // than waited for (an idle client connection could hold a graceful
+    // shutdown open).
+    std::mem::forget(desk);
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => Err(Failed(u8::try_from(code).unwrap_or(1))),
@@ -110,15 +271,36 @@ pub fn run(policy_path: &Path, server: &[String]) -> Result<(), Failed> {
     }
 }
 
+fn lock_in(proxy: &Proxy) -> MutexGuard<'_, Option<ChildStdin>> {
+    proxy.server_in.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn trim_newline(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
+/// Writes one line (with its newline) to the server; false when its input
+/// is closed.
+fn to_server(proxy: &Proxy, line: &[u8]) -> bool {
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line);
+    buf.push(b'\n');
+    let mut server_in = lock_in(proxy);
+    let Some(w) = server_in.as_mut() else {
+        return false;
+    };
+    if w.write_all(&buf).and_then(|()| w.flush()).is_err() {
+        *server_in = None;
+        return false;
+    }
+    true
+}
+
 /// Reads the client until it closes its side, then closes the server's
-/// input (which asks a well-behaved MCP server to exit).
-fn client_to_server(state: &Mutex<State>, server_in: std::process::ChildStdin) {
-    let mut server_in = server_in;
+/// input (which asks a well-behaved MCP server to exit) and rejects the
+/// calls still waiting for approval (nobody is left to answer).
+fn client_to_server(proxy: &Arc<Proxy>) {
     let stdin = std::io::stdin();
     let mut reader = stdin.lock();
     let mut line = Vec::new();
@@ -136,25 +318,23 @@ fn client_to_server(state: &Mutex<State>, server_in: std::process::ChildStdin) {
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if let Some(answer) = from_client(state, text) {
+        if let Some(answer) = from_client(proxy, text) {
             if !answer.is_empty() {
                 to_client(answer.as_bytes());
             }
             continue;
         }
-        let mut buf = Vec::with_capacity(text.len() + 1);
-        buf.extend_from_slice(text);
-        buf.push(b'\n');
-        if server_in
-            .write_all(&buf)
-            .and_then(|()| server_in.flush())
-            .is_err()
-        {
+        if !to_server(proxy, text) {
             log("cannot write to the server (its input is closed)");
             break;
         }
     }
-    // Dropping `server_in` closes the server's standard input.
+    // Dropping the server's input closes it.
+    drop(lock_in(proxy).take());
+    let waiting: Vec<String> = lock(&proxy.state).waiting.keys().cloned().collect();
+    for call in waiting {
+        let _ = settle(proxy, &call, Settle::Reject(Why::ClientGone), None);
+    }
 }
 
 /// A `tools/call` request from the client: its id, tool name and arguments.
@@ -191,8 +371,8 @@ fn tool_call(message: &Value) -> Option<Result<ToolCall<'_>, String>> {
 
 /// A line from the client. `Some(answer)`: the proxy answers it itself (a
 /// denied or paused `tools/call`) and it is not forwarded; an empty answer
-/// drops the line.
-fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
+/// drops the line (a call now waiting for approval is answered later).
+fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
     let message: Value = match serde_json::from_slice(line) {
         Ok(m) => m,
         Err(e) => {
@@ -238,6 +418,16 @@ fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
             ));
         }
     }
+    // The client gives up on a call waiting for approval: it is rejected,
+    // and (as MCP asks of a cancelled request) not answered. The server
+    // never saw the call, so the notification stops here.
+    if let Some(call) = cancelled_waiting(&proxy.state, &message) {
+        log(&format!(
+            "call {call} cancelled by the client while waiting"
+        ));
+        let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), None);
+        return Some(String::new());
+    }
     let call = match tool_call(&message)? {
         Ok(call) => call,
         Err(why) => {
@@ -247,8 +437,8 @@ fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
         }
     };
     let key = call.id.to_string();
-    let mut st = lock(state);
-    if st.pending.contains_key(&key) {
+    let mut st = lock(&proxy.state);
+    if st.pending.contains_key(&key) || st.waiting.values().any(|w| w.key == key) {
         return Some(rpc_error(
             call.id,
             -32600,
@@ -256,11 +446,7 @@ fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
         ));
     }
     st.seq += 1;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let time = now.max(st.last_time);
+    let time = now_secs().max(st.last_time);
     st.last_time = time;
     let call_id = format!("mcp-{}:{key}", st.seq);
     let event = Call {
@@ -298,9 +484,47 @@ fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
                 &format!("agenra: DENY by rule `{rule}`: {reason}"),
             ))
         }
+        Verdict::Pause if proxy.wait.is_some() => {
+            let timeout = proxy.wait.unwrap_or(DEFAULT_PAUSE_TIMEOUT);
+            log(&format!(
+                "PAUSE {} by `{rule}`: {reason}; call {call_id} waits for approval \
+                 (POST /v1/approvals/{call_id}/approve or /reject) for {timeout} s",
+                call.name
+            ));
+            let seq = st.seq;
+            st.waiting.insert(
+                call_id.clone(),
+                Waiting {
+                    seq,
+                    id: call.id.clone(),
+                    key,
+                    line: line.to_vec(),
+                    tool: call.name.to_string(),
+                    rule,
+                    reason,
+                    time,
+                },
+            );
+            drop(st);
+            let timer = Arc::clone(proxy);
+            let timed = call_id.clone();
+            let started = std::thread::Builder::new()
+                .name("agenra-pause-timer".into())
+                .spawn(move || {
+                    std::thread::sleep(Duration::from_secs(timeout));
+                    // Nothing happens if it was settled meanwhile.
+                    let _ = settle(&timer, &timed, Settle::Reject(Why::TimedOut(timeout)), None);
+                });
+            if let Err(e) = started {
+                // Without a timer it could wait forever: rejected at once.
+                log(&format!("call {call_id}: cannot start its timeout ({e})"));
+                let _ = settle(proxy, &call_id, Settle::Reject(Why::TimedOut(0)), None);
+            }
+            Some(String::new())
+        }
         Verdict::Pause => {
             log(&format!("PAUSE {} by `{rule}`: {reason}", call.name));
-            // Nobody can approve through the proxy yet: the units go back.
+            // Error mode: nobody approves through the proxy, the units go back.
             if let Err(e) = st.session.reject(&call_id) {
                 log(&format!(
                     "call {call_id}: cannot withdraw the paused call: {e}"
@@ -310,10 +534,228 @@ fn from_client(state: &Mutex<State>, line: &[u8]) -> Option<String> {
                 call.id,
                 &format!(
                     "agenra: PAUSE by rule `{rule}`: {reason}; this call needs a human's approval, \
-                     which the MCP proxy cannot ask for yet, so it was not run"
+                     which this MCP proxy does not wait for (--on-pause error), so it was not run"
                 ),
             ))
         }
+    }
+}
+
+/// The call id of the waiting call a `notifications/cancelled` names.
+fn cancelled_waiting(state: &Mutex<State>, message: &Value) -> Option<String> {
+    if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+        return None;
+    }
+    let request = message.get("params")?.get("requestId")?.to_string();
+    let st = lock(state);
+    st.waiting
+        .iter()
+        .find(|(_, w)| w.key == request)
+        .map(|(call, _)| call.clone())
+}
+
+/// How a waiting call is settled.
+#[derive(Clone, Copy, Debug)]
+enum Settle {
+    /// A human approved it: the monitor re-checks it.
+    Approve,
+    /// It is rejected: its units come back.
+    Reject(Why),
+}
+
+/// Settles the waiting call `call` at `time` (default: the proxy's clock):
+/// the approval or rejection goes to the monitor, then the client gets
+/// its answer (an approved call admitted at re-check is forwarded, and
+/// answered by the server). `Err` (nothing changed) when the call is not
+/// waiting, or the monitor refuses the event.
+fn settle(
+    proxy: &Proxy,
+    call: &str,
+    how: Settle,
+    time: Option<u64>,
+) -> Result<ApiOutcome, ApiError> {
+    let mut st = lock(&proxy.state);
+    if !st.waiting.contains_key(call) {
+        return Err(if st.session.state().call_node(call).is_some() {
+            ApiError::field(
+                409,
+                "call",
+                format!("call `{call}` does not wait for approval (it was settled already)"),
+            )
+        } else {
+            ApiError::field(
+                404,
+                "call",
+                format!("no call `{call}` of tenant `{TENANT}` waits for approval"),
+            )
+        });
+    }
+    let time = time.unwrap_or_else(|| now_secs().max(st.last_time));
+    let resolve = Resolve {
+        session: None,
+        call: call.to_string(),
+        time: Some(time),
+    };
+    let event = match how {
+        Settle::Approve => Event::Approve(resolve),
+        Settle::Reject(_) => Event::Reject(resolve),
+    };
+    let out = st.session.step(&event).map_err(step_error)?;
+    st.last_time = st.last_time.max(time);
+    let outcome = describe(&st.session, TENANT, SESSION, &event, &out);
+    let Some(w) = st.waiting.remove(call) else {
+        return Ok(outcome); // checked above, under the same lock
+    };
+    let verdict = match &out {
+        StepOutput::Decision(d) => Some(d.verdict),
+        StepOutput::Applied(_) => None,
+    };
+    let paused = format!("agenra: PAUSE by rule `{}`: {}", w.rule, w.reason);
+    match (how, verdict) {
+        (Settle::Approve, Some(Verdict::Allow)) => {
+            log(&format!("call {call} ({}) approved; forwarded", w.tool));
+            st.pending.insert(w.key.clone(), call.to_string());
+            drop(st);
+            if !to_server(proxy, &w.line) {
+                // The server is gone: the call never ran, its unit returns.
+                let mut st = lock(&proxy.state);
+                st.pending.remove(&w.key);
+                let report = Report {
+                    session: None,
+                    call: call.to_string(),
+                    time: None,
+                    status: Outcome::Failed,
+                    output: Value::Null,
+                    discovered: Vec::new(),
+                };
+                if let Err(e) = st.session.report(&report) {
+                    log(&format!("call {call}: cannot report its result: {e}"));
+                }
+                drop(st);
+                log(&format!(
+                    "call {call}: approved, but the server's input is closed"
+                ));
+                to_client(
+                    tool_error(
+                        &w.id,
+                        "agenra: approved, but the MCP server's input is closed, so it was not run",
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        (Settle::Approve, Some(Verdict::Pause)) => {
+            // Not expected (an approval admits or denies); keep waiting.
+            st.waiting.insert(call.to_string(), w);
+        }
+        (Settle::Approve, _) => {
+            drop(st);
+            log(&format!(
+                "call {call} ({}) approved, but DENY at re-check by `{}`: {}",
+                w.tool,
+                outcome.rule.as_deref().unwrap_or("?"),
+                outcome.reason
+            ));
+            to_client(
+                tool_error(
+                    &w.id,
+                    &format!(
+                        "agenra: DENY by rule `{}` (approved by a human, then re-checked): {}",
+                        outcome.rule.as_deref().unwrap_or("?"),
+                        outcome.reason
+                    ),
+                )
+                .as_bytes(),
+            );
+        }
+        (Settle::Reject(why), _) => {
+            drop(st);
+            let text = match why {
+                Why::Human => format!(
+                    "{paused}; a human rejected it (POST /v1/approvals/{call}/reject), \
+                     so it was not run"
+                ),
+                Why::TimedOut(secs) => format!(
+                    "{paused}; no approval came within {secs} s, so it timed out and \
+                     was rejected; it was not run"
+                ),
+                Why::Cancelled | Why::ClientGone => String::new(),
+            };
+            log(&format!("call {call} ({}) rejected: {why:?}", w.tool));
+            // A cancelled request gets no answer (MCP); a gone client neither.
+            if !text.is_empty() {
+                to_client(tool_error(&w.id, &text).as_bytes());
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// The approval endpoints (`agenra_gateway::desk`) over the proxy's one
+/// session: tenant `default`, session `mcp-proxy`.
+impl ApprovalDesk for Proxy {
+    fn health(&self) -> Health {
+        let st = lock(&self.state);
+        Health {
+            status: "ok",
+            policy_hash: st.session.policy_hash().to_string(),
+            sessions: 1,
+            pending_approvals: st.waiting.len(),
+        }
+    }
+
+    fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
+        let tenant = tenant.unwrap_or_else(|| TENANT.to_string());
+        check_name("tenant", &tenant)?;
+        if tenant != TENANT {
+            return Ok(Vec::new());
+        }
+        let st = lock(&self.state);
+        let mut waiting: Vec<(&String, &Waiting)> = st.waiting.iter().collect();
+        waiting.sort_by_key(|(_, w)| w.seq);
+        Ok(waiting
+            .into_iter()
+            .map(|(call, w)| PendingCall {
+                tenant: TENANT.to_string(),
+                session: SESSION.to_string(),
+                call: call.clone(),
+                tool: Some(w.tool.clone()),
+                rule: Some(w.rule.clone()),
+                reason: w.reason.clone(),
+                time: w.time,
+            })
+            .collect())
+    }
+
+    fn resolve(&self, call: String, req: ResolveIn, approve: bool) -> Result<ApiOutcome, ApiError> {
+        let tenant = req.tenant.unwrap_or_else(|| TENANT.to_string());
+        check_name("tenant", &tenant)?;
+        if let Some(session) = &req.session {
+            check_name("session", session)?;
+            if tenant != TENANT || session != SESSION {
+                return Err(ApiError::field(
+                    404,
+                    "session",
+                    format!(
+                        "unknown session `{session}` of tenant `{tenant}` \
+                         (this MCP proxy has only session `{SESSION}` of tenant `{TENANT}`)"
+                    ),
+                ));
+            }
+        }
+        if tenant != TENANT {
+            return Err(ApiError::field(
+                404,
+                "call",
+                format!("no call `{call}` of tenant `{tenant}` waits for approval"),
+            ));
+        }
+        let how = if approve {
+            Settle::Approve
+        } else {
+            Settle::Reject(Why::Human)
+        };
+        settle(self, &call, how, req.time)
     }
 }
 

@@ -191,6 +191,19 @@ enum Command {
         /// The policy (`.agr`, or compiled `.json`/`.cbor`).
         #[arg(long)]
         policy: PathBuf,
+        /// What a PAUSE does: `error` answers it at once with a tool error
+        /// asking for approval; `wait` holds the call until it is approved
+        /// or rejected through the approval endpoints, or times out.
+        #[arg(long, value_enum, default_value = "error")]
+        on_pause: cmd_mcp_proxy::OnPause,
+        /// Where `--on-pause wait` serves the approval endpoints of the HTTP
+        /// API (`127.0.0.1:8080`; port 0 picks a free one).
+        #[arg(long, value_name = "ADDR")]
+        approvals_listen: Option<String>,
+        /// Seconds a paused call waits before the proxy rejects it
+        /// (`--on-pause wait`; default 300).
+        #[arg(long, value_name = "SECS")]
+        pause_timeout: Option<u64>,
         /// The MCP server's command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         server: Vec<String>,
@@ -411,7 +424,21 @@ fn main() -> ExitCode {
             listen,
             require_certified,
         } => cmd_serve::run(policy, store, listen, require_certified),
-        Command::McpProxy { policy, server } => cmd_mcp_proxy::run(&policy, &server),
+        Command::McpProxy {
+            policy,
+            on_pause,
+            approvals_listen,
+            pause_timeout,
+            server,
+        } => cmd_mcp_proxy::run(
+            &policy,
+            &server,
+            &cmd_mcp_proxy::PauseOptions {
+                on_pause,
+                approvals_listen,
+                pause_timeout,
+            },
+        ),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
         Command::Bench {

@@ -2,9 +2,12 @@
 //! MCP client over pipes, and `tests/mcp/fake_server.py` (needs `python3`):
 //! messages pass through unchanged, allowed `tools/call`s reach the server,
 //! denied and paused ones never do, a failed call refunds its unit, and
-//! garbage does not stop the proxy. Every read has a timeout, so a hang
-//! fails the test instead of blocking it.
+//! garbage does not stop the proxy. With `--on-pause wait`, paused calls
+//! are held and settled through the approval endpoints (over HTTP, with
+//! the gateway's test client), by a timeout or by a cancellation. Every
+//! read has a timeout, so a hang fails the test instead of blocking it.
 
+use agenra_gateway::client::Client;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -23,11 +26,17 @@ struct Proxy {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
+    stderr: Receiver<String>,
     log: PathBuf,
 }
 
 impl Proxy {
     fn start(test: &str) -> Proxy {
+        Proxy::start_with(test, &[])
+    }
+
+    /// Starts the proxy with extra flags (before `--`).
+    fn start_with(test: &str, flags: &[&str]) -> Proxy {
         let log = std::env::temp_dir().join(format!(
             "agenra-mcp-proxy-{}-{test}.log",
             std::process::id()
@@ -37,15 +46,26 @@ impl Proxy {
             .arg("mcp-proxy")
             .arg("--policy")
             .arg(dir().join("policy.agr"))
+            .args(flags)
             .arg("--")
             .arg("python3")
             .arg(dir().join("fake_server.py"))
             .env("MCP_FAKE_LOG", &log)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start agenra mcp-proxy");
+        let errout = child.stderr.take().unwrap();
+        let (etx, stderr) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(errout).lines() {
+                let Ok(line) = line else { break };
+                if etx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = channel();
         std::thread::spawn(move || {
@@ -60,7 +80,55 @@ impl Proxy {
             stdin: child.stdin.take(),
             child,
             lines,
+            stderr,
             log,
+        }
+    }
+
+    /// Starts the proxy in wait mode on a free port and connects to its
+    /// approval endpoints.
+    fn start_waiting(test: &str, timeout: &str) -> (Proxy, Client) {
+        let p = Proxy::start_with(
+            test,
+            &[
+                "--on-pause",
+                "wait",
+                "--approvals-listen",
+                "127.0.0.1:0",
+                "--pause-timeout",
+                timeout,
+            ],
+        );
+        let addr = p.approvals_addr();
+        let client = Client::connect(addr).expect("connect to the approval endpoints");
+        (p, client)
+    }
+
+    /// The address the proxy printed for its approval endpoints.
+    fn approvals_addr(&self) -> std::net::SocketAddr {
+        loop {
+            let line = self
+                .stderr
+                .recv_timeout(TIMEOUT)
+                .expect("the proxy printed no approvals address in time");
+            if let Some(rest) = line.split("approvals on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap();
+                return addr.parse().unwrap_or_else(|e| panic!("{e}: {line}"));
+            }
+        }
+    }
+
+    /// Sends a `tools/call` without waiting for its answer.
+    fn send_call(&mut self, id: i64, tool: &str, arguments: Value) {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": arguments}});
+        self.send_line(&msg.to_string());
+    }
+
+    /// Asserts that the proxy sends nothing for a while.
+    fn assert_silent(&self) {
+        if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(300)) {
+            panic!("unexpected line from the proxy: {line}");
         }
     }
 
@@ -329,4 +397,306 @@ fn a_call_with_duplicate_keys_is_refused() {
     assert!(!is_error(&answer), "{answer}");
     assert_eq!(p.server_calls(), ["read_file"]);
     assert_eq!(p.finish(), 0);
+}
+
+// ---- `--on-pause wait`: paused calls wait for the approval endpoints ----
+
+/// `GET /v1/approvals`, polled until it lists `n` calls (the proxy decides
+/// a call as it reads it, so right after sending it may not be there yet).
+fn wait_for_approvals(http: &mut Client, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let (status, body) = http.get("/v1/approvals").unwrap();
+        assert_eq!(status, 200, "{body}");
+        let list = body["approvals"].as_array().unwrap().clone();
+        if list.len() == n {
+            return list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "expected {n} approvals, have {body}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn approved_call_is_forwarded_and_its_result_comes_back() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-approve", "30");
+    p.send_call(1, "deploy", json!({"target": "prod"}));
+    let list = wait_for_approvals(&mut http, 1);
+    assert_eq!(list[0]["call"], json!("mcp-1:1"), "{list:?}");
+    assert_eq!(list[0]["tool"], json!("deploy"));
+    assert_eq!(list[0]["rule"], json!("deploy_reviewed"));
+    assert_eq!(list[0]["tenant"], json!("default"));
+    assert_eq!(list[0]["session"], json!("mcp-proxy"));
+    let (status, health) = http.get("/health").unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(health["pending_approvals"], json!(1), "{health}");
+    // Held: no answer yet, and the server has not seen it.
+    p.assert_silent();
+    assert!(p.server_calls().is_empty());
+
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
+        .unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["kind"], json!("approve"));
+    assert_eq!(out["decision"], json!("ALLOW"), "{out}");
+    assert_eq!(out["session"], json!("mcp-proxy"));
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert!(!is_error(&answer), "{answer}");
+    assert_eq!(text(&answer), r#"deploy ok: {"target": "prod"}"#);
+    assert_eq!(p.server_calls(), ["deploy"]);
+    // Settled: approving again is a conflict, and nothing waits.
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
+        .unwrap();
+    assert_eq!(status, 409, "{out}");
+    assert_eq!(out["field"], json!("call"));
+    assert!(wait_for_approvals(&mut http, 0).is_empty());
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn rejected_call_never_runs_and_its_unit_comes_back() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-reject", "30");
+    p.send_call(1, "release", json!({"target": "v1"}));
+    wait_for_approvals(&mut http, 1);
+    // An empty body is fine, as with `agenra serve`.
+    let (status, body) = http
+        .request("POST", "/v1/approvals/mcp-1:1/reject", b"")
+        .unwrap();
+    let out: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["kind"], json!("reject"));
+    assert_eq!(out["refunded"], json!(["release_reviewed"]), "{out}");
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert!(is_error(&answer), "{answer}");
+    let t = text(&answer);
+    assert!(t.contains("PAUSE by rule `release_reviewed`"), "{t}");
+    assert!(t.contains("a human rejected it"), "{t}");
+    assert!(p.server_calls().is_empty());
+
+    // `quota 1`: without the refund this would be denied at once.
+    p.send_call(2, "release", json!({"target": "v2"}));
+    let list = wait_for_approvals(&mut http, 1);
+    assert_eq!(list[0]["call"], json!("mcp-2:2"), "{list:?}");
+    let (status, out) = http
+        .post(
+            "/v1/approvals/mcp-2:2/approve",
+            &json!({"tenant": "default"}),
+        )
+        .unwrap();
+    assert_eq!((status, &out["decision"]), (200, &json!("ALLOW")), "{out}");
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(2), "{answer}");
+    assert!(!is_error(&answer), "{answer}");
+    assert_eq!(p.server_calls(), ["release"]);
+    // The unit is spent now.
+    let answer = p.call(3, "release", json!({"target": "v3"}));
+    assert!(text(&answer).contains("no quota left"), "{answer}");
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn a_call_nobody_approves_times_out() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-timeout", "1");
+    let start = std::time::Instant::now();
+    p.send_call(1, "release", json!({"target": "v1"}));
+    let answer = p.recv();
+    assert!(start.elapsed() >= Duration::from_millis(900), "{answer}");
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert!(is_error(&answer), "{answer}");
+    let t = text(&answer);
+    assert!(t.contains("PAUSE by rule `release_reviewed`"), "{t}");
+    assert!(t.contains("no approval came within 1 s"), "{t}");
+    assert!(t.contains("timed out"), "{t}");
+    assert!(p.server_calls().is_empty());
+    assert!(wait_for_approvals(&mut http, 0).is_empty());
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
+        .unwrap();
+    assert_eq!(status, 409, "{out}");
+    // The timeout refunded the unit: the next release pauses again.
+    p.send_call(2, "release", json!({"target": "v2"}));
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(2), "{answer}");
+    assert!(text(&answer).contains("timed out"), "{answer}");
+    assert_eq!(p.finish(), 0);
+}
+
+/// A waiting call blocks nothing: pings and other calls are answered
+/// meanwhile, and the approval is re-checked against what happened since
+/// (here a file was read, so the announcement's e-mail is now denied).
+#[test]
+fn a_waiting_call_does_not_block_other_traffic() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-hol", "30");
+    p.send_call(1, "announce", json!({"to": "all@example.com"}));
+    wait_for_approvals(&mut http, 1);
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(2), "{answer}");
+    let answer = p.call(3, "read_file", json!({"path": "docs/a.md"}));
+    assert!(!is_error(&answer), "{answer}");
+    // The id of a waiting call is still in use.
+    let answer = p.call(1, "read_file", json!({"path": "docs/b.md"}));
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    assert_eq!(p.server_calls(), ["read_file"]);
+
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
+        .unwrap();
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["decision"], json!("DENY"), "{out}");
+    assert_eq!(out["rule"], json!("no_untrusted_mail"), "{out}");
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert!(is_error(&answer), "{answer}");
+    let t = text(&answer);
+    assert!(t.contains("DENY by rule `no_untrusted_mail`"), "{t}");
+    assert!(t.contains("approved by a human, then re-checked"), "{t}");
+    assert_eq!(p.server_calls(), ["read_file"]);
+    assert_eq!(p.finish(), 0);
+}
+
+/// `notifications/cancelled` for a waiting call rejects it: no answer (MCP
+/// asks for none after a cancellation), the server never sees the call or
+/// the notification, and the unit comes back.
+#[test]
+fn a_cancelled_waiting_call_is_rejected() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-cancel", "30");
+    p.send_call(1, "release", json!({"target": "v1"}));
+    wait_for_approvals(&mut http, 1);
+    p.send_line(
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"user"}}"#,
+    );
+    wait_for_approvals(&mut http, 0);
+    // The next answer is the ping's: the cancelled call got none.
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#);
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(2), "{answer}");
+    p.send_call(3, "release", json!({"target": "v1"}));
+    let list = wait_for_approvals(&mut http, 1);
+    assert_eq!(list[0]["call"], json!("mcp-2:3"), "{list:?}");
+    assert!(p.server_calls().is_empty());
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn bad_approval_requests_get_json_errors() {
+    let (mut p, mut http) = Proxy::start_waiting("wait-errors", "30");
+    let (status, out) = http
+        .post("/v1/approvals/mcp-9:9/approve", &json!({}))
+        .unwrap();
+    assert_eq!(status, 404, "{out}");
+    assert_eq!(out["field"], json!("call"), "{out}");
+    assert!(out["error"].as_str().unwrap().contains("mcp-9:9"), "{out}");
+    let (status, out) = http
+        .post("/v1/approvals/mcp-9:9/reject", &json!({}))
+        .unwrap();
+    assert_eq!(status, 404, "{out}");
+
+    p.send_call(1, "deploy", json!({"target": "prod"}));
+    wait_for_approvals(&mut http, 1);
+    // Another session or tenant: 404, as for `agenra serve`.
+    let (status, out) = http
+        .post(
+            "/v1/approvals/mcp-1:1/approve",
+            &json!({"session": "other"}),
+        )
+        .unwrap();
+    assert_eq!((status, &out["field"]), (404, &json!("session")), "{out}");
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({"tenant": "acme"}))
+        .unwrap();
+    assert_eq!(status, 404, "{out}");
+    let (status, out) = http.get("/v1/approvals?tenant=acme").unwrap();
+    assert_eq!((status, out), (200, json!({"approvals": []})));
+    // Bodies and names are checked like the gateway's.
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({"bogus": 1}))
+        .unwrap();
+    assert_eq!((status, &out["field"]), (422, &json!("bogus")), "{out}");
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({"tenant": "a/b"}))
+        .unwrap();
+    assert_eq!((status, &out["field"]), (422, &json!("tenant")), "{out}");
+    let (status, body) = http
+        .request("POST", "/v1/approvals/mcp-1:1/approve", b"{not json")
+        .unwrap();
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    // A time before the session's last event.
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({"time": 0}))
+        .unwrap();
+    assert_eq!((status, &out["field"]), (422, &json!("time")), "{out}");
+    // Only the approval endpoints are served.
+    let (status, out) = http.post("/v1/authorize", &json!({})).unwrap();
+    assert_eq!((status, &out["field"]), (404, &json!("path")), "{out}");
+    let (status, out) = http.get("/v1/approvals/mcp-1:1/approve").unwrap();
+    assert_eq!((status, &out["field"]), (405, &json!("method")), "{out}");
+    // None of that settled the call.
+    p.assert_silent();
+    assert_eq!(wait_for_approvals(&mut http, 1).len(), 1);
+    assert!(p.server_calls().is_empty());
+    assert_eq!(p.finish(), 0);
+}
+
+/// Runs `agenra mcp-proxy` with `flags` and a server that must never
+/// start; returns the exit code and standard error.
+fn refused(flags: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(dir().join("policy.agr"))
+        .args(flags)
+        .arg("--")
+        .arg("python3")
+        .arg("-c")
+        .arg("import sys; sys.exit(42)")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run agenra mcp-proxy");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn pause_flags_are_validated() {
+    let (code, err) = refused(&["--on-pause", "wait"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--on-pause wait needs --approvals-listen"),
+        "{err}"
+    );
+    let (code, err) = refused(&["--approvals-listen", "127.0.0.1:0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--approvals-listen is only used with --on-pause wait"),
+        "{err}"
+    );
+    let (code, err) = refused(&["--pause-timeout", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--pause-timeout is only used with --on-pause wait"),
+        "{err}"
+    );
+    let wait = ["--on-pause", "wait", "--approvals-listen", "127.0.0.1:0"];
+    let (code, err) = refused(&[&wait[..], &["--pause-timeout", "0"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--pause-timeout must be at least 1 second"),
+        "{err}"
+    );
+    let (code, err) = refused(&["--on-pause", "later"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("later"), "{err}");
+    let (code, err) = refused(&["--on-pause", "wait", "--approvals-listen", "not-an-address"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot listen on not-an-address"), "{err}");
 }

@@ -13,7 +13,8 @@ import json
 import os
 import sys
 
-TOOLS = ["read_file", "send_email", "publish", "flaky", "deploy", "crash"]
+TOOLS = ["read_file", "send_email", "publish", "flaky", "deploy", "crash",
+         "release", "announce"]
 
 
 def send(obj):

@@ -37,7 +37,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway)
 }
 
-fn json<T: Serialize>(status: u16, value: &T) -> Response {
+pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_else(|e| {
         format!("{{\"error\":\"cannot encode the answer: {e}\"}}").into_bytes()
     });
@@ -50,7 +50,7 @@ fn error(gw: &Gateway, e: ApiError) -> Response {
     json(e.status, &e)
 }
 
-async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
+pub(crate) async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
     axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.to_string().contains("length limit"))
@@ -69,27 +69,34 @@ async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TenantQuery {
+pub(crate) struct TenantQuery {
     #[serde(default)]
-    tenant: Option<String>,
+    pub(crate) tenant: Option<String>,
 }
 
-fn query(q: Result<Query<TenantQuery>, QueryRejection>) -> Result<TenantQuery, ApiError> {
+pub(crate) fn query(
+    q: Result<Query<TenantQuery>, QueryRejection>,
+) -> Result<TenantQuery, ApiError> {
     q.map(|Query(q)| q)
         .map_err(|e| ApiError::field(400, "query", format!("bad query string: {}", e.body_text())))
 }
 
-fn path(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+pub(crate) fn path(p: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     p.map(|Path(p)| p)
         .map_err(|e| ApiError::field(400, "path", e.body_text()))
 }
 
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-    policy_hash: String,
-    sessions: usize,
-    pending_approvals: usize,
+/// `GET /health`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Health {
+    /// `ok`, or `failed` after a store failure (then with status 503).
+    pub status: &'static str,
+    /// The running policy's hash.
+    pub policy_hash: String,
+    /// Open sessions.
+    pub sessions: usize,
+    /// Calls paused for a human.
+    pub pending_approvals: usize,
 }
 
 async fn health(State(gw): State<Arc<Gateway>>) -> Response {

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod client;
+pub mod desk;
 pub mod http;
 pub mod metrics;
 pub mod state;

@@ -281,7 +281,9 @@ fn fingerprint(call: &Call) -> [u8; 16] {
     out
 }
 
-fn step_error(e: StepError) -> ApiError {
+/// The API error for an event the session cannot apply (404, 409, 422,
+/// 507), naming the field at fault.
+pub fn step_error(e: StepError) -> ApiError {
     match &e {
         StepError::DuplicateCall(_) => ApiError::field(409, "call.id", e.to_string()),
         StepError::UnknownCall(_) => ApiError::field(404, "call", e.to_string()),
@@ -322,78 +324,96 @@ pub fn certify(old: &Policy, new: &Policy) -> (serde_json::Value, bool) {
     )
 }
 
-impl Entry {
-    fn path_ids(&self, path: &[NodeId]) -> Vec<String> {
-        path.iter()
-            .map(|n| {
-                if *n == agenra_core::monitor::CONTEXT {
-                    return "context".to_string();
-                }
-                self.session
-                    .state()
-                    .call_id_of(*n)
-                    .map_or_else(|| format!("#{}", n.0), str::to_string)
-            })
-            .collect()
-    }
+/// The call (or task) ids of a decision's path in `session`: `context`
+/// for what the session had read, `#N` for another node.
+fn path_ids(session: &Session, path: &[NodeId]) -> Vec<String> {
+    path.iter()
+        .map(|n| {
+            if *n == agenra_core::monitor::CONTEXT {
+                return "context".to_string();
+            }
+            session
+                .state()
+                .call_id_of(*n)
+                .map_or_else(|| format!("#{}", n.0), str::to_string)
+        })
+        .collect()
+}
 
+/// The API's answer ([`Outcome`]) to `event`, which `session` (session
+/// `id` of `tenant`) has just applied with the output `out`; `ledger_hash`
+/// is the one after the event, `audit_seq` is left empty. Also used by
+/// `agenra mcp-proxy`, which serves the approval endpoints for its own
+/// session.
+pub fn describe(
+    session: &Session,
+    tenant: &str,
+    id: &str,
+    event: &Event,
+    out: &StepOutput,
+) -> Outcome {
+    let policy = session.policy();
+    let names = |ids: &[usize]| -> Vec<String> {
+        ids.iter()
+            .filter_map(|&g| policy.grants.get(g).map(|g| g.name.clone()))
+            .collect()
+    };
+    let (call, kind) = match event {
+        Event::Call(c) => (c.id.clone(), "call"),
+        Event::Result(r) => (r.call.clone(), "result"),
+        Event::Approve(a) => (a.call.clone(), "approve"),
+        Event::Reject(a) => (a.call.clone(), "reject"),
+        Event::Task(t) => (t.id.clone(), "task"),
+    };
+    let mut outcome = Outcome {
+        tenant: tenant.to_string(),
+        session: id.to_string(),
+        kind,
+        call,
+        decision: None,
+        rule: None,
+        reason: String::new(),
+        path: vec![],
+        grants: vec![],
+        refunded: vec![],
+        left: None,
+        policy_hash: session.policy_hash().to_string(),
+        ledger_hash: String::new(),
+        audit_seq: None,
+        replayed: false,
+    };
+    match out {
+        StepOutput::Decision(d) => {
+            outcome.decision = Some(d.verdict.as_str());
+            outcome.rule = Some(d.rule.name(policy));
+            outcome.reason = d.reason_text(policy);
+            // A flow's path is resolved right after the decision, when
+            // the call's node is always there.
+            let nodes = session.path(d).unwrap_or_default();
+            outcome.path = path_ids(session, &nodes);
+            outcome.grants = names(&d.grants);
+            outcome.refunded = names(&d.refunded);
+            if let agenra_core::decision::Reason::Granted { left, .. } = d.reason {
+                outcome.left = left;
+            }
+            outcome.ledger_hash = d.ledger_hash.to_string();
+        }
+        StepOutput::Applied(a) => {
+            outcome.rule = a.rule.map(|r: Rule| r.name(policy));
+            outcome.reason = a.reason_text(policy);
+            outcome.refunded = names(&a.refunded);
+            outcome.ledger_hash = a.ledger_hash.to_string();
+        }
+    }
+    outcome
+}
+
+impl Entry {
     /// Applies `event` and describes it (the answer, and the audit record
     /// without its position).
     fn apply(&mut self, event: &Event) -> Result<(Outcome, Record), StepError> {
         let out = self.session.step(event)?;
-        let policy = self.session.policy();
-        let names = |ids: &[usize]| -> Vec<String> {
-            ids.iter()
-                .filter_map(|&g| policy.grants.get(g).map(|g| g.name.clone()))
-                .collect()
-        };
-        let (call, kind) = match event {
-            Event::Call(c) => (c.id.clone(), "call"),
-            Event::Result(r) => (r.call.clone(), "result"),
-            Event::Approve(a) => (a.call.clone(), "approve"),
-            Event::Reject(a) => (a.call.clone(), "reject"),
-            Event::Task(t) => (t.id.clone(), "task"),
-        };
-        let mut outcome = Outcome {
-            tenant: self.tenant.clone(),
-            session: self.id.clone(),
-            kind,
-            call,
-            decision: None,
-            rule: None,
-            reason: String::new(),
-            path: vec![],
-            grants: vec![],
-            refunded: vec![],
-            left: None,
-            policy_hash: self.session.policy_hash().to_string(),
-            ledger_hash: String::new(),
-            audit_seq: None,
-            replayed: false,
-        };
-        match &out {
-            StepOutput::Decision(d) => {
-                outcome.decision = Some(d.verdict.as_str());
-                outcome.rule = Some(d.rule.name(policy));
-                outcome.reason = d.reason_text(policy);
-                // A flow's path is resolved right after the decision, when
-                // the call's node is always there.
-                let nodes = self.session.path(d).unwrap_or_default();
-                outcome.path = self.path_ids(&nodes);
-                outcome.grants = names(&d.grants);
-                outcome.refunded = names(&d.refunded);
-                if let agenra_core::decision::Reason::Granted { left, .. } = d.reason {
-                    outcome.left = left;
-                }
-                outcome.ledger_hash = d.ledger_hash.to_string();
-            }
-            StepOutput::Applied(a) => {
-                outcome.rule = a.rule.map(|r: Rule| r.name(policy));
-                outcome.reason = a.reason_text(policy);
-                outcome.refunded = names(&a.refunded);
-                outcome.ledger_hash = a.ledger_hash.to_string();
-            }
-        }
+        let outcome = describe(&self.session, &self.tenant, &self.id, event, &out);
         let mut stored = event.clone();
         match &mut stored {
             Event::Call(c) => c.session = None,
