@@ -18,6 +18,9 @@ pub fn run(
         store,
         listen,
         require_certified,
+        // Revisions that change rules are certified with Z3, as `agenra
+        // certify` does.
+        rules: Some(&agenra_smt::rules::RuleChecker),
     };
     agenra_gateway::run(&config, |addr, gateway| {
         let mut out = std::io::stdout().lock();

@@ -491,6 +491,17 @@ fn policy_reload_runs_new_sessions_and_certification_guards_it() {
     assert_eq!(new["ledger"]["pay"], 4);
     assert_eq!(old["policy_hash"], first);
     assert_eq!(new["policy_hash"], body["policy_hash"]);
+
+    // A rule change is certified by the rule-side Z3 check, as `agenra
+    // certify` does: dropping a deny flow preserves every workflow...
+    let looser = raise.replace("deny flow no_web_in_shell: untrusted -> shell;\n", "");
+    assert_ne!(looser, raise);
+    let (status, body) = reload(&mut c, &looser);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["certificate"]["verdict"], "certified", "{body}");
+    // ... and putting it back loses one (web, then shell): refused.
+    let (status, body) = reload(&mut c, &raise);
+    assert_eq!(status, 409, "{body}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ pub mod http;
 pub mod metrics;
 pub mod state;
 
-pub use state::{certify, Gateway, OpenError};
+pub use state::{Certification, Gateway, OpenError};
 
 use agenra_core::{CompiledPolicy, Policy};
 use agenra_store::Log;
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What `agenra serve` runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServeConfig {
     /// The policy file (`.agr`, or compiled `.json`/`.cbor`).
     pub policy: PathBuf,
@@ -38,6 +38,25 @@ pub struct ServeConfig {
     /// Refuse a policy revision (at start or on reload) that `agenra
     /// certify` does not certify against the running one.
     pub require_certified: bool,
+    /// The rule-side checker of `agenra certify` for revisions that change
+    /// rules (`agenra_smt::rules::RuleChecker`; without one they are
+    /// `unknown`, so refused under `require_certified`).
+    pub rules: Option<&'static (dyn agenra_certify::RuleOracle + Send + Sync)>,
+}
+
+impl std::fmt::Debug for ServeConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeConfig")
+            .field("policy", &self.policy)
+            .field(
+                "store",
+                &agenra_store::redact(&self.store.display().to_string()),
+            )
+            .field("listen", &self.listen)
+            .field("require_certified", &self.require_certified)
+            .field("rules", &self.rules.map(|_| "rule oracle"))
+            .finish()
+    }
 }
 
 /// Why the server could not start or stopped.
@@ -188,7 +207,10 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
         log,
         compiled,
         &config.policy.display().to_string(),
-        config.require_certified,
+        Certification {
+            required: config.require_certified,
+            rules: config.rules,
+        },
     )?)
 }
 

@@ -248,7 +248,7 @@ pub struct Gateway {
     /// inside the store's transaction, after catching up.
     replicated: bool,
     committer: Committer,
-    require_certified: bool,
+    certification: Certification,
     failed: Arc<AtomicBool>,
     counter: AtomicU64,
     /// A random number of this process, in generated session ids.
@@ -313,15 +313,49 @@ fn policy_record(
     })
 }
 
-/// Certifies `new` against `old`; the report as JSON, and whether it
-/// certifies.
-pub fn certify(old: &Policy, new: &Policy) -> (serde_json::Value, bool) {
-    let report = agenra_certify::certify(old, new);
-    let ok = report.verdict == agenra_certify::Verdict::Certified;
-    (
-        serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
-        ok,
-    )
+/// Whether a policy revision must be certified against the running policy
+/// before it runs (`--require-certified`), and the rule-side checker
+/// `agenra certify` uses for revisions that change rules (the CLI passes
+/// the Z3 one; without one such revisions are `unknown`, so refused).
+#[derive(Clone, Copy, Default)]
+pub struct Certification {
+    /// Refuse a revision that is not certified.
+    pub required: bool,
+    /// The rule side of `agenra certify` (`agenra_smt::rules::RuleChecker`).
+    pub rules: Option<&'static (dyn agenra_certify::RuleOracle + Send + Sync)>,
+}
+
+impl From<bool> for Certification {
+    /// `required`, without a rule-side checker.
+    fn from(required: bool) -> Certification {
+        Certification {
+            required,
+            rules: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Certification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Certification")
+            .field("required", &self.required)
+            .field("rules", &self.rules.map(|_| "rule oracle"))
+            .finish()
+    }
+}
+
+impl Certification {
+    /// Certifies `new` against `old`; the report as JSON, and whether it
+    /// certifies.
+    pub fn certify(&self, old: &Policy, new: &Policy) -> (serde_json::Value, bool) {
+        let rules = self.rules.map(|r| r as &dyn agenra_certify::RuleOracle);
+        let report = agenra_certify::certify_with(old, new, rules);
+        let ok = report.verdict == agenra_certify::Verdict::Certified;
+        (
+            serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
+            ok,
+        )
+    }
 }
 
 /// The call (or task) ids of a decision's path in `session`: `context`
@@ -718,7 +752,7 @@ impl Shared {
         &self,
         policy: &CompiledPolicy,
         source: &str,
-        require_certified: bool,
+        certification: Certification,
     ) -> Result<Option<Record>, OpenError> {
         let mut policies = self
             .policies
@@ -728,9 +762,9 @@ impl Shared {
         if recorded && policies.current.hash() == policy.hash() {
             return Ok(None);
         }
-        let certificate = if recorded && require_certified {
+        let certificate = if recorded && certification.required {
             let old = &policies.current;
-            let (report, ok) = certify(old.policy(), policy.policy());
+            let (report, ok) = certification.certify(old.policy(), policy.policy());
             if !ok {
                 return Err(OpenError::NotCertified(format!(
                     "--require-certified: {} is not certified against the policy the store last ran ({}): {}",
@@ -763,8 +797,9 @@ impl Gateway {
         log: Log,
         policy: CompiledPolicy,
         source: &str,
-        require_certified: bool,
+        certification: impl Into<Certification>,
     ) -> Result<Gateway, OpenError> {
+        let certification = certification.into();
         let head = log.verify()?;
         let shared = Arc::new(Shared {
             policies: RwLock::new(Policies {
@@ -814,7 +849,7 @@ impl Gateway {
             let s = Arc::clone(&shared);
             let (policy, source) = (policy.clone(), source.to_string());
             committer.decide(
-                Box::new(move || match s.adopt(&policy, &source, require_certified) {
+                Box::new(move || match s.adopt(&policy, &source, certification) {
                     Ok(record) => {
                         let done: Done = Box::new(move |r| {
                             let _ = tx.send(r.map(|_| ()).map_err(OpenError::Store));
@@ -835,14 +870,14 @@ impl Gateway {
                     "the writer thread is gone".into(),
                 )))
             })?;
-        } else if let Some(r) = shared.adopt(&policy, source, require_certified)? {
+        } else if let Some(r) = shared.adopt(&policy, source, certification)? {
             committer.submit_wait(r)?;
         }
         Ok(Gateway {
             shared,
             replicated,
             committer,
-            require_certified,
+            certification,
             failed,
             counter: AtomicU64::new(0),
             nonce: {
@@ -1232,8 +1267,10 @@ impl Gateway {
         let compiled = CompiledPolicy::new(policy)
             .map_err(|e| ApiError::field(422, "source", format!("invalid policy: {e}")))?;
         let running = self.shared.current_policy();
-        let certificate = if self.require_certified && compiled.hash() != running.hash() {
-            let (report, ok) = certify(running.policy(), compiled.policy());
+        let certificate = if self.certification.required && compiled.hash() != running.hash() {
+            let (report, ok) = self
+                .certification
+                .certify(running.policy(), compiled.policy());
             if !ok {
                 return Err(ApiError {
                     status: 409,
