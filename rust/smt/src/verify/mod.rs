@@ -11,6 +11,7 @@ pub mod concrete;
 pub mod diff;
 mod props;
 pub mod run;
+mod taint;
 
 use agenra_core::event::Event;
 use agenra_core::Policy;

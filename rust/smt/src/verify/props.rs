@@ -5,6 +5,7 @@
 use super::alphabet::{self, Alphabet, Letter};
 use super::concrete::{self, CStep, Replayed};
 use super::run::{self, below, build, Run};
+use super::taint;
 use super::{Options, Outcome, Property, Witness};
 use crate::step::{encode_step, SymLabel};
 use agenra_core::decision::Rule;
@@ -802,19 +803,53 @@ impl<'a> Ctx<'a> {
         // Every other part of the step is monotone in the labels (deny and
         // pause patterns and path steps' `reads` are upward closed, allow
         // ceilings downward closed, sanitizers monotone): only a `reset`
-        // that reads labels can undo a rule's progress when labels grow.
+        // that reads labels can undo a rule's progress when labels grow,
+        // and only on a call whose own output label does not decide the
+        // reset either way (`taint::reset_differs`).
+        let resets: Vec<&str> = p
+            .path_rules
+            .iter()
+            .filter(|r| r.reset.as_ref().is_some_and(|x| x.reads.is_some()))
+            .map(|r| r.name.as_str())
+            .collect();
         if !p
             .path_rules
             .iter()
-            .any(|r| r.reset.as_ref().is_some_and(|x| x.reads.is_some()))
+            .any(|r| taint::reset_differs(p, &self.search, r))
         {
             let mut d = self.notes();
             d.insert(
                 0,
-                "decided on structure: no `reset on reads(...)`, and every other part of the step is monotone in the labels".into(),
+                if resets.is_empty() {
+                    "decided on structure: no `reset on reads(...)`, and every other part of the step is monotone in the labels".into()
+                } else {
+                    format!(
+                        "decided on structure: the `reset on reads(...)` of {} fires on a call whatever its arguments carry, or on none (its own output label decides), and every other part of the step is monotone in the labels",
+                        resets.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                    )
+                },
             );
             return (Outcome::Holds, d, vec![]);
         }
+        // A witness of the usual shape, built from a rule and replayed
+        // (`taint.rs`); otherwise (and for `holds`) the two-run search.
+        let confirm = |a: &[CStep], b: &[CStep]| confirm_monotone(p, a, b).is_ok();
+        let k = self.opts.bound.max(1);
+        if let Some((sa, sb)) = taint::construct(p, &self.search, k, &confirm) {
+            if let Ok((wa, wb, what)) = confirm_monotone(p, &sa, &sb) {
+                let how = format!(
+                    "witness built from the rule's shape and replayed ({} calls; a shorter one may exist)",
+                    sa.len()
+                );
+                return (Outcome::Violated, vec![what, how], vec![wa, wb]);
+            }
+        }
+        self.taint_monotonicity_smt()
+    }
+
+    /// The two-run Z3 search of taint monotonicity (no construction).
+    fn taint_monotonicity_smt(&self) -> Answer {
+        let p = self.policy;
         // The two runs grow one step at a time on one incremental solver.
         // Every witness of a bound `j` has the same verdicts in both runs
         // at the steps before `j`; so once bound `j` has no witness, "the
@@ -1112,10 +1147,26 @@ impl<'a> Ctx<'a> {
             };
             let mut fires_any = Vec::new();
             let mut decides_any = Vec::new();
+            // The terms below depend on a letter only through its resource
+            // label and which rules of the sink hold on it: one disjunct
+            // per such key is the same question.
+            let mut seen: Vec<(Label, Vec<bool>)> = Vec::new();
             for (li, l) in letters.iter().enumerate() {
                 if !p.tools[l.tool].reaches(rule.sink) || !holds_named(p, l, &rule.when) {
                     continue;
                 }
+                let key = (
+                    l.resource_label,
+                    p.flow_rules
+                        .iter()
+                        .filter(|x| x.sink == rule.sink)
+                        .map(|x| holds_named(p, l, &x.when))
+                        .collect::<Vec<bool>>(),
+                );
+                if seen.contains(&key) {
+                    continue;
+                }
+                seen.push(key);
                 let lab = SymLabel::fresh(p, &format!("flow{ri}.{li}"));
                 let res = SymLabel::constant(p, &l.resource_label);
                 let mut realizable = vec![
@@ -1389,4 +1440,90 @@ fn confirm_monotone(
         },
         what,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn corpus(name: &str) -> (String, Policy) {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/verify-corpus/taint-monotonicity")
+            .join(name);
+        let src = std::fs::read_to_string(&path).unwrap();
+        let p = agenra_policy::compile(&src, name).unwrap().policy;
+        (name.to_string(), p)
+    }
+
+    fn files() -> Vec<String> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/verify-corpus/taint-monotonicity");
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".agr"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// On every corpus policy, the construction (when it finds a witness)
+    /// and the two-run search agree; the construction finds the seeded
+    /// reset defects of the usual shape and never a witness for a
+    /// correct policy.
+    #[test]
+    fn construction_agrees_with_the_two_run_search() {
+        let opts = Options::default();
+        let mut built = 0;
+        for name in files() {
+            let (name, p) = corpus(&name);
+            let ctx = Ctx::new(&p, &opts);
+            let confirm = |a: &[CStep], b: &[CStep]| confirm_monotone(&p, a, b).is_ok();
+            let c = taint::construct(&p, &ctx.search, opts.bound, &confirm);
+            let a = ctx.alphabet.as_ref().unwrap();
+            let full = ctx.taint_monotonicity(a);
+            let smt = ctx.taint_monotonicity_smt();
+            let bad = name.starts_with("bad-");
+            assert_eq!(
+                full.0,
+                if bad {
+                    Outcome::Violated
+                } else {
+                    Outcome::Holds
+                },
+                "{name}: {:?}",
+                full.1
+            );
+            if !name.starts_with("good-flows") {
+                // (good-flows has no reset: decided on structure)
+                assert_eq!(smt.0, full.0, "{name}: {:?}", smt.1);
+            }
+            if let Some((sa, sb)) = &c {
+                assert!(bad, "{name}: a witness for a correct policy");
+                confirm_monotone(&p, sa, sb).unwrap();
+                built += 1;
+            }
+            if name.starts_with("good-reset-own-output") {
+                assert!(
+                    full.1[0].starts_with("decided on structure: the `reset"),
+                    "{name}: {:?}",
+                    full.1
+                );
+            }
+            if name.starts_with("bad-") {
+                assert!(
+                    p.path_rules
+                        .iter()
+                        .any(|r| taint::reset_differs(&p, &ctx.search, r)),
+                    "{name}: the structural shortcut must not apply"
+                );
+            }
+            if name.starts_with("bad-reset-two-sources") {
+                assert!(c.is_none(), "{name}: the shape needs two sources");
+                assert_eq!(full.1.len(), 1, "{name}: found by the search");
+            }
+        }
+        assert!(built >= 4, "the reset defects of the usual shape are built");
+    }
 }
