@@ -2,8 +2,8 @@
 //!
 //! * `authorize --policy FILE TRACE [--engine smt|native|both] [--json]`
 //!   applies every event of the trace but the last, then decides the last
-//!   one (a call) and prints the decision with the granted capabilities or
-//!   the counterexample.
+//!   one (a call, or an approval: the paused call re-checked) and prints
+//!   the decision with the granted capabilities or the counterexample.
 //! * `graph --policy FILE [--ir IR] TRACE [--seq N] --format dot|json` draws the
 //!   session graph the SMT authorizer builds, up to event N (default: the
 //!   last), with the violating path of a denied call highlighted.
@@ -86,9 +86,9 @@ pub fn run_authorize(
     let Some((last, prefix)) = events.split_last() else {
         return Err(format!("{}: the trace has no events", trace.display()));
     };
-    if !matches!(last.event, Event::Call(_)) {
+    if !matches!(last.event, Event::Call(_) | Event::Approve(_)) {
         return Err(format!(
-            "{}: the last event must be a call to authorize",
+            "{}: the last event must be a call (or an approval) to authorize",
             trace.display()
         ));
     }
@@ -255,6 +255,7 @@ pub fn run_graph(
     let last = &events[upto - 1];
     let decision = match last {
         Event::Call(c) => Some(s.decide(c).map_err(|e| e.to_string())?),
+        Event::Approve(a) => Some(s.decide_approval(a).map_err(|e| e.to_string())?),
         _ => None,
     };
     s.apply(last)

@@ -1,13 +1,15 @@
-//! Engine choice (feature `smt`): decide calls with the native monitor,
-//! the Z3 authorizer (`agenra-smt`), or both.
+//! Engine choice (feature `smt`): decide calls and approvals with the
+//! native monitor, the Z3 authorizer (`agenra-smt`), or both.
 //!
-//! With [`Engine::Both`] every call is decided by both engines and the
-//! answers are compared (verdict, deciding rule, grants taken). Any
-//! difference fails closed: the call is DENIED with rule
-//! `engine-disagreement`, both answers are kept in the decision (and
-//! written to standard error by the CLI), and the session stays failed
-//! closed: every later call is denied the same way, since the two engines
-//! no longer share a state to compare against.
+//! An approval is a just-in-time re-authorization of the paused call
+//! (DESIGN §2 step 5), so both engines decide it as they decide a call.
+//! With [`Engine::Both`] every call and every approval is decided by both
+//! engines and the answers are compared (verdict, deciding rule, grants
+//! taken). Any difference fails closed: the call (or approval) is DENIED
+//! with rule `engine-disagreement`, both answers are kept in the decision
+//! (and written to standard error by the CLI), and the session stays
+//! failed closed: every later call and approval is denied the same way,
+//! since the two engines no longer share a state to compare against.
 
 use agenra_core::decision::{Decision, StepOutput};
 use agenra_core::{Event, Monitor, Policy, Verdict};
@@ -106,7 +108,7 @@ pub struct EngineDecision {
 #[derive(Clone, Debug, Serialize)]
 #[serde(untagged)]
 pub enum EngineOutput {
-    /// A call was decided.
+    /// A call or an approval was decided.
     Decision(Box<EngineDecision>),
     /// Another event was applied.
     Applied,
@@ -146,7 +148,7 @@ impl EngineSession {
         self.smt.as_ref().map(SmtSide::session)
     }
 
-    /// Decides a call, or applies another event.
+    /// Decides a call or an approval, or applies another event.
     pub fn step(&mut self, e: &Event) -> Result<EngineOutput, EngineError> {
         let policy = &self.policy;
         let native = self.native.as_mut().map(|m| match m.step(e) {
@@ -187,7 +189,7 @@ fn grant_names(policy: &Policy, gs: &[usize]) -> Vec<String> {
 /// The SMT half of a session under `smt` or `both`, for callers that step
 /// the native monitor themselves (`agenra replay` and `agenra monitor`
 /// keep their native sessions in [`crate::Sessions`]): it decides each
-/// call with the Z3 authorizer, applies every event to its session and,
+/// call and each approval with the Z3 authorizer, applies every event to its session and,
 /// under `both`, compares the answer with the native one it is handed. The
 /// one place the `both` semantics live ([`EngineSession`] uses it too).
 pub struct SmtSide {
@@ -224,8 +226,8 @@ impl SmtSide {
         self.failed_closed.as_deref()
     }
 
-    /// Decides a call (or applies another event) with the SMT engine, and
-    /// under `both` compares with `native`, the native engine's outcome of
+    /// Decides a call or an approval (or applies another event) with the
+    /// SMT engine, and under `both` compares with `native`, the native engine's outcome of
     /// the same event (`None` when the native engine is not asked).
     pub fn step(
         &mut self,
@@ -234,6 +236,7 @@ impl SmtSide {
     ) -> Result<EngineOutput, EngineError> {
         let smt = match e {
             Event::Call(c) => Some(self.smt.decide(c)),
+            Event::Approve(a) => Some(self.smt.decide_approval(a)),
             _ => None,
         };
         // Keep the SMT session's state in step with the event.
@@ -361,6 +364,7 @@ mod tests {
             counterexample: None,
             inferred: vec![],
             solved: true,
+            refunded: vec![],
         }
     }
 

@@ -3,7 +3,8 @@
 //!
 //! The default engine (`native`) never comes here: `main.rs` runs the
 //! native [`Stepper`](crate::replay::Stepper) exactly as before. Under
-//! `smt` every call is decided by the Z3 authorizer; under `both` the
+//! `smt` every call and every approval (a just-in-time re-authorization
+//! of the paused call) is decided by the Z3 authorizer; under `both` the
 //! native sessions ([`Sessions`], the same as `replay`'s) decide too, and
 //! [`SmtSide`] compares the answers with the semantics of
 //! [`EngineSession`](crate::engine::EngineSession): any difference is a
@@ -41,10 +42,10 @@ pub struct EngineRecord {
     pub record: Record,
     /// The engine(s) asked.
     pub engine: Engine,
-    /// The native engine's answer to a call, under `both`.
+    /// The native engine's answer to a call or an approval, under `both`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub native: Option<NativeAnswer>,
-    /// The SMT engine's answer to a call.
+    /// The SMT engine's answer to a call or an approval.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub smt: Option<SmtDecision>,
     /// Under `both`: what differs, if anything.
@@ -76,6 +77,8 @@ pub struct EngineStepper {
     smt: BTreeMap<Option<String>, SmtSide>,
     applied: u64,
     decided: u64,
+    /// Approvals decided (re-authorizations of paused calls).
+    approvals: u64,
     disagreements: u64,
 }
 
@@ -105,6 +108,7 @@ impl EngineStepper {
             smt: BTreeMap::from([(None, default)]),
             applied: 0,
             decided: 0,
+            approvals: 0,
             disagreements: 0,
         })
     }
@@ -124,10 +128,16 @@ impl EngineStepper {
         self.applied + 1
     }
 
-    /// `engine both: N calls decided, D disagreements`.
+    /// `engine both: N calls decided, D disagreements`, or, when the
+    /// trace had approvals, `engine both: N calls and A approvals decided,
+    /// D disagreements`.
     pub fn summary_line(&self) -> String {
+        let approvals = match self.approvals {
+            0 => String::new(),
+            a => format!(" and {a} approvals"),
+        };
         format!(
-            "engine {}: {} calls decided, {} disagreements",
+            "engine {}: {} calls{approvals} decided, {} disagreements",
             engine_name(self.engine),
             self.decided,
             self.disagreements
@@ -213,6 +223,7 @@ impl EngineStepper {
             }
             EngineOutput::Decision(d) => {
                 self.decided += u64::from(matches!(event, Event::Call(_)));
+                self.approvals += u64::from(matches!(event, Event::Approve(_)));
                 let mut record = match native_record {
                     Some(r) if self.engine == Engine::Both => r,
                     _ => self.smt_record(seq, event, d.smt.as_ref()),
@@ -259,9 +270,23 @@ impl EngineStepper {
             tool,
             decision: d.map(|d| d.verdict),
             rule: d.map(|d| d.rule_name.clone()),
-            reason: d.map_or_else(|| "applied (smt)".to_string(), smt_reason),
+            reason: match (event, d) {
+                (_, None) => "applied (smt)".to_string(),
+                (Event::Approve(_), Some(d)) => format!("approval re-checked: {}", smt_reason(d)),
+                (_, Some(d)) => smt_reason(d),
+            },
             path: vec![],
-            grants: d.map(|d| d.granted.clone()).unwrap_or_default(),
+            // Units taken, or (an approval that DENYs) given back, as in
+            // a native record.
+            grants: match d {
+                Some(d) if !d.refunded.is_empty() => d
+                    .refunded
+                    .iter()
+                    .filter_map(|&g| self.policy.grants.get(g).map(|x| x.name.clone()))
+                    .collect(),
+                Some(d) => d.granted.clone(),
+                None => vec![],
+            },
             node: NodeId(node.unwrap_or(0) as u32),
             policy_hash: self.policy_hash.clone(),
             ledger_hash: "-".into(),
@@ -293,17 +318,21 @@ fn engine_name(e: Engine) -> &'static str {
 }
 
 /// The native record's answer, in the terms both engines share (grants by
-/// index: grant names are unique in a policy).
+/// index: grant names are unique in a policy). A DENY takes no units: the
+/// grants of a denied approval's record are the units it gave back.
 fn native_answer(policy: &Policy, r: &Record) -> Option<NativeAnswer> {
     let verdict = r.decision?;
     Some(NativeAnswer {
         verdict,
         rule_name: r.rule.clone().unwrap_or_default(),
-        grants: r
-            .grants
-            .iter()
-            .filter_map(|g| policy.grants.iter().position(|x| &x.name == g))
-            .collect(),
+        grants: match verdict {
+            Verdict::Deny => vec![],
+            _ => r
+                .grants
+                .iter()
+                .filter_map(|g| policy.grants.iter().position(|x| &x.name == g))
+                .collect(),
+        },
         path: r.path.iter().map(|n| n.0).collect(),
         reason: r.reason.clone(),
     })
@@ -571,6 +600,76 @@ mod tests {
             s.summary_line(),
             "engine both: 3 calls decided, 2 disagreements"
         );
+    }
+
+    #[test]
+    fn approvals_are_decided_by_both_engines_and_cross_checked() {
+        let policy = agenra_policy::compile(
+            r#"
+            levels public < secret;
+            sinks network;
+            tool db.read(key: string) { resource key; output <secret, {}, trusted>; }
+            tool http.post(url: string) { sink network; }
+            grant read: db.read quota 5;
+            grant post: http.post quota 5 approval;
+            deny flow secrets_out: sensitivity >= secret -> network;
+            "#,
+            "p",
+        )
+        .expect("compiles")
+        .policy;
+        let approve =
+            |id: &str, time: u64| format!(r#"{{"kind":"approve","call":"{id}","time":{time}}}"#);
+        for engine in [Engine::Both, Engine::Smt] {
+            let mut s = EngineStepper::new(policy.clone(), engine).expect("supported");
+            let r = step(&mut s, &call("c1", 1, "http.post", r#"{"url":"u"}"#));
+            assert_eq!(r.record.decision, Some(Verdict::Pause));
+            let r = step(&mut s, &approve("c1", 2));
+            assert_eq!(r.record.decision, Some(Verdict::Allow), "{engine:?}");
+            assert_eq!(r.record.grants, ["post"]);
+            assert_eq!(r.smt.as_ref().map(|d| d.verdict), Some(Verdict::Allow));
+            step(&mut s, &call("c2", 3, "http.post", r#"{"url":"v"}"#));
+            step(&mut s, &call("c3", 4, "db.read", r#"{"key":"k"}"#));
+            step(
+                &mut s,
+                r#"{"kind":"result","call":"c3","time":5,"status":"succeeded","output":"x"}"#,
+            );
+            // The secret read since the pause: the re-check denies.
+            let r = step(&mut s, &approve("c2", 6));
+            assert_eq!(r.record.decision, Some(Verdict::Deny), "{engine:?}");
+            assert_eq!(
+                r.record.rule.as_deref(),
+                Some("secrets_out"),
+                "{:?}",
+                r.disagreement
+            );
+            // The units given back, as a native record lists them.
+            assert_eq!(r.record.grants, ["post"], "{engine:?}");
+            assert!(r.disagreement.is_none());
+            let cx = r.smt.as_ref().and_then(|d| d.counterexample.clone());
+            assert_eq!(cx.map(|c| c.node), Some("c2".to_string()));
+            assert_eq!(r.native.is_some(), engine == Engine::Both);
+            assert!(
+                s.summary_line()
+                    .ends_with(": 3 calls and 2 approvals decided, 0 disagreements"),
+                "{}",
+                s.summary_line()
+            );
+        }
+        // A native answer to an approval that differs: DENY, closed.
+        let mut s = EngineStepper::new(policy, Engine::Both).expect("supported");
+        step(&mut s, &call("c1", 1, "http.post", r#"{"url":"u"}"#));
+        let e: Event = serde_json::from_str(&approve("c1", 2)).expect("event");
+        let r = s
+            .step_event_with(&e, |n| {
+                if let Ok(Some(a)) = n {
+                    a.grants.clear();
+                }
+            })
+            .expect("applies");
+        assert_eq!(r.record.decision, Some(Verdict::Deny));
+        assert_eq!(r.record.rule.as_deref(), Some("engine-disagreement"));
+        assert!(r.disagreement.expect("why").contains("smt ALLOW post"));
     }
 
     #[test]

@@ -94,7 +94,7 @@ fn smt_and_both_decide_every_call_as_native_does_in_json() {
                 assert_eq!(r["seq"], n["seq"]);
                 assert_eq!(r["kind"], n["kind"]);
                 assert!(r.get("disagreement").is_none(), "{trace}: {r}");
-                if n["kind"] == "call" {
+                if n["kind"] == "call" || n["kind"] == "approve" {
                     calls += 1;
                     assert_eq!(
                         (&r["decision"], &r["rule"], &r["grants"]),
@@ -328,4 +328,75 @@ fn a_deny_by_the_task_names_the_ir_parts_and_their_evidence() {
             .is_some_and(|e| !e.is_empty()),
         "{v}"
     );
+}
+
+/// A paused post whose approval comes after a secret read: the SMT engine
+/// decides the approval (DENY at the re-check) in `authorize` and `replay`.
+#[test]
+fn approvals_are_re_checked_by_the_smt_engine() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("engine_cli_approvals");
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let policy = dir.join("policy.agr");
+    std::fs::write(
+        &policy,
+        r#"
+        levels public < secret;
+        sinks net;
+        tool read(key: string) { resource key; output <secret, {}, trusted>; }
+        tool post(body: string) { sink net; }
+        grant r: read quota unlimited;
+        grant p: post quota 2 approval;
+        deny flow secrets_out: sensitivity >= secret -> net;
+        "#,
+    )
+    .expect("written");
+    let trace = dir.join("trace.jsonl");
+    std::fs::write(
+        &trace,
+        [
+            r#"{"kind":"call","id":"c1","time":1,"tool":"post","args":{"body":"hi"}}"#,
+            r#"{"kind":"call","id":"c2","time":2,"tool":"read","args":{"key":"k"}}"#,
+            r#"{"kind":"result","call":"c2","time":3,"status":"succeeded","output":"s"}"#,
+            r#"{"kind":"approve","call":"c1","time":4}"#,
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .expect("written");
+    let (policy, trace) = (
+        policy.to_str().expect("utf-8"),
+        trace.to_str().expect("utf-8"),
+    );
+    for engine in ["smt", "both"] {
+        let o = agenra(&["authorize", "--policy", policy, trace, "--engine", engine]);
+        let out = stdout(&o);
+        assert!(
+            out.starts_with(&format!("DENY secrets_out (engine {engine})")),
+            "{engine}: {out} {}",
+            stderr(&o)
+        );
+        assert!(out.contains("counterexample: call c1, sink net"), "{out}");
+        assert!(
+            out.contains("c2 ["),
+            "the secret read is on the path: {out}"
+        );
+        let o = agenra(&["replay", "--policy", policy, trace, "--engine", engine]);
+        let out = stdout(&o);
+        assert!(
+            out.contains(&format!(
+                "engine {engine}: 2 calls and 1 approvals decided, 0 disagreements"
+            )),
+            "{out}"
+        );
+        let o = agenra(&[
+            "replay", "--policy", policy, trace, "--json", "--engine", engine,
+        ]);
+        let records = json_lines(&o);
+        let approve = records.last().expect("the approval's record");
+        assert_eq!(approve["kind"], "approve", "{approve}");
+        assert_eq!(approve["decision"], "DENY", "{approve}");
+        assert_eq!(approve["rule"], "secrets_out", "{approve}");
+        assert_eq!(approve["smt"]["verdict"], "DENY", "{approve}");
+        assert_eq!(approve["smt"]["counterexample"]["node"], "c1", "{approve}");
+    }
 }

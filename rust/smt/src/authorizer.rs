@@ -21,7 +21,7 @@
 use crate::graph::{EdgeTrust, GraphEdge, GraphNode, NodeKind, SessionGraph};
 use crate::step::{self, Atom, CallInputs, HistoryState, StepEncoding, SymLabel};
 use agenra_core::decision::Rule;
-use agenra_core::event::{self, Call, Event};
+use agenra_core::event::{self, Call, Event, Resolve};
 use agenra_core::label::Label;
 use agenra_core::policy::{AgentId, FlowEffect, GrantId, Policy, Quota};
 use agenra_core::spec::reference::{Lineage, Session};
@@ -109,6 +109,10 @@ pub struct SmtDecision {
     pub inferred: Vec<String>,
     /// Whether Z3 was asked (false for a stage-1 denial).
     pub solved: bool,
+    /// For an approval denied at the re-check: the reserved units it
+    /// returns (by index; the native monitor's `refunded`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refunded: Vec<GrantId>,
 }
 
 /// An admitted call, with the history state right after its admission.
@@ -123,7 +127,8 @@ struct Admitted {
 /// A session of the SMT authorizer.
 ///
 /// Feed it the session's events in order with [`SmtSession::apply`];
-/// [`SmtSession::decide`] decides a call without recording it.
+/// [`SmtSession::decide`] decides a call and
+/// [`SmtSession::decide_approval`] an approval without recording them.
 pub struct SmtSession {
     policy: std::sync::Arc<Policy>,
     reference: Session,
@@ -203,7 +208,9 @@ impl SmtSession {
                 let record = self.reference.calls.get(&c.id).cloned();
                 let req = record.as_ref().and_then(|r| r.req.clone());
                 let n = match (&req, &record) {
-                    (Some(req), Some(record)) => self.call_node(c, req, &record.lineage),
+                    (Some(req), Some(record)) => {
+                        self.call_node(&c.id, &c.inferred, req, &record.lineage)
+                    }
                     _ => {
                         let n = self.push_node(
                             NodeKind::Call,
@@ -294,6 +301,7 @@ impl SmtSession {
                     counterexample: None,
                     inferred: vec![],
                     solved: false,
+                    refunded: vec![],
                 })
             }
         };
@@ -309,6 +317,116 @@ impl SmtSession {
         out
     }
 
+    /// Decides the approval `a` of a paused call as the next event of the
+    /// session, without recording it (DESIGN §2 step 5: a just-in-time
+    /// re-authorization). The paused call is re-checked against the
+    /// session *now*: its flows (step 3) on a fresh node of the call whose
+    /// arguments read the context as it is now, and its call rules, path
+    /// rules, counts and obligations (step 4) on the history now, with the
+    /// shared step encoding; `pause` effects count as answered and the
+    /// ledger is not asked again (the units were reserved at the pause,
+    /// [`StepEncoding::recheck_deny`]). UNSAT of "no `deny` fires": DENY by
+    /// the first firing rule with its counterexample (the reserved units
+    /// return when the event is applied); SAT: ALLOW with the reserved
+    /// units. `Invalid` if the call is not paused or time goes back.
+    pub fn decide_approval(&mut self, a: &Resolve) -> Result<SmtDecision, SmtError> {
+        let invalid = || SmtError::Invalid(format!("approve {}", a.call));
+        if a.time.is_some_and(|t| t < self.reference.time) {
+            return Err(invalid());
+        }
+        let used = self
+            .reference
+            .ledger
+            .paused
+            .get(&a.call)
+            .cloned()
+            .ok_or_else(invalid)?;
+        let record = self.reference.calls.get(&a.call).ok_or_else(invalid)?;
+        let req = record.req.clone().ok_or_else(invalid)?;
+        let lineage = record.lineage.clone();
+        let paused = self.by_id.get(&a.call).copied().ok_or_else(invalid)?;
+        let (nodes, edges) = (self.graph.nodes.len(), self.graph.edges.len());
+        let contexts = self.contexts.clone();
+        self.solver.push();
+        let out = self.approval_in_scope(&a.call, &req, &lineage, paused, used);
+        self.solver.pop(1);
+        self.graph.nodes.truncate(nodes);
+        self.graph.edges.truncate(edges);
+        self.contexts = contexts;
+        self.by_id.insert(a.call.clone(), paused);
+        out
+    }
+
+    fn approval_in_scope(
+        &mut self,
+        id: &str,
+        req: &Request,
+        lineage: &Lineage,
+        paused: usize,
+        used: Vec<GrantId>,
+    ) -> Result<SmtDecision, SmtError> {
+        let policy = std::sync::Arc::clone(&self.policy);
+        // The call again, its arguments read now; its output label (which
+        // path steps' `reads(P)` test) stays the one it got at the pause.
+        let n = self.call_node(id, &BTreeMap::new(), req, lineage);
+        let output = self.graph.nodes[paused].label.clone();
+        let (inputs, state) = self.step_inputs(n, req, output);
+        let enc = step::encode_step(&policy, &state, &inputs);
+        let deny = enc.recheck_deny();
+        // Pass 1: does no `deny` rule fire now?
+        match self.solver.check_assumptions(&[deny.not()]) {
+            SatResult::Sat => {
+                let rule = Rule::Grant(used.first().copied().unwrap_or_default());
+                return Ok(SmtDecision {
+                    verdict: Verdict::Allow,
+                    rule_name: rule.name(&policy),
+                    rule,
+                    granted: used
+                        .iter()
+                        .map(|&g| policy.grants[g].name.clone())
+                        .collect(),
+                    grants: used,
+                    counterexample: None,
+                    inferred: vec![],
+                    solved: true,
+                    refunded: vec![],
+                });
+            }
+            SatResult::Unsat => {}
+            SatResult::Unknown => return Err(self.unknown()),
+        }
+        // Pass 2: the denial's model and its first firing `deny` rule.
+        let model = match self.solver.check_assumptions(std::slice::from_ref(&deny)) {
+            SatResult::Sat => self.model()?,
+            SatResult::Unsat => {
+                return Err(SmtError::Solver(
+                    "neither approved nor denied: the encoding is inconsistent".into(),
+                ))
+            }
+            SatResult::Unknown => return Err(self.unknown()),
+        };
+        let rule = match step::read_decision(&policy, &enc, &model) {
+            Some((Verdict::Deny, rule, _)) if rule != Rule::NoGrant => rule,
+            _ => {
+                return Err(SmtError::Solver(
+                    "the model of the re-check names no deny rule".into(),
+                ))
+            }
+        };
+        let counterexample = self.counterexample(&policy, &enc, &inputs, &model, n, req, rule);
+        Ok(SmtDecision {
+            verdict: Verdict::Deny,
+            rule_name: rule.name(&policy),
+            rule,
+            grants: vec![],
+            granted: vec![],
+            counterexample,
+            inferred: vec![],
+            solved: true,
+            refunded: used,
+        })
+    }
+
     fn decide_in_scope(
         &mut self,
         call: &Call,
@@ -316,42 +434,9 @@ impl SmtSession {
         lineage: &Lineage,
     ) -> Result<SmtDecision, SmtError> {
         let policy = std::sync::Arc::clone(&self.policy);
-        let n = self.call_node(call, req, lineage);
-        let tool = &policy.tools[req.tool];
-        let own = SymLabel::constant(&policy, &resource_label(&policy, req));
-        let input = self.graph.input(&policy, n);
-        let sinks = tool
-            .sinks
-            .iter()
-            .map(|u| {
-                let bound = match &u.params {
-                    None => input.clone(),
-                    Some(ps) => {
-                        let args: Vec<SymLabel> = ps
-                            .iter()
-                            .map(|&p| self.graph.arg_label(&policy, n, p))
-                            .collect();
-                        SymLabel::join_all(&policy, &args)
-                    }
-                };
-                bound.join(&own)
-            })
-            .collect();
-        let inputs = CallInputs::concrete(
-            &policy,
-            req,
-            &self.reference.ledger.sets,
-            sinks,
-            input.join(&own),
-            self.graph.nodes[n].label.clone(),
-            self.reference.seq + 1,
-        );
-        let mut state = self.history.clone();
-        for (g, q) in self.reference.ledger.ledger.remaining.iter().enumerate() {
-            if let (Quota::Limited(left), Some(slot)) = (q, state.remaining.get_mut(g)) {
-                *slot = Int::from_u64(*left);
-            }
-        }
+        let n = self.call_node(&call.id, &call.inferred, req, lineage);
+        let output = self.graph.nodes[n].label.clone();
+        let (inputs, state) = self.step_inputs(n, req, output);
         let enc = step::encode_step(&policy, &state, &inputs);
         let inferred = call
             .inferred
@@ -399,7 +484,52 @@ impl SmtSession {
             counterexample,
             inferred,
             solved: true,
+            refunded: vec![],
         })
+    }
+
+    /// The step's inputs for the call at node `n` (its sinks' and the
+    /// calling agent's labels read off the graph, its conditions evaluated
+    /// on the discovered sets now), with output label `output`, and the
+    /// history state now (the ledger's remaining units as constants).
+    fn step_inputs(&self, n: usize, req: &Request, output: SymLabel) -> (CallInputs, HistoryState) {
+        let policy = &*self.policy;
+        let tool = &policy.tools[req.tool];
+        let own = SymLabel::constant(policy, &resource_label(policy, req));
+        let input = self.graph.input(policy, n);
+        let sinks = tool
+            .sinks
+            .iter()
+            .map(|u| {
+                let bound = match &u.params {
+                    None => input.clone(),
+                    Some(ps) => {
+                        let args: Vec<SymLabel> = ps
+                            .iter()
+                            .map(|&p| self.graph.arg_label(policy, n, p))
+                            .collect();
+                        SymLabel::join_all(policy, &args)
+                    }
+                };
+                bound.join(&own)
+            })
+            .collect();
+        let inputs = CallInputs::concrete(
+            policy,
+            req,
+            &self.reference.ledger.sets,
+            sinks,
+            input.join(&own),
+            output,
+            self.reference.seq + 1,
+        );
+        let mut state = self.history.clone();
+        for (g, q) in self.reference.ledger.ledger.remaining.iter().enumerate() {
+            if let (Quota::Limited(left), Some(slot)) = (q, state.remaining.get_mut(g)) {
+                *slot = Int::from_u64(*left);
+            }
+        }
+        (inputs, state)
     }
 
     fn model(&self) -> Result<Model, SmtError> {
@@ -694,7 +824,13 @@ impl SmtSession {
 
     /// Appends the node of a well-formed call and its edges, and asserts
     /// its definition.
-    fn call_node(&mut self, call: &Call, req: &Request, lineage: &Lineage) -> usize {
+    fn call_node(
+        &mut self,
+        id: &str,
+        inferred: &BTreeMap<String, Vec<String>>,
+        req: &Request,
+        lineage: &Lineage,
+    ) -> usize {
         let policy = std::sync::Arc::clone(&self.policy);
         let tool = &policy.tools[req.tool];
         let own = tool.output.join(&resource_label(&policy, req));
@@ -707,7 +843,7 @@ impl SmtSession {
         let ctx = needs_context.then(|| self.context_node(req.agent));
         let n = self.push_node(
             NodeKind::Call,
-            call.id.clone(),
+            id.to_string(),
             Some(req.tool),
             req.agent,
             own,
@@ -731,9 +867,9 @@ impl SmtSession {
         } else if let Some(c) = ctx {
             edges.push((c, None, EdgeTrust::Policy));
         }
-        for (p, ids) in &call.inferred {
-            for id in ids {
-                if let Some(&from) = self.by_id.get(id) {
+        for (p, ids) in inferred {
+            for from_id in ids {
+                if let Some(&from) = self.by_id.get(from_id) {
                     edges.push((from, tool.param_index(p), EdgeTrust::Inferred));
                 }
             }
@@ -746,7 +882,7 @@ impl SmtSession {
                 trust,
             });
         }
-        self.by_id.insert(call.id.clone(), n);
+        self.by_id.insert(id.to_string(), n);
         self.define(n);
         n
     }

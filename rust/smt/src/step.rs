@@ -573,6 +573,17 @@ pub struct StepEncoding {
     pub next: HistoryState,
 }
 
+impl StepEncoding {
+    /// The re-check of an approval denies (DESIGN §2 step 5): some `deny`
+    /// flow or history rule fires. `pause` effects are what the human just
+    /// answered, and the ledger is not asked again (the units were
+    /// reserved at the pause), so neither `flow_pause`, `history_pause`
+    /// nor `granted` enters.
+    pub fn recheck_deny(&self) -> Bool {
+        Bool::or(&[self.flow_deny.clone(), self.history_deny.clone()])
+    }
+}
+
 /// Whether a call of `tool` matches `step` (tool glob, sink, `reads(P)` on
 /// `output`) given that its `where` holds (`when`).
 pub fn step_matches(

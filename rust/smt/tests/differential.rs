@@ -1,6 +1,7 @@
 //! Differential tests: on random policies and traces (the generators of
-//! `rust/core/tests/common.rs`), the SMT authorizer decides every call as
-//! the native monitor does (verdict, rule, grants taken), and every
+//! `rust/core/tests/common.rs`), the SMT authorizer decides every call and
+//! every approval (the paused call re-checked) as the native monitor does
+//! (verdict, rule, grants taken), and every
 //! counterexample path is a real path of the session graph that carries the
 //! label from a node that adds it to the denied call.
 //!
@@ -10,7 +11,7 @@
 #[allow(unused_imports)]
 mod common;
 
-use agenra_core::decision::StepOutput;
+use agenra_core::decision::{Rule, StepOutput};
 use agenra_core::label::Label;
 use agenra_core::policy::Policy;
 use agenra_core::{Event, Monitor, Verdict};
@@ -121,21 +122,65 @@ fn check_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: &str) {
     }
 }
 
-/// Runs the trace through both engines; returns how many calls the SMT
-/// engine decided.
-fn differential(policy: &Policy, events: &[Event]) -> usize {
+/// An approval's counterexample path: it ends at the re-checked call and
+/// starts at a node of the graph that adds the label (the context version
+/// in between may be the one made at approval time, which the graph does
+/// not keep).
+fn check_approval_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: &str) {
+    let Some(cx) = &d.counterexample else { return };
+    assert_eq!(cx.node, call, "the counterexample is the re-checked call's");
+    let g = s.graph();
+    for tp in &cx.paths {
+        let atom = atom_named(policy, &tp.label);
+        let (first, last) = (
+            tp.path.first().expect("a path"),
+            tp.path.last().expect("a path"),
+        );
+        assert_eq!(last.node, call, "the path ends at the call");
+        let n = g
+            .nodes
+            .iter()
+            .rposition(|n| n.name == first.node)
+            .unwrap_or_else(|| panic!("path source {} is in the graph", first.node));
+        assert!(
+            has(&g.nodes[n].own, atom),
+            "the path starts where {} is added: {tp:?}",
+            tp.label
+        );
+    }
+}
+
+/// What [`differential`] saw.
+#[derive(Default, Debug, Clone, Copy)]
+struct Seen {
+    /// Calls decided by both engines.
+    calls: usize,
+    /// Approvals decided by both engines.
+    approvals: usize,
+    /// Approvals denied at the re-check: by a flow rule, a call rule, a
+    /// path rule or count, an obligation.
+    denied: [usize; 4],
+}
+
+/// Runs the trace through both engines; returns what the SMT engine
+/// decided.
+fn differential(policy: &Policy, events: &[Event]) -> Seen {
     let mut native = Monitor::new(policy.clone()).expect("a valid policy");
     let mut smt = SmtSession::new(policy).expect("supported");
-    let mut decided = 0;
+    let mut seen = Seen::default();
     for e in events {
         let ours = match e {
             Event::Call(c) => Some(smt.decide(c)),
+            Event::Approve(a) => Some(smt.decide_approval(a)),
             _ => None,
         };
         let theirs = native.step(e);
         match (ours, theirs) {
             (Some(Ok(d)), Ok(StepOutput::Decision(n))) => {
-                decided += 1;
+                match e {
+                    Event::Approve(_) => seen.approvals += 1,
+                    _ => seen.calls += 1,
+                }
                 if std::env::var("AGENRA_SMT_STATS").is_ok() {
                     eprintln!(
                         "STAT {:?} {} {}",
@@ -149,10 +194,23 @@ fn differential(policy: &Policy, events: &[Event]) -> usize {
                     (n.verdict, n.rule.name(policy), n.grants.clone()),
                     "SMT and native decide {e:?} alike"
                 );
+                assert_eq!(d.refunded, n.refunded, "units given back by {e:?}");
                 smt.apply(e).expect("the event applies");
                 if d.verdict == Verdict::Deny {
-                    if let Event::Call(c) = e {
-                        check_paths(policy, &smt, &d, &c.id);
+                    match e {
+                        Event::Call(c) => check_paths(policy, &smt, &d, &c.id),
+                        Event::Approve(a) => {
+                            check_approval_paths(policy, &smt, &d, &a.call);
+                            let kind = match d.rule {
+                                Rule::Flow(_) | Rule::Receive(_) => 0,
+                                Rule::Call(_) => 1,
+                                Rule::Path(_) => 2,
+                                Rule::Obligation(_) => 3,
+                                r => panic!("an approval denied by {r:?}"),
+                            };
+                            seen.denied[kind] += 1;
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -163,10 +221,7 @@ fn differential(policy: &Policy, events: &[Event]) -> usize {
             (ours, theirs) => panic!("engines differ on {e:?}: {ours:?} vs {theirs:?}"),
         }
     }
-    // The graph's labels are the reference's output labels.
-    let labels = concrete_labels(policy, smt.graph());
-    let _ = labels;
-    decided
+    seen
 }
 
 proptest! {
@@ -442,4 +497,228 @@ fn history_counterexamples_list_the_calls_that_matched() {
             ),
         ]
     );
+}
+
+/// `events` with approvals (and some rejections) added: the `j`-th call
+/// is approved `plan[j]` events after it (`0`: never; `> 8`: rejected
+/// `plan[j] - 8` events after it instead), so the calls and results in
+/// between run after its pause and before its approval.
+fn with_approvals(events: Vec<Event>, plan: &[u8]) -> Vec<Event> {
+    let mut due: Vec<(usize, Event)> = Vec::new();
+    let mut calls = 0;
+    for (i, e) in events.iter().enumerate() {
+        if let Event::Call(c) = e {
+            let resolve = agenra_core::event::Resolve {
+                session: None,
+                call: c.id.clone(),
+                time: None,
+            };
+            match plan[calls % plan.len()] {
+                0 => {}
+                d @ 1..=8 => due.push((i + d as usize, Event::Approve(resolve))),
+                d => due.push((i + (d - 8) as usize, Event::Reject(resolve))),
+            }
+            calls += 1;
+        }
+    }
+    let mut out = Vec::new();
+    for (i, e) in events.into_iter().enumerate() {
+        out.push(e);
+        out.extend(
+            due.iter()
+                .filter(|(at, _)| *at == i)
+                .map(|(_, e)| e.clone()),
+        );
+    }
+    let last = out.len();
+    out.extend(
+        due.into_iter()
+            .filter(|(at, _)| *at >= last)
+            .map(|(_, e)| e),
+    );
+    out
+}
+
+/// A generated policy where about half the grants require approval.
+fn approval_policy() -> impl Strategy<Value = Policy> {
+    (policy(), proptest::collection::vec(any::<bool>(), 16)).prop_map(|(mut p, flags)| {
+        for (g, grant) in p.grants.iter_mut().enumerate() {
+            grant.approval |= flags[g % flags.len()];
+        }
+        p
+    })
+}
+
+/// Approvals are re-authorizations: on policies with approval grants and
+/// pause rules, and traces where calls, results and rejections run between
+/// a pause and its approval, the SMT engine decides every approval as the
+/// native monitor does (verdict, rule, grants). A fixed seed, so the
+/// count asserted below is the same on every run. (Re-check denials are
+/// rare on random policies: [`approvals_re_check_every_kind_of_rule_alike`]
+/// makes them common.)
+#[test]
+fn smt_and_native_decide_approvals_alike() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let cases = cases(400);
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
+    let strategy = approval_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (
+            Just(p),
+            common::steps(agents),
+            proptest::collection::vec(0u8..11, 1..16),
+        )
+    });
+    let mut total = Seen::default();
+    for _ in 0..cases {
+        let (policy, steps, plan) = strategy
+            .new_tree(&mut runner)
+            .expect("a generated case")
+            .current();
+        let events = with_approvals(common::events(&policy, &steps), &plan);
+        let seen =
+            std::panic::catch_unwind(|| differential(&policy, &events)).unwrap_or_else(|e| {
+                eprintln!(
+                    "policy: {}",
+                    serde_json::to_string(&policy).unwrap_or_default()
+                );
+                eprintln!(
+                    "events: {}",
+                    serde_json::to_string(&events).unwrap_or_default()
+                );
+                std::panic::resume_unwind(e)
+            });
+        total.calls += seen.calls;
+        total.approvals += seen.approvals;
+        for k in 0..4 {
+            total.denied[k] += seen.denied[k];
+        }
+    }
+    eprintln!("approvals: {total:?}");
+    if cases >= 400 {
+        assert!(total.approvals >= 250, "approvals decided: {total:?}");
+    }
+}
+
+/// A policy whose every kind of rule can turn an approval into a DENY:
+/// tools with the generated parameters, `t1` and `t2` pausing for approval
+/// on small `n`, a flow the context can raise, a call rule on the
+/// discovered set, a path rule, a count and an obligation other admitted
+/// calls can move, and a pause flow the approval answers.
+const RECHECK: &str = r#"
+    levels public < internal < secret;
+    categories a, b;
+    sinks net, mail;
+    sets found;
+    facts ok;
+    resource prefix "/secret" label <secret, {b}, trusted>;
+    tool t0(target: string, n: int, to: list<string>, amount?: decimal) {
+        resource target; output <internal, {a}, trusted>; fact ok;
+    }
+    tool t1(target: string, n: int, to: list<string>, amount?: decimal) {
+        resource target; sink mail;
+    }
+    tool t2(target: string, n: int, to: list<string>, amount?: decimal) {
+        resource target; sink net on to;
+    }
+    grant g0: t0 quota unlimited discovers found;
+    grant g1: t1 where n <= 2 quota 3 approval;
+    grant g1b: t1 quota unlimited;
+    grant g2: t2 where n <= 1 quota 4 approval;
+    grant g2b: t2 quota unlimited;
+    deny flow secret_mail: sensitivity >= secret -> mail;
+    pause flow a_to_mail: category a -> mail;
+    pause flow a_to_net: category a -> net;
+    deny call found_target: t1 when any to in found;
+    deny path big_read_then_t2: call t0 where n > 3 -> call t2 reset on call t1;
+    deny count two_t1: at most 2 call t1 reset on call t0 where n == 0;
+    obligation ok_fresh: require ok since t2 before t1;
+"#;
+
+/// `steps` with calls mostly of `t1` (the tool the re-checks judge: half
+/// the calls, `t0` 30%, `t2` 20%) and fewer reads of the secret resource,
+/// so paused calls often live long enough for a rule to start firing.
+fn skewed(mut steps: Vec<common::Step>, skew: &[u8]) -> Vec<common::Step> {
+    for (k, s) in steps.iter_mut().enumerate() {
+        if let common::Step::Call { tool, target, .. } = s {
+            let r = skew[k % skew.len()];
+            *tool = match r {
+                0..=4 => 1,
+                5..=7 => 0,
+                _ => 2,
+            };
+            if *target == common::TARGETS.len() - 1 && !r.is_multiple_of(3) {
+                *target = r as usize % 3;
+            }
+        }
+    }
+    steps
+}
+
+/// Random traces on [`RECHECK`], with approvals added: every approval is
+/// decided alike by both engines, and re-checks deny by every kind of
+/// rule. A fixed seed, so the counts asserted are the same on every run.
+#[test]
+fn approvals_re_check_every_kind_of_rule_alike() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    let policy = agenra_policy::compile(RECHECK, "recheck")
+        .expect("the policy compiles")
+        .policy;
+    let cases = cases(600);
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    );
+    let strategy = (
+        common::steps(1),
+        proptest::collection::vec(0u8..11, 1..16),
+        proptest::collection::vec(0u8..10, 1..16),
+    );
+    let mut total = Seen::default();
+    for _ in 0..cases {
+        let (steps, plan, skew) = strategy
+            .new_tree(&mut runner)
+            .expect("a generated case")
+            .current();
+        // A first read whose result establishes `ok`, so `t1` starts out
+        // allowed by the obligation.
+        let mut events: Vec<Event> = [
+            serde_json::json!({"kind": "call", "id": "w", "time": 0, "tool": "t0",
+                "args": {"target": "/a/1", "n": 1, "to": []}}),
+            serde_json::json!({"kind": "result", "call": "w", "status": "succeeded"}),
+        ]
+        .into_iter()
+        .map(|j| serde_json::from_value(j).expect("an event"))
+        .collect();
+        events.extend(common::events(&policy, &skewed(steps, &skew)));
+        let events = with_approvals(events, &plan);
+        let seen =
+            std::panic::catch_unwind(|| differential(&policy, &events)).unwrap_or_else(|e| {
+                eprintln!(
+                    "events: {}",
+                    serde_json::to_string(&events).unwrap_or_default()
+                );
+                std::panic::resume_unwind(e)
+            });
+        total.calls += seen.calls;
+        total.approvals += seen.approvals;
+        for k in 0..4 {
+            total.denied[k] += seen.denied[k];
+        }
+    }
+    eprintln!("re-checks: {total:?}");
+    if cases >= 600 {
+        assert!(total.approvals >= 500, "approvals decided: {total:?}");
+        // On the fixed seed: flows 10, call rules 2, path rules and
+        // counts 84, obligations 37 among 928 approvals.
+        assert!(
+            total.denied.iter().all(|&n| n >= 1) && total.denied.iter().sum::<usize>() >= 50,
+            "re-check denials of every kind: {total:?}"
+        );
+    }
 }
