@@ -3,9 +3,15 @@
 //! the Lean library: it decodes the input with the Rust decoder, evaluates,
 //! and encodes the envelope. It is what checks the codec without Lean, and
 //! what `Ffi.lean` must behave like.
+//!
+//! `agenra_ffi_check_simulation` answers with the Rust certificate checker
+//! (`agenra_certify::check::closed`, which Lean's `checkSimulation`
+//! mirrors) on two policies rebuilt from the decoded abstraction
+//! ([`SimCtx::policies`]).
 
 use crate::cbor::Cbor;
-use crate::wire::{array_of, Entry, Transport, Wire, WireError, VERSION};
+use crate::wire::{array_of, Entry, SimCtx, Transport, Wire, WireError, VERSION};
+use agenra_certify::product::{Ctx, State as PState};
 use agenra_core::ledger::Ledger;
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::Grant;
@@ -92,6 +98,19 @@ fn answer(entry: Entry, input: &[u8]) -> Result<Cbor, WireError> {
             }
             let (o, s) = spec::step(&policy, &state, &event, checks);
             Cbor::Array(vec![o.to_wire(), s.to_wire()])
+        }
+        Entry::CheckSimulation => {
+            let f = array_of(&c, &what, 2)?;
+            let sim = SimCtx::from_wire(&f[0], &p(0))?;
+            let relation = Vec::<PState>::from_wire(&f[1], &p(1))?;
+            let (old, new, classes) = sim.policies()?;
+            let ctx = Ctx {
+                old: &old,
+                new: &new,
+                classes: &classes,
+                flags: &sim.flags,
+            };
+            Cbor::Bool(agenra_certify::check::closed(&ctx, &relation).is_ok())
         }
     })
 }

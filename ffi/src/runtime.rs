@@ -41,6 +41,7 @@ extern "C" {
     fn agenra_ffi_grant_matches(input: *mut lean_object) -> *mut lean_object;
     fn agenra_ffi_select(input: *mut lean_object) -> *mut lean_object;
     fn agenra_ffi_step(input: *mut lean_object) -> *mut lean_object;
+    fn agenra_ffi_check_simulation(input: *mut lean_object) -> *mut lean_object;
 }
 
 /// The outcome of the one-time initialization, shared by every caller.
@@ -230,6 +231,7 @@ fn export(entry: Entry) -> unsafe extern "C" fn(*mut lean_object) -> *mut lean_o
         Entry::GrantMatches => agenra_ffi_grant_matches,
         Entry::Select => agenra_ffi_select,
         Entry::Step => agenra_ffi_step,
+        Entry::CheckSimulation => agenra_ffi_check_simulation,
     }
 }
 

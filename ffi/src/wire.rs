@@ -8,6 +8,8 @@
 //! everything else with [`Policy::empty`]'s defaults.
 
 use crate::cbor::{Cbor, DecodeError};
+use agenra_certify::classes::{Classes, MAX_TESTED_SETS};
+use agenra_certify::product::{Chain, Flags, Held, State as PState, MAX_CHAIN};
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::{Agent, AgentId, Grant, GrantId, Quota, Tool};
 use agenra_core::spec::{Checks, Event, Outcome, Request, State};
@@ -46,6 +48,11 @@ pub enum WireError {
     /// The transport failed (the Lean runtime did not initialize, ...).
     #[error("{0}")]
     Transport(String),
+    /// Two policies and their call classes have no ledger abstraction
+    /// (`Agenra.Ctx`) that the wire can carry, or a decoded abstraction
+    /// is not one of any two policies (see [`SimCtx`]).
+    #[error("the ledger abstraction: {0}")]
+    Abstraction(String),
 }
 
 fn shape(path: &str, expected: &'static str, found: &Cbor) -> WireError {
@@ -86,6 +93,7 @@ pub fn array_of<'a>(c: &'a Cbor, path: &str, n: usize) -> Result<&'a [Cbor], Wir
                 3 => "an array of 3 elements",
                 4 => "an array of 4 elements",
                 5 => "an array of 5 elements",
+                6 => "an array of 6 elements",
                 8 => "an array of 8 elements",
                 _ => "an array of another length",
             },
@@ -774,14 +782,18 @@ pub enum Entry {
     Select,
     /// `agenra_ffi_step`: `[Policy, State, Event, Checks]` → `[Outcome, State]`.
     Step,
+    /// `agenra_ffi_check_simulation`: `[Ctx, [PState]]` → bool (wire
+    /// version 2).
+    CheckSimulation,
 }
 
-/// The wire version both sides must answer to [`Entry::Version`].
-pub const VERSION: &str = "agenra-ffi/1";
+/// The wire version both sides must answer to [`Entry::Version`]
+/// (`agenra-ffi/2` added [`Entry::CheckSimulation`]).
+pub const VERSION: &str = "agenra-ffi/2";
 
 impl Entry {
     /// Every entry point.
-    pub const ALL: [Entry; 8] = [
+    pub const ALL: [Entry; 9] = [
         Entry::Version,
         Entry::PatternMatches,
         Entry::GlobMatches,
@@ -790,6 +802,7 @@ impl Entry {
         Entry::GrantMatches,
         Entry::Select,
         Entry::Step,
+        Entry::CheckSimulation,
     ];
 
     /// The exported symbol (`@[export ...]` in `lean/Agenra/Ffi.lean`).
@@ -803,6 +816,7 @@ impl Entry {
             Entry::GrantMatches => "agenra_ffi_grant_matches",
             Entry::Select => "agenra_ffi_select",
             Entry::Step => "agenra_ffi_step",
+            Entry::CheckSimulation => "agenra_ffi_check_simulation",
         }
     }
 }
@@ -963,6 +977,15 @@ impl<T: Transport> Client<T> {
             State::from_wire(&f[1], &at(path, 1))?,
         ))
     }
+
+    /// `check::closed` / `checkSimulation ctx R`: whether the relation
+    /// closes over the ledger abstraction.
+    pub fn check_simulation(&self, ctx: &SimCtx, relation: &[PState]) -> Result<bool, WireError> {
+        self.call(
+            Entry::CheckSimulation,
+            vec![ctx.to_wire(), relation.to_vec().to_wire()],
+        )
+    }
 }
 
 /// A result is any value; the caller reads it.
@@ -972,5 +995,411 @@ impl Wire for Cbor {
     }
     fn from_wire(c: &Cbor, _path: &str) -> Result<Self, WireError> {
         Ok(c.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Wire version 2: the ledger abstraction of `agenra certify` and a relation
+// (`Agenra.Ctx`, `List Agenra.PState`; `check::closed` / `checkSimulation`).
+
+/// A grant as the certify abstraction reads it (Lean `Agenra.LGrant`):
+/// `[agent, Quota, approval, discovers: null | uint]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimGrant {
+    /// The agent holding the grant.
+    pub agent: AgentId,
+    /// Its quota.
+    pub quota: Quota,
+    /// Whether admission pauses for a human.
+    pub approval: bool,
+    /// The discovered set its results add to.
+    pub discovers: Option<usize>,
+}
+
+/// A call class as the abstraction reads it (Lean `Agenra.Class`):
+/// `[chain: [uint], region: uint, old: [uint], new: [uint], types: uint]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimClass {
+    /// The calling agent's delegation chain, the caller first
+    /// (`Policy::chain_iter`, the same in OLD and NEW).
+    pub chain: Vec<AgentId>,
+    /// The class's time region.
+    pub region: usize,
+    /// OLD's grants that match the class, ascending.
+    pub old: Vec<GrantId>,
+    /// NEW's grants that match the class, ascending.
+    pub new: Vec<GrantId>,
+    /// The membership types its strings carry (bit `t` = type `t`).
+    pub types: u64,
+}
+
+/// The ledger abstraction of one component (Lean `Agenra.Ctx`):
+/// `[old: [LGrant], new: [LGrant], tested: [uint], seeds: [uint], Flags,
+/// classes: [Class]]`.
+///
+/// The Rust decoder accepts only what Rust's types can hold: at most
+/// [`MAX_TESTED_SETS`] tested sets, types below `2^64`. The loopback
+/// rebuilds two policies from it ([`SimCtx::policies`]), which needs
+/// non-empty delegation chains that agree on every agent's parent and
+/// matching grants in range; Lean's functions are total and need none of
+/// this.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SimCtx {
+    /// OLD's grants.
+    pub old: Vec<SimGrant>,
+    /// NEW's grants.
+    pub new: Vec<SimGrant>,
+    /// The discovered sets tested by some grant (`Classes::tested_sets`).
+    pub tested: Vec<usize>,
+    /// OLD's task seeds (`Policy::task_seeds`).
+    pub seeds: Vec<usize>,
+    /// The rule flags.
+    pub flags: Flags,
+    /// The call classes of the component.
+    pub classes: Vec<SimClass>,
+}
+
+impl SimCtx {
+    /// The abstraction of `old` and `new` with the call classes `classes`
+    /// (one component, `classes::restrict`) and the rule flags: what
+    /// `agenra certify --emit-lean` writes as `ctxN`. An error if OLD and
+    /// NEW follow different delegation chains for a class's agent.
+    pub fn of(
+        old: &Policy,
+        new: &Policy,
+        classes: &Classes,
+        flags: &Flags,
+    ) -> Result<SimCtx, WireError> {
+        let grants = |p: &Policy| -> Vec<SimGrant> {
+            p.grants
+                .iter()
+                .map(|g| SimGrant {
+                    agent: g.agent,
+                    quota: g.quota,
+                    approval: g.approval,
+                    discovers: g.discovers,
+                })
+                .collect()
+        };
+        let mut out = Vec::with_capacity(classes.classes.len());
+        for c in &classes.classes {
+            let chain: Vec<AgentId> = old.chain_iter(c.agent).collect();
+            if new.chain_iter(c.agent).ne(chain.iter().copied()) {
+                return Err(WireError::Abstraction(format!(
+                    "agent {} has different delegation chains in OLD and NEW",
+                    c.agent
+                )));
+            }
+            out.push(SimClass {
+                chain,
+                region: c.region,
+                old: c.old.clone(),
+                new: c.new.clone(),
+                types: c.types,
+            });
+        }
+        Ok(SimCtx {
+            old: grants(old),
+            new: grants(new),
+            tested: classes.tested_sets.clone(),
+            seeds: old.task_seeds.clone(),
+            flags: flags.clone(),
+            classes: out,
+        })
+    }
+
+    /// Two policies and the call classes whose abstraction this is, for
+    /// `check::closed`: grants (tool 0, no resource or arguments) with the
+    /// agent, quota, approval and discovered set of each; agents whose
+    /// parents follow the chains of the classes; OLD's task seeds in
+    /// both; one time region per region index up to the largest class
+    /// region. An error (never a panic in `closed`) when no two policies
+    /// have this abstraction: an empty or cyclic chain, two chains that
+    /// disagree on an agent's parent, or a matching grant out of range.
+    pub fn policies(&self) -> Result<(Policy, Policy, Classes), WireError> {
+        let err = |m: String| Err(WireError::Abstraction(m));
+        let mut parents: BTreeMap<AgentId, Option<AgentId>> = BTreeMap::new();
+        for (i, c) in self.classes.iter().enumerate() {
+            if c.chain.is_empty() {
+                return err(format!("classes[{i}].chain is empty"));
+            }
+            let distinct: BTreeSet<_> = c.chain.iter().collect();
+            if distinct.len() != c.chain.len() {
+                return err(format!("classes[{i}].chain repeats an agent"));
+            }
+            for (k, &a) in c.chain.iter().enumerate() {
+                let parent = c.chain.get(k + 1).copied();
+                if *parents.entry(a).or_insert(parent) != parent {
+                    return err(format!(
+                        "classes[{i}].chain gives agent {a} another parent than an earlier class"
+                    ));
+                }
+            }
+            for (side, ids, n) in [
+                ("old", &c.old, self.old.len()),
+                ("new", &c.new, self.new.len()),
+            ] {
+                if let Some(g) = ids.iter().find(|&&g| g >= n) {
+                    return err(format!("classes[{i}].{side}: grant {g} is out of range"));
+                }
+            }
+        }
+        let n_agents = parents
+            .keys()
+            .next_back()
+            .map_or(1, |&a| a.saturating_add(1));
+        if n_agents > 1 << 16 {
+            return err(format!(
+                "{n_agents} agents is more than this check rebuilds"
+            ));
+        }
+        let policy = |name: &str, grants: &[SimGrant]| {
+            let mut p = Policy::empty(name);
+            p.agents = (0..n_agents)
+                .map(|a| Agent {
+                    name: format!("a{a}"),
+                    parent: parents.get(&a).copied().flatten(),
+                    scope: None,
+                    own_context: false,
+                })
+                .collect();
+            p.grants = grants
+                .iter()
+                .enumerate()
+                .map(|(i, g)| Grant {
+                    name: format!("g{i}"),
+                    agent: g.agent,
+                    tool: 0,
+                    resource: None,
+                    args: vec![],
+                    quota: g.quota,
+                    approval: g.approval,
+                    expires_at: None,
+                    discovers: g.discovers,
+                })
+                .collect();
+            p.task_seeds = self.seeds.clone();
+            p
+        };
+        let regions = self.classes.iter().map(|c| c.region).max().unwrap_or(0);
+        if regions >= 1 << 16 {
+            return err(format!("region {regions} is more than this check rebuilds"));
+        }
+        let classes = Classes {
+            regions: (0..=regions as u64).collect(),
+            tested_sets: self.tested.clone(),
+            possible_types: u64::MAX,
+            classes: self
+                .classes
+                .iter()
+                .map(|c| agenra_certify::classes::Class {
+                    agent: c.chain[0],
+                    tool: 0,
+                    region: c.region,
+                    old: c.old.clone(),
+                    new: c.new.clone(),
+                    types: c.types,
+                    witness: agenra_certify::classes::Witness {
+                        time: 0,
+                        args: vec![],
+                        types: vec![],
+                    },
+                })
+                .collect(),
+        };
+        Ok((policy("old", &self.old), policy("new", &self.new), classes))
+    }
+}
+
+impl Wire for SimGrant {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            self.agent.to_wire(),
+            self.quota.to_wire(),
+            self.approval.to_wire(),
+            self.discovers.to_wire(),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 4)?;
+        Ok(SimGrant {
+            agent: usize::from_wire(&f[0], &field(path, "agent"))?,
+            quota: Quota::from_wire(&f[1], &field(path, "quota"))?,
+            approval: bool::from_wire(&f[2], &field(path, "approval"))?,
+            discovers: Option::from_wire(&f[3], &field(path, "discovers"))?,
+        })
+    }
+}
+
+/// `[rule_pauses, approval_denials, history_rules, rules_read_sets]`.
+impl Wire for Flags {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            Cbor::Bool(self.rule_pauses),
+            Cbor::Bool(self.approval_denials),
+            Cbor::Bool(self.history_rules),
+            Cbor::Bool(self.rules_read_sets),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 4)?;
+        Ok(Flags {
+            rule_pauses: bool::from_wire(&f[0], &field(path, "rule_pauses"))?,
+            approval_denials: bool::from_wire(&f[1], &field(path, "approval_denials"))?,
+            history_rules: bool::from_wire(&f[2], &field(path, "history_rules"))?,
+            rules_read_sets: bool::from_wire(&f[3], &field(path, "rules_read_sets"))?,
+        })
+    }
+}
+
+impl Wire for SimClass {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            self.chain.to_wire(),
+            self.region.to_wire(),
+            self.old.to_wire(),
+            self.new.to_wire(),
+            self.types.to_wire(),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 5)?;
+        Ok(SimClass {
+            chain: Vec::from_wire(&f[0], &field(path, "chain"))?,
+            region: usize::from_wire(&f[1], &field(path, "region"))?,
+            old: Vec::from_wire(&f[2], &field(path, "old"))?,
+            new: Vec::from_wire(&f[3], &field(path, "new"))?,
+            types: u64::from_wire(&f[4], &field(path, "types"))?,
+        })
+    }
+}
+
+impl Wire for SimCtx {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            self.old.to_wire(),
+            self.new.to_wire(),
+            self.tested.to_wire(),
+            self.seeds.to_wire(),
+            self.flags.to_wire(),
+            self.classes.to_wire(),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 6)?;
+        let tested_path = field(path, "tested");
+        let tested = Vec::<usize>::from_wire(&f[2], &tested_path)?;
+        if tested.len() > MAX_TESTED_SETS {
+            return Err(shape(
+                &tested_path,
+                "at most 3 tested sets (membership types have 6 bits)",
+                &f[2],
+            ));
+        }
+        Ok(SimCtx {
+            old: Vec::from_wire(&f[0], &field(path, "old"))?,
+            new: Vec::from_wire(&f[1], &field(path, "new"))?,
+            tested,
+            seeds: Vec::from_wire(&f[3], &field(path, "seeds"))?,
+            flags: Flags::from_wire(&f[4], &field(path, "flags"))?,
+            classes: Vec::from_wire(&f[5], &field(path, "classes"))?,
+        })
+    }
+}
+
+/// A chain of grants: `[uint]`, at most [`MAX_CHAIN`] ids below `2^32`.
+impl Wire for Chain {
+    fn to_wire(&self) -> Cbor {
+        self.to_vec().to_wire()
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let ids = Vec::<GrantId>::from_wire(c, path)?;
+        if ids.len() > MAX_CHAIN {
+            return Err(shape(path, "a chain of at most 4 grants", c));
+        }
+        Chain::from_slice(&ids).ok_or_else(|| shape(path, "grant ids below 2^32", c))
+    }
+}
+
+/// `[old_paused, new_paused, old: [uint], new: [uint]]` (Lean `Agenra.Held`).
+impl Wire for Held {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            Cbor::Bool(self.old_paused),
+            Cbor::Bool(self.new_paused),
+            self.old.to_wire(),
+            self.new.to_wire(),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 4)?;
+        Ok(Held {
+            old_paused: bool::from_wire(&f[0], &field(path, "old_paused"))?,
+            new_paused: bool::from_wire(&f[1], &field(path, "new_paused"))?,
+            old: Chain::from_wire(&f[2], &field(path, "old"))?,
+            new: Chain::from_wire(&f[3], &field(path, "new"))?,
+        })
+    }
+}
+
+/// A pair state (Lean `Agenra.PState`): `[region, old: [Quota], new:
+/// [Quota], calls: [[Held, count]], types]`. The held calls go in Rust's
+/// key order (`Ord for Held`, Lean `heldCmp`); the decoder requires them
+/// strictly ascending (as Lean's `upsert` keeps them), so that equal
+/// states have one encoding, and counts from 1 to `2^32 - 2` (a held
+/// call is counted at least once, and the checker may add one).
+impl Wire for PState {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(vec![
+            self.region.to_wire(),
+            self.old.to_wire(),
+            self.new.to_wire(),
+            Cbor::Array(
+                self.calls
+                    .iter()
+                    .map(|(h, n)| Cbor::Array(vec![h.to_wire(), Cbor::uint(u64::from(*n))]))
+                    .collect(),
+            ),
+            self.types.to_wire(),
+        ])
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let f = array_of(c, path, 5)?;
+        let calls_path = field(path, "calls");
+        let Cbor::Array(items) = &f[3] else {
+            return Err(shape(
+                &calls_path,
+                "an array of [Held, count] entries",
+                &f[3],
+            ));
+        };
+        let mut calls = BTreeMap::new();
+        let mut last: Option<Held> = None;
+        for (i, e) in items.iter().enumerate() {
+            let p = at(&calls_path, i);
+            let kv = array_of(e, &p, 2)?;
+            let h = Held::from_wire(&kv[0], &at(&p, 0))?;
+            let n = u64::from_wire(&kv[1], &at(&p, 1))?;
+            let n = u32::try_from(n)
+                .ok()
+                .filter(|n| (1..u32::MAX).contains(n))
+                .ok_or_else(|| shape(&at(&p, 1), "a count from 1 to 2^32 - 2", &kv[1]))?;
+            if last.is_some_and(|l| l >= h) {
+                return Err(shape(
+                    &at(&p, 0),
+                    "held calls in strictly ascending order",
+                    &kv[0],
+                ));
+            }
+            last = Some(h);
+            calls.insert(h, n);
+        }
+        Ok(PState {
+            region: usize::from_wire(&f[0], &field(path, "region"))?,
+            old: Vec::from_wire(&f[1], &field(path, "old"))?,
+            new: Vec::from_wire(&f[2], &field(path, "new"))?,
+            calls,
+            types: u64::from_wire(&f[4], &field(path, "types"))?,
+        })
     }
 }

@@ -14,18 +14,23 @@ Rust spec behind the same bytes, and the differential suite
 (`tests/reference_*.rs`) compares the two with `cargo test --features lean`.
 Recursive decoders (values, conditions) take a depth fuel.
 
+Wire version 2 adds `agenra_ffi_check_simulation`: the ledger abstraction of
+`agenra certify` (`Agenra.Ctx`) and a relation (`List Agenra.PState`) in,
+`checkSimulation ctx R` out (`Agenra.Certify`).
+
 Executable code for the FFI only: no theorem mentions it.
 Core Lean 4 only. NOT CHECKED BY A LEAN TOOLCHAIN.
 -/
 import Agenra.Cbor
 import Agenra.Ledger
+import Agenra.Certify
 
 namespace Agenra
 
 namespace Wire
 
 /-- The wire version (`VERSION` in `ffi/src/wire.rs`). -/
-def version : String := "agenra-ffi/1"
+def version : String := "agenra-ffi/2"
 
 /-- Values and conditions nest at most this deep. -/
 def depth : Nat := 128
@@ -257,6 +262,105 @@ def encodeState (s : State) : Cbor :=
     encodeHeld s.running,
     .arr (s.sets.map fun xs => .arr (xs.map Cbor.text))]
 
+/-! ### Wire version 2: the certify abstraction (`SimCtx`, `PState` in `ffi/src/wire.rs`) -/
+
+/-- `[agent, Quota, approval, discovers: null | uint]`. -/
+def decodeLGrant (c : Cbor) (path : String) : R LGrant := do
+  match ← asArr c path with
+  | [agentC, quotaC, approvalC, discoversC] =>
+    let agent ← asNat agentC s!"{path}.agent"
+    let quota ← decodeQuota quotaC s!"{path}.quota"
+    let approval ← asBool approvalC s!"{path}.approval"
+    let discovers ← asOpt asNat discoversC s!"{path}.discovers"
+    pure { agent := agent, quota := quota, approval := approval, discovers := discovers }
+  | _ => throw s!"{path}: expected an array of 4 elements"
+
+/-- `[rule_pauses, approval_denials, history_rules, rules_read_sets]`. -/
+def decodeFlags (c : Cbor) (path : String) : R Flags := do
+  match ← asArr c path with
+  | [rpC, adC, hrC, rsC] =>
+    let rp ← asBool rpC s!"{path}.rule_pauses"
+    let ad ← asBool adC s!"{path}.approval_denials"
+    let hr ← asBool hrC s!"{path}.history_rules"
+    let rs ← asBool rsC s!"{path}.rules_read_sets"
+    pure { rulePauses := rp, approvalDenials := ad, historyRules := hr, rulesReadSets := rs }
+  | _ => throw s!"{path}: expected an array of 4 elements"
+
+/-- `[chain: [uint], region, old: [uint], new: [uint], types]`. -/
+def decodeClass (c : Cbor) (path : String) : R Class := do
+  match ← asArr c path with
+  | [chainC, regionC, oldC, newC, typesC] =>
+    let chain ← asList asNat chainC s!"{path}.chain"
+    let region ← asNat regionC s!"{path}.region"
+    let oldG ← asList asNat oldC s!"{path}.old"
+    let newG ← asList asNat newC s!"{path}.new"
+    let types ← asNat typesC s!"{path}.types"
+    pure { chain := chain, region := region, old := oldG, new := newG, types := types }
+  | _ => throw s!"{path}: expected an array of 5 elements"
+
+/-- `[old: [LGrant], new: [LGrant], tested: [uint], seeds: [uint], Flags, classes: [Class]]`. -/
+def decodeCtx (c : Cbor) (path : String) : R Ctx := do
+  match ← asArr c path with
+  | [oldC, newC, testedC, seedsC, flagsC, classesC] =>
+    let oldG ← asList decodeLGrant oldC s!"{path}.old"
+    let newG ← asList decodeLGrant newC s!"{path}.new"
+    let tested ← asList asNat testedC s!"{path}.tested"
+    let seeds ← asList asNat seedsC s!"{path}.seeds"
+    let flags ← decodeFlags flagsC s!"{path}.flags"
+    let classes ← asList decodeClass classesC s!"{path}.classes"
+    pure { old := oldG, new := newG, tested := tested, seeds := seeds, flags := flags,
+           classes := classes }
+  | _ => throw s!"{path}: expected an array of 6 elements"
+
+/-- A held call: `[old_paused, new_paused, old: [uint], new: [uint]]`. -/
+def decodeHeldCall (c : Cbor) (path : String) : R Held := do
+  match ← asArr c path with
+  | [opC, npC, oldC, newC] =>
+    let op ← asBool opC s!"{path}.old_paused"
+    let np ← asBool npC s!"{path}.new_paused"
+    let oldG ← asList asNat oldC s!"{path}.old"
+    let newG ← asList asNat newC s!"{path}.new"
+    pure { oldPaused := op, newPaused := np, old := oldG, new := newG }
+  | _ => throw s!"{path}: expected an array of 4 elements"
+
+/-- An entry of `calls`: `[Held, count]`. -/
+def decodeCall (c : Cbor) (path : String) : R (Held × Nat) := do
+  match ← asArr c path with
+  | [hC, nC] =>
+    let h ← decodeHeldCall hC s!"{path}[0]"
+    let n ← asNat nC s!"{path}[1]"
+    pure (h, n)
+  | _ => throw s!"{path}: expected [Held, count]"
+
+/-- The held calls after `prev` go up strictly in `heldCmp` order. -/
+def ascendingFrom : Held → List (Held × Nat) → Bool
+  | _, [] => true
+  | prev, (h, _) :: rest =>
+    match heldCmp prev h with
+    | Ordering.lt => ascendingFrom h rest
+    | _ => false
+
+/-- The held calls go up strictly in `heldCmp` order (Rust's key order,
+the order `upsert` keeps). -/
+def ascending : List (Held × Nat) → Bool
+  | [] => true
+  | (h, _) :: rest => ascendingFrom h rest
+
+/-- A pair state: `[region, old: [Quota], new: [Quota], calls: [[Held, count]], types]`. -/
+def decodePState (c : Cbor) (path : String) : R PState := do
+  match ← asArr c path with
+  | [regionC, oldC, newC, callsC, typesC] =>
+    let region ← asNat regionC s!"{path}.region"
+    let oldL ← asList decodeQuota oldC s!"{path}.old"
+    let newL ← asList decodeQuota newC s!"{path}.new"
+    let calls ← asList decodeCall callsC s!"{path}.calls"
+    let types ← asNat typesC s!"{path}.types"
+    if ascending calls then
+      pure { region := region, old := oldL, new := newL, calls := calls, types := types }
+    else
+      throw s!"{path}.calls: expected held calls in strictly ascending order"
+  | _ => throw s!"{path}: expected an array of 5 elements"
+
 /-- `[0, result]`, or `[1, message]`. -/
 def respond (r : R Cbor) : ByteArray :=
   Cbor.encode <|
@@ -378,5 +482,17 @@ def ffiStep (bytes : ByteArray) : ByteArray :=
       let (o, s') := step p s e checks
       pure (.arr [encodeOutcome o, encodeState s'])
     | _ => throw s!"the input of {name}: expected an array of 4 elements"
+
+/-- `[Ctx, [PState]]` → bool: `checkSimulation` (wire version 2). -/
+@[export agenra_ffi_check_simulation]
+def ffiCheckSimulation (bytes : ByteArray) : ByteArray :=
+  let name := "agenra_ffi_check_simulation"
+  respond do
+    match ← input bytes name with
+    | [ctxC, relC] =>
+      let ctx ← decodeCtx ctxC (inputPath name 0)
+      let rel ← asList decodePState relC (inputPath name 1)
+      pure (.bool (checkSimulation ctx rel))
+    | _ => throw s!"the input of {name}: expected an array of 2 elements"
 
 end Agenra

@@ -16,11 +16,14 @@
 pub mod gen;
 pub mod oracle;
 
+use agenra_certify::emit_lean::Part;
+use agenra_certify::product::Ctx;
 use agenra_core::ledger::Ledger;
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::{AgentId, Grant, GrantId};
 use agenra_core::spec::{self, Checks, Event, Outcome, Request, State};
 use agenra_core::{ArgCond, ArgOp, Pattern, Policy, Quant, Value};
+use agenra_lean::wire::SimCtx;
 use agenra_lean::{Client, Loopback, Transport};
 use std::collections::BTreeSet;
 
@@ -73,16 +76,14 @@ pub trait Reference {
     ) -> Answer<Option<GrantId>>;
     /// `spec::step` (Lean `step`).
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)>;
-    /// The closure check of a simulation certificate
-    /// (`agenra_certify::check::check`; Lean `checkSimulation`). `None`:
-    /// this implementation does not offer it (the Lean one, until the wire
-    /// format carries certificates: `docs/lean-ffi.md`).
-    fn check_simulation(
-        &self,
-        old: &Policy,
-        new: &Policy,
-        cert: &agenra_certify::certificate::Certificate,
-    ) -> Option<Answer<bool>>;
+    /// The closure check of one component of a certificate
+    /// (`agenra_certify::check::closed` on OLD, NEW, the component's call
+    /// classes and flags; Lean `checkSimulation ctx R`): `part.relation`
+    /// starts at the initial pair, fits the policies, and every event OLD
+    /// admits from a pair of it is admitted by NEW and leads back into it.
+    /// (`agenra_certify::emit_lean::relations` splits a certificate into
+    /// its components.)
+    fn check_simulation(&self, old: &Policy, new: &Policy, part: &Part) -> Answer<bool>;
 }
 
 /// The Rust executable spec, called directly.
@@ -139,13 +140,14 @@ impl Reference for RustSpec {
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)> {
         Ok(spec::step(p, s, e, checks))
     }
-    fn check_simulation(
-        &self,
-        old: &Policy,
-        new: &Policy,
-        cert: &agenra_certify::certificate::Certificate,
-    ) -> Option<Answer<bool>> {
-        Some(Ok(agenra_certify::check::check(old, new, cert).is_ok()))
+    fn check_simulation(&self, old: &Policy, new: &Policy, part: &Part) -> Answer<bool> {
+        let ctx = Ctx {
+            old,
+            new,
+            classes: &part.classes,
+            flags: &part.flags,
+        };
+        Ok(agenra_certify::check::closed(&ctx, &part.relation).is_ok())
     }
 }
 
@@ -218,13 +220,11 @@ impl<T: Transport> Reference for Wired<T> {
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)> {
         self.client.step(p, s, e, checks).map_err(|e| e.to_string())
     }
-    fn check_simulation(
-        &self,
-        _old: &Policy,
-        _new: &Policy,
-        _cert: &agenra_certify::certificate::Certificate,
-    ) -> Option<Answer<bool>> {
-        None
+    fn check_simulation(&self, old: &Policy, new: &Policy, part: &Part) -> Answer<bool> {
+        let ctx = SimCtx::of(old, new, &part.classes, &part.flags).map_err(|e| e.to_string())?;
+        self.client
+            .check_simulation(&ctx, &part.relation)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -162,8 +162,9 @@ pub fn check_with(
 }
 
 /// R holds the initial pair, and from every pair of R, every event OLD
-/// admits is admitted by NEW and leads back into R.
-fn closed(ctx: &Ctx, relation: &[crate::product::State]) -> Result<(), CheckError> {
+/// admits is admitted by NEW and leads back into R. Public for the
+/// differential suite (`tests/reference/mod.rs`, Lean `checkSimulation`).
+pub fn closed(ctx: &Ctx, relation: &[crate::product::State]) -> Result<(), CheckError> {
     if relation.first() != Some(&initial(ctx.old, ctx.new)) {
         return Err(CheckError::Initial);
     }
