@@ -174,7 +174,7 @@ pub fn closed(ctx: &Ctx, relation: &[crate::product::State]) -> Result<(), Check
         if !fits(ctx, s) {
             return Err(CheckError::Closure {
                 pair: i,
-                why: "the pair does not fit the policies (grant, region or chain out of range)"
+                why: "the pair does not fit the policies (grant, region, chain or held count out of range)"
                     .into(),
             });
         }
@@ -207,8 +207,12 @@ fn fits(ctx: &Ctx, s: &crate::product::State) -> bool {
     s.old.len() == ctx.old.grants.len()
         && s.new.len() == ctx.new.grants.len()
         && s.region < ctx.classes.regions.len()
-        && s.calls.keys().all(|h| {
-            chain_ok(&h.old, ctx.old.grants.len()) && chain_ok(&h.new, ctx.new.grants.len())
+        && s.calls.iter().all(|(h, &n)| {
+            chain_ok(&h.old, ctx.old.grants.len())
+                && chain_ok(&h.new, ctx.new.grants.len())
+                // A count the product's steps can take one from and add one
+                // to without wrapping (a held entry is never 0).
+                && (1..u32::MAX).contains(&n)
         })
 }
 

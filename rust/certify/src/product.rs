@@ -248,7 +248,9 @@ fn unlimited_only(ctx: &Ctx, h: &Held) -> bool {
 fn add(ctx: &Ctx, s: &mut State, h: Held) {
     let saturate = unlimited_only(ctx, &h);
     let n = s.calls.entry(h).or_insert(0);
-    *n = if saturate { 1 } else { *n + 1 };
+    // Saturating: a crafted certificate's count never wraps (the checker
+    // refuses counts outside 1..u32::MAX before any step).
+    *n = if saturate { 1 } else { n.saturating_add(1) };
 }
 
 fn remove(ctx: &Ctx, s: &mut State, h: &Held) {
@@ -256,7 +258,7 @@ fn remove(ctx: &Ctx, s: &mut State, h: &Held) {
         return;
     }
     if let Some(n) = s.calls.get_mut(h) {
-        *n -= 1;
+        *n = n.saturating_sub(1);
         if *n == 0 {
             s.calls.remove(h);
         }
