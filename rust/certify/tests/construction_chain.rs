@@ -15,9 +15,7 @@ fn policy(depth: usize, quota: u32) -> agenra_core::Policy {
     // Every agent on the chain needs a grant for the call to be admitted.
     text.push_str(&format!("grant g0: notes.read quota {quota};\n"));
     for i in 1..depth {
-        text.push_str(&format!(
-            "grant g{i}: notes.read quota 1 agent a{i};\n"
-        ));
+        text.push_str(&format!("grant g{i}: notes.read quota 1 agent a{i};\n"));
     }
     agenra_policy::compile(&text, "p")
         .expect("the test policy compiles")
