@@ -1,6 +1,6 @@
 //! The timed part of `agenra bench embed` alone, for profilers: a session
 //! preloaded with 10^4 calls of the 18-parameter workload, then typed
-//! decisions in `decide_all` (a function of its own, so that
+//! decisions, each in a call of `decide_all` (a function of its own, so that
 //! `valgrind --tool=callgrind --toggle-collect='*decide_all*'` counts only
 //! them). Builds without the CLI:
 //!
@@ -56,22 +56,16 @@ impl Handles {
     }
 }
 
-/// The timed decisions: each call moved in, its decision dropped after
-/// its time is taken (as `bench embed` does).
+/// One timed decision: the call moved in, its decision dropped after its
+/// time is taken (as `bench embed` does, which builds each call just
+/// before it is decided, outside the timed region).
 #[inline(never)]
-fn decide_all(session: &mut Session, calls: Vec<TypedCall>) -> (Vec<u64>, [usize; 3]) {
-    let mut times = Vec::with_capacity(calls.len());
-    let mut verdicts = [0usize; 3];
-    for call in calls {
-        let start = Instant::now();
-        let d = session.authorize(call);
-        let elapsed = start.elapsed();
-        if let Ok(d) = std::hint::black_box(&d) {
-            verdicts[d.verdict as usize] += 1;
-        }
-        times.push(elapsed.as_nanos() as u64);
-    }
-    (times, verdicts)
+fn decide_all(session: &mut Session, call: TypedCall) -> (u64, Option<Verdict>) {
+    let start = Instant::now();
+    let d = session.authorize(call);
+    let elapsed = start.elapsed();
+    let verdict = std::hint::black_box(&d).as_ref().ok().map(|d| d.verdict);
+    (elapsed.as_nanos() as u64, verdict)
 }
 
 fn main() {
@@ -101,14 +95,20 @@ fn main() {
             }
         }
     }
-    let calls: Vec<TypedCall> = (0..samples)
-        .filter_map(|i| {
-            let id = 10_000 + i;
-            handles.typed(&params18_call(&mut rng, id, id as u64))
-        })
-        .collect();
-    let n = calls.len();
-    let (mut times, verdicts) = decide_all(&mut session, calls);
+    let mut times = Vec::with_capacity(samples);
+    let mut verdicts = [0usize; 3];
+    for i in 0..samples {
+        let id = 10_000 + i;
+        let Some(call) = handles.typed(&params18_call(&mut rng, id, id as u64)) else {
+            continue;
+        };
+        let (t, verdict) = decide_all(&mut session, call);
+        if let Some(v) = verdict {
+            verdicts[v as usize] += 1;
+        }
+        times.push(t);
+    }
+    let n = times.len();
     times.sort_unstable();
     println!(
         "decisions {n}  p50 {} ns  p99 {} ns  allow/deny/pause {:?}",

@@ -118,8 +118,8 @@ fn colliding_ids(count: usize) -> Vec<String> {
     out
 }
 
-fn id_lines(ids: Vec<String>) -> impl Iterator<Item = String> {
-    ids.into_iter().enumerate().map(|(i, id)| {
+fn id_lines(ids: impl Iterator<Item = String>) -> impl Iterator<Item = String> {
+    ids.enumerate().map(|(i, id)| {
         format!(
             r#"{{"kind":"call","id":"{id}","time":{i},"tool":"tests.run","args":{{"suite":"a"}}}}"#
         )
@@ -146,11 +146,24 @@ pub fn one(name: &str, events: u64) -> Result<Measure, String> {
     let (seconds, n) = match name {
         "allow" => run_lines(POLICY, session_lines(events, false))?,
         "deny" => run_lines(POLICY, session_lines(events, true))?,
+        // Calls whose results never come: each stays running and holds its
+        // units, the most a session keeps per event. The ids are made as
+        // they are read, so the peak RSS is the session's.
+        "running" => run_lines(
+            POLICY,
+            id_lines((0..events).map(|i| format!("call-{i:011}"))),
+        )?,
+        // Ids made up front, as for the colliding ones it compares with.
         "ids-normal" => run_lines(
             POLICY,
-            id_lines((0..events).map(|i| format!("call-{i:011}")).collect()),
+            id_lines(
+                (0..events)
+                    .map(|i| format!("call-{i:011}"))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            ),
         )?,
-        "ids-colliding" => run_lines(POLICY, id_lines(colliding_ids(events as usize)))?,
+        "ids-colliding" => run_lines(POLICY, id_lines(colliding_ids(events as usize).into_iter()))?,
         "grants-3" => run_lines(&grants_policy(3), grant_lines(events, 3))?,
         "grants-1e4" => run_lines(&grants_policy(10_000), grant_lines(events, 10_000))?,
         "check" => {
@@ -183,14 +196,16 @@ pub struct Summary {
     pub replay_1e6_rss_mb: f64,
 }
 
-/// The plan of `bench scale`: session sizes for allow/deny (the largest
-/// gives the summary's 1e6 figures), then the fixed-size comparisons.
+/// The plan of `bench scale`: session sizes for allow/deny and for calls
+/// left running (the largest give the summary's 1e6 figures), then the
+/// fixed-size comparisons.
 pub fn plan(max_events: u64) -> Vec<(&'static str, u64)> {
     let mut plan = Vec::new();
     let mut n = 1_000;
     while n <= max_events {
         plan.push(("allow", n));
         plan.push(("deny", n));
+        plan.push(("running", n));
         n *= 10;
     }
     plan.extend([
@@ -223,6 +238,7 @@ pub fn summarize(rows: &[Measure]) -> Summary {
         replay_1e6_rss_mb: largest("deny")
             .into_iter()
             .chain(largest("allow"))
+            .chain(largest("running"))
             .map(|m| m.peak_rss_mb)
             .fold(0.0, f64::max),
     }
@@ -266,6 +282,7 @@ mod tests {
         for (name, n) in [
             ("allow", 70),
             ("deny", 70),
+            ("running", 20),
             ("ids-normal", 20),
             ("ids-colliding", 20),
             ("grants-3", 30),

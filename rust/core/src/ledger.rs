@@ -170,6 +170,10 @@ pub struct LedgerTree {
     /// `levels[0]`: leaf blocks; `levels[k+1]`: one per `FAN_OUT` of
     /// `levels[k]`, the last holding one hash. Empty for a flat ledger.
     levels: Vec<Vec<Hash>>,
+    /// For a flat ledger (`n <= FAN_OUT`), the bytes its hash is taken of
+    /// (`flat_bytes`): a session patches the counts it changed into a copy
+    /// instead of encoding every grant again.
+    flat: Vec<u8>,
     root: Hash,
 }
 
@@ -180,6 +184,7 @@ impl LedgerTree {
         let mut tree = LedgerTree {
             n,
             levels: Vec::new(),
+            flat: Vec::new(),
             root: Hash([0; 32]),
         };
         if n > FAN_OUT {
@@ -199,7 +204,12 @@ impl LedgerTree {
                     .collect();
             }
         }
-        tree.root = tree.compute_root(ledger);
+        if tree.levels.is_empty() {
+            tree.flat = flat_bytes(n, |g| Count::of(ledger, g));
+            tree.root = Hash::of_bytes(&tree.flat);
+        } else {
+            tree.root = tree.compute_root(ledger);
+        }
         tree
     }
 
@@ -267,14 +277,34 @@ fn inner_node_of(k: u64, j: usize, below: usize, child: impl Fn(usize) -> Hash) 
 /// The ledger hash of `n` counts from `count` (flat form, `n <= FAN_OUT`)
 /// or from the tree's top hash.
 fn root_of(n: usize, top: Option<Hash>, count: impl Fn(usize) -> Count) -> Hash {
-    let mut bytes = Vec::with_capacity(16 + 8 + 9 * n.min(FAN_OUT));
-    bytes.extend_from_slice(b"agenra-ledger-v2");
-    bytes.extend_from_slice(&(n as u64).to_be_bytes());
     match top {
-        Some(top) => bytes.extend_from_slice(&top.0),
-        None => (0..n).for_each(|g| encode(&count(g), &mut bytes)),
+        Some(top) => {
+            let mut bytes = Vec::with_capacity(16 + 8 + 32);
+            bytes.extend_from_slice(FLAT_PREFIX);
+            bytes.extend_from_slice(&(n as u64).to_be_bytes());
+            bytes.extend_from_slice(&top.0);
+            Hash::of_bytes(&bytes)
+        }
+        None => Hash::of_bytes(&flat_bytes(n, count)),
     }
-    Hash::of_bytes(&bytes)
+}
+
+/// The ledger hash's prefix (then the grant count, then the counts or the
+/// tree's top hash).
+const FLAT_PREFIX: &[u8; 16] = b"agenra-ledger-v2";
+
+/// Where grant `g`'s 9 bytes start in `flat_bytes`.
+const fn flat_offset(g: usize) -> usize {
+    FLAT_PREFIX.len() + 8 + 9 * g
+}
+
+/// What a flat ledger's hash is taken of: `"agenra-ledger-v2" ‖ n ‖ counts`.
+fn flat_bytes(n: usize, count: impl Fn(usize) -> Count) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(flat_offset(n));
+    bytes.extend_from_slice(FLAT_PREFIX);
+    bytes.extend_from_slice(&(n as u64).to_be_bytes());
+    (0..n).for_each(|g| encode(&count(g), &mut bytes));
+    bytes
 }
 
 /// One session's ledger: the policy's initial ledger and hash tree, shared
@@ -415,7 +445,7 @@ impl SessionLedger {
         let len = self.len();
         let levels = &self.base_tree.levels;
         if levels.is_empty() {
-            self.root = root_of(len, None, count);
+            self.root = self.flat_root();
             return;
         }
         let mut index = g / FAN_OUT;
@@ -440,6 +470,38 @@ impl SessionLedger {
         let top = changed.last().map(|&(_, h)| h);
         self.root = root_of(len, top, |_| Count::Left(Quota::Unlimited));
         self.hashes.extend(changed);
+    }
+}
+
+impl SessionLedger {
+    /// The hash of a flat ledger (`n <= FAN_OUT`): the shared encoding of
+    /// the initial counts, with the counts this session changed written
+    /// over theirs. The same bytes as `flat_bytes` of the whole ledger: a
+    /// changed count is a limited (or shared) grant's, whose tag is the
+    /// initial one.
+    fn flat_root(&self) -> Hash {
+        let base = &self.base_tree.flat;
+        let mut buf = [0u8; flat_offset(FAN_OUT)];
+        let Some(bytes) = buf.get_mut(..base.len()) else {
+            return root_of(self.len(), None, |g| self.count(g));
+        };
+        bytes.copy_from_slice(base);
+        for (&g, &n) in &self.counts {
+            let at = flat_offset(g) + 1;
+            match bytes.get_mut(at..at + 8) {
+                Some(slot) => slot.copy_from_slice(&n.to_be_bytes()),
+                None => return root_of(self.len(), None, |g| self.count(g)),
+            }
+        }
+        Hash::of_bytes(bytes)
+    }
+
+    /// Grant `g`'s entry in the hash.
+    fn count(&self, g: GrantId) -> Count {
+        match self.remaining(g).unwrap_or(Quota::Limited(0)) {
+            Quota::Limited(n) if self.base.is_shared(g) => Count::Held(n),
+            q => Count::Left(q),
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub mod graph;
 pub mod ledger;
 pub mod monitor;
 pub mod pool;
+mod session_tables;
 pub mod spec;
 pub mod strict;
 pub mod validate;

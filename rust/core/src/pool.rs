@@ -139,4 +139,68 @@ mod tests {
         assert_eq!(json, r#"{"taken":{"pay":4}}"#);
         assert_eq!(serde_json::from_str::<SharedCounts>(&json).unwrap(), c);
     }
+
+    /// A call whose tool has no shared grant never waits for the pool's
+    /// lock (another session may hold it for a long decision), nor does its
+    /// refund. Found by mutation testing: `call_uses_pool` returning true
+    /// (or `&&` as `||` in it) decides the same, but waits.
+    #[test]
+    fn calls_without_shared_grants_do_not_lock_the_pool() {
+        use crate::policy::{Grant, Quota, Tool};
+        use crate::{Call, CompiledPolicy, Label, Policy, SessionOptions, Verdict};
+        let tool = |name: &str| Tool {
+            name: name.into(),
+            params: vec![],
+            resource: None,
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        };
+        let grant = |name: &str, tool, quota| Grant {
+            name: name.into(),
+            agent: 0,
+            tool,
+            resource: None,
+            args: vec![],
+            quota,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        };
+        let mut p = Policy::empty("pooled");
+        p.tools = vec![tool("ping"), tool("pay")];
+        p.grants = vec![
+            grant("pings", 0, Quota::Limited(5)),
+            grant("pays", 1, Quota::Limited(5)),
+        ];
+        p.shared_grants = vec![1];
+        let pool = TenantPool::new();
+        let mut s = CompiledPolicy::new(p)
+            .unwrap()
+            .session_with(SessionOptions::default().pool(pool.clone()));
+        let ping: Call =
+            serde_json::from_value(serde_json::json!({"id": "p1", "time": 1, "tool": "ping"}))
+                .unwrap();
+        let held = pool.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let checked = s.check(&ping).map(|d| d.verdict);
+            let decided = s.authorize(&ping).map(|d| d.verdict);
+            // A failed call gives its (unshared) unit back without the pool.
+            let failed: crate::Event = serde_json::from_value(
+                serde_json::json!({"kind": "result", "call": "p1", "status": "failed"}),
+            )
+            .unwrap();
+            let refunded = s.step(&failed).is_ok();
+            tx.send((checked, decided, refunded)).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(20));
+        drop(held);
+        worker.join().unwrap();
+        assert_eq!(
+            got.expect("the decision waited for the pool"),
+            (Ok(Verdict::Allow), Ok(Verdict::Allow), true)
+        );
+    }
 }

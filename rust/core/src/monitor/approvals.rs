@@ -56,7 +56,7 @@ impl Session {
                 path,
                 vec![],
             );
-            d.refunded = held.grants;
+            d.refunded = held.grants.to_vec();
             return Ok(d);
         }
         if let Some(h) = self.state.held.get_mut(&node) {
@@ -72,7 +72,7 @@ impl Session {
             node,
             tool,
             DecisionPath::default(),
-            held.grants.clone(),
+            held.grants.to_vec(),
         ))
     }
 
@@ -85,7 +85,7 @@ impl Session {
             .state
             .held
             .remove(&node)
-            .map(|h| h.grants)
+            .map(|h| h.grants.to_vec())
             .unwrap_or_default();
         self.set_status(node, Status::Rejected);
         self.refund(&held);

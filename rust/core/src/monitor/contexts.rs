@@ -18,6 +18,7 @@ impl Session {
     pub(crate) fn context_label_of(&self, agent: AgentId) -> Label {
         let node = match self
             .shared
+            .0
             .index
             .context_owner
             .get(agent)
@@ -36,6 +37,7 @@ impl Session {
     pub(crate) fn context_node_of(&mut self, agent: AgentId) -> NodeId {
         match self
             .shared
+            .0
             .index
             .context_owner
             .get(agent)
@@ -61,7 +63,7 @@ impl Session {
             time: self.state.time,
             first_edge: 0,
         });
-        let agents = self.shared.policy.agents.len();
+        let agents = self.shared.0.policy.agents.len();
         *self.state.agent_contexts.slot(owner, agents) = Some(n);
         n
     }
@@ -77,6 +79,7 @@ impl Session {
     ) {
         let owners = self
             .shared
+            .0
             .index
             .merge_into
             .get(agent)

@@ -78,7 +78,7 @@ impl Session {
         labels: &CallLabels,
         collect: bool,
     ) -> FlowCheck {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         let req = &r.req;
         let spec = &policy.tools[req.tool];
         let mut out = FlowCheck {
@@ -87,11 +87,11 @@ impl Session {
         };
         for (k, sink) in spec.sinks.iter().enumerate() {
             let label = sink_label(sink, labels);
-            let rules = self.shared.index.flows_for_sink[sink.sink]
+            let rules = self.shared.0.index.flows_for_sink[sink.sink]
                 .iter()
                 .map(|&i| {
                     let rule = &policy.flow_rules[i];
-                    (i, rule.effect, &self.shared.index.flow_when[i][req.tool])
+                    (i, rule.effect, &self.shared.0.index.flow_when[i][req.tool])
                 });
             let target = Target::Sink(sink.sink);
             if self.judge(r, labels, label, target, Some(k), rules, &mut out) {
@@ -103,11 +103,15 @@ impl Session {
             Some((l, _)) => labels.input.join(&l),
             None => labels.input,
         };
-        let rules = self.shared.index.receive_for_agent[req.agent]
+        let rules = self.shared.0.index.receive_for_agent[req.agent]
             .iter()
             .map(|&i| {
                 let rule = &policy.receive_rules[i];
-                (i, rule.effect, &self.shared.index.receive_when[i][req.tool])
+                (
+                    i,
+                    rule.effect,
+                    &self.shared.0.index.receive_when[i][req.tool],
+                )
             });
         self.judge(
             r,
@@ -153,7 +157,7 @@ impl Session {
             resource: labels
                 .resource
                 .filter(|(l, _)| pattern.matches(l))
-                .and_then(|_| spec::resource_of(&self.shared.policy, req.tool, &req.args))
+                .and_then(|_| spec::resource_of(&self.shared.0.policy, req.tool, &req.args))
                 .map(str::to_string),
         };
         if let Some(all) = &mut out.all {
@@ -236,7 +240,7 @@ impl Session {
 
     /// The parameters bound to sink use `k` of `tool` (`None`: all).
     fn bound_params(&self, tool: ToolId, k: Option<usize>) -> Option<&[usize]> {
-        let sink = self.shared.policy.tools.get(tool)?.sinks.get(k?)?;
+        let sink = self.shared.0.policy.tools.get(tool)?.sinks.get(k?)?;
         sink.params.as_deref()
     }
 

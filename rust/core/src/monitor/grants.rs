@@ -18,9 +18,10 @@ use crate::spec;
 impl Session {
     /// The serving grant of every agent on the chain, or why there is none.
     pub(crate) fn select_chain(&self, r: &Resolved) -> Result<Vec<GrantId>, Reason> {
-        let policy = &*self.shared.policy;
-        let candidates = &self.shared.index.grants_for_tool[r.req.tool];
-        let mut chosen = Vec::with_capacity(1);
+        let policy = &*self.shared.0.policy;
+        let candidates = &self.shared.0.index.grants_for_tool[r.req.tool];
+        // Allocated on the first grant found: a call no grant serves allocates nothing.
+        let mut chosen = Vec::new();
         let any_shared = !policy.shared_grants.is_empty();
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
@@ -52,7 +53,7 @@ impl Session {
     /// Whether grant `g` has a unit left: in the session's ledger, or, for a
     /// shared grant, in the tenant's pool (`quota − taken`).
     fn has_quota(&self, g: GrantId) -> bool {
-        if !self.shared.policy.is_shared(g) {
+        if !self.shared.0.policy.is_shared(g) {
             return self.state.ledger.has_quota(g);
         }
         self.shared_left(g).is_some_and(|n| n > 0)
@@ -60,7 +61,7 @@ impl Session {
 
     /// Units left of shared grant `g` (`None` for any other grant).
     pub(crate) fn shared_left(&self, g: GrantId) -> Option<u64> {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         if !policy.is_shared(g) {
             return None;
         }
@@ -82,7 +83,7 @@ impl Session {
     /// without a tenant pool). `None` for an unknown grant. Locks the pool
     /// for a shared grant: for displays, not for deciding.
     pub fn grant_left(&self, g: GrantId) -> Option<Quota> {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         if !policy.is_shared(g) {
             return self.state.ledger.remaining(g);
         }
@@ -108,7 +109,7 @@ impl Session {
     /// Whether a decision of this session may read or take units of the
     /// tenant's pool: it has one, and the policy shares some grant.
     pub(crate) fn uses_tenant_pool(&self) -> bool {
-        self.options.pool.is_some() && !self.shared.policy.shared_grants.is_empty()
+        self.options.pool.is_some() && !self.shared.0.policy.shared_grants.is_empty()
     }
 
     /// Whether deciding `call` may involve a shared grant: the session has
@@ -118,10 +119,11 @@ impl Session {
         self.uses_tenant_pool()
             && call.tool_hint(self).is_some_and(|t| {
                 self.shared
+                    .0
                     .index
                     .grants_for_tool
                     .get(t)
-                    .is_some_and(|gs| gs.iter().any(|&g| self.shared.policy.is_shared(g)))
+                    .is_some_and(|gs| gs.iter().any(|&g| self.shared.0.policy.is_shared(g)))
             })
     }
 
@@ -146,8 +148,8 @@ impl Session {
     /// `with_pool` holds locked).
     pub(crate) fn consume(&mut self, grants: &[GrantId]) {
         for &g in grants {
-            if self.options.pool.is_some() && self.shared.policy.is_shared(g) {
-                self.pool_view.take(&self.shared.policy.grants[g].name);
+            if self.options.pool.is_some() && self.shared.0.policy.is_shared(g) {
+                self.pool_view.take(&self.shared.0.policy.grants[g].name);
             }
             // Unlimited grants never change: nothing is recorded for them.
             self.state.ledger.consume(g);
@@ -158,7 +160,7 @@ impl Session {
     /// approval whose re-check denies): shared ones to the pool, never
     /// below zero taken.
     pub(crate) fn refund(&mut self, grants: &[GrantId]) {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         let tenant = self.options.pool.as_ref().filter(|_| {
             grants
                 .iter()

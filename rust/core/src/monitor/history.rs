@@ -35,23 +35,17 @@ impl Session {
         node: &Node,
         r: &Resolved,
     ) -> bool {
-        by_tool
-            .get(node.tool as usize)
-            .and_then(Option::as_ref)
-            .is_some_and(|cond| {
-                step.reads.is_none_or(|p| p.matches(&node.label))
-                    && cond.eval(&r.req.args, r.req.agent, &self.state.sets)
-            })
+        step_matches(by_tool, step, node, r, &self.state.sets)
     }
 
     /// Every call rule, path rule, count and obligation the call would break.
     pub(crate) fn history_violations(&self, node: NodeId, r: &Resolved) -> Vec<Violation> {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         let mut out = Vec::new();
         let Some(n) = self.state.graph.node(node).copied() else {
             return out;
         };
-        for &c in &self.shared.index.call_rules_for_tool[r.req.tool] {
+        for &c in &self.shared.0.index.call_rules_for_tool[r.req.tool] {
             let rule = &policy.call_rules[c];
             if rule.when.eval(&r.req.args, r.req.agent, &self.state.sets) {
                 out.push(Violation {
@@ -64,7 +58,7 @@ impl Session {
         }
         for (i, rule) in policy.path_rules.iter().enumerate() {
             let progress = self.state.path_progress.value(i);
-            let steps = &self.shared.index.path_steps[i];
+            let steps = &self.shared.0.index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let last = pattern.len().saturating_sub(1);
@@ -96,7 +90,7 @@ impl Session {
             }
         }
         for (o, ob) in policy.obligations.iter().enumerate() {
-            if !self.shared.index.obligation_before[o][n.tool as usize] {
+            if !self.shared.0.index.obligation_before[o][n.tool as usize] {
                 continue;
             }
             let since = self.state.since_seen.value(o);
@@ -129,40 +123,63 @@ impl Session {
         let Some(n) = self.state.graph.node(node).copied() else {
             return;
         };
-        let policy = std::sync::Arc::clone(&self.shared.policy);
+        // The policy is borrowed beside the state (no reference count).
+        let Session { shared, state, .. } = self;
+        let policy = &*shared.0.policy;
+        let index = &*shared.0.index;
         let rules = policy.path_rules.len();
         for (i, rule) in policy.path_rules.iter().enumerate() {
-            if let (Some(reset), Some(by_tool)) = (&rule.reset, &self.shared.index.path_reset[i]) {
-                if self.step_matches(by_tool, reset, &n, r) {
-                    *self.state.path_progress.slot(i, rules) = 0;
-                    if let Some(w) = self.state.path_witness.0.get_mut(i) {
+            if let (Some(reset), Some(by_tool)) = (&rule.reset, &index.path_reset[i]) {
+                if step_matches(by_tool, reset, &n, r, &state.sets) {
+                    *state.path_progress.slot(i, rules) = 0;
+                    if let Some(w) = state.path_witness.0.get_mut(i) {
                         w.clear();
                     }
                 }
             }
-            let progress = self.state.path_progress.value(i);
-            let steps = &self.shared.index.path_steps[i];
+            let progress = state.path_progress.value(i);
+            let steps = &index.path_steps[i];
             match &rule.kind {
                 PathKind::Sequence(pattern) => {
                     let k = progress as usize;
-                    if k + 1 < pattern.len() && self.step_matches(&steps[k], &pattern[k], &n, r) {
-                        *self.state.path_progress.slot(i, rules) += 1;
-                        self.state.path_witness.slot(i, rules).push(node);
+                    if k + 1 < pattern.len()
+                        && step_matches(&steps[k], &pattern[k], &n, r, &state.sets)
+                    {
+                        *state.path_progress.slot(i, rules) += 1;
+                        state.path_witness.slot(i, rules).push(node);
                     }
                 }
                 PathKind::AtMost { step, .. } => {
-                    if self.step_matches(&steps[0], step, &n, r) {
-                        *self.state.path_progress.slot(i, rules) += 1;
+                    if step_matches(&steps[0], step, &n, r, &state.sets) {
+                        *state.path_progress.slot(i, rules) += 1;
                     }
                 }
             }
         }
         for o in 0..policy.obligations.len() {
-            if let Some(ok) = &self.shared.index.obligation_since[o] {
+            if let Some(ok) = &index.obligation_since[o] {
                 if ok.get(n.tool as usize).copied().unwrap_or(false) {
-                    *self.state.since_seen.slot(o, policy.obligations.len()) = Some((seq, node));
+                    *state.since_seen.slot(o, policy.obligations.len()) = Some((seq, node));
                 }
             }
         }
     }
+}
+
+/// Whether the call at `node` (resolved as `r`) matches a step, with the
+/// discovered sets `sets`.
+fn step_matches(
+    by_tool: &StepByTool,
+    step: &StepPattern,
+    node: &Node,
+    r: &Resolved,
+    sets: &[std::collections::BTreeSet<String>],
+) -> bool {
+    by_tool
+        .get(node.tool as usize)
+        .and_then(Option::as_ref)
+        .is_some_and(|cond| {
+            step.reads.is_none_or(|p| p.matches(&node.label))
+                && cond.eval(&r.req.args, r.req.agent, sets)
+        })
 }

@@ -11,7 +11,6 @@ use crate::label::Label;
 use crate::policy::ToolId;
 use crate::spec;
 use crate::value::Value;
-use std::sync::Arc;
 
 /// Where an argument's label comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,8 +77,8 @@ impl Session {
     pub(crate) fn call_labels(&self, r: &Resolved) -> CallLabels {
         let graph = &self.state.graph;
         let context = self.context_label_of(r.req.agent);
-        let by_value = self.shared.policy.provenance_by_value;
-        let per_arg = by_value || self.shared.index.bound_sinks[r.req.tool];
+        let by_value = self.shared.0.policy.provenance_by_value;
+        let per_arg = by_value || self.shared.0.index.bound_sinks[r.req.tool];
         if !per_arg {
             // The common case, without allocating: the join of the sources.
             let reads = (0..r.lineage.len()).any(|i| !r.lineage.has(i) && !is_absent(r, i));
@@ -105,8 +104,7 @@ impl Session {
         for i in 0..r.lineage.len() {
             let (label, source) = match r.lineage.get(i) {
                 Some(ids) => (
-                    ids.iter()
-                        .filter_map(|id| graph.node(*id))
+                    ids.filter_map(|id| graph.node(id))
                         .fold(Label::BOTTOM, |acc, n| acc.join(&n.label)),
                     ArgSource::Observed,
                 ),
@@ -142,12 +140,12 @@ impl Session {
         tool: ToolId,
         args: &[crate::value::Value],
     ) -> Option<(Label, usize)> {
-        if !self.shared.index.has_resource_labels {
+        if !self.shared.0.index.has_resource_labels {
             return None;
         }
-        let resource = spec::resource_of(&self.shared.policy, tool, args)?;
+        let resource = spec::resource_of(&self.shared.0.policy, tool, args)?;
         let mut out: Option<(Label, usize)> = None;
-        for (i, rl) in self.shared.policy.resources.iter().enumerate() {
+        for (i, rl) in self.shared.0.policy.resources.iter().enumerate() {
             if rl.pattern.matches(resource) {
                 out = Some(match out {
                     None => (rl.label, i),
@@ -193,7 +191,9 @@ impl Session {
     /// Appends the call node with its edges. Its label is what the call
     /// returns: `sanitize(input) ⊔ source label ⊔ resource labels`.
     pub(crate) fn append_call(&mut self, id: String, r: &Resolved, labels: &CallLabels) -> NodeId {
-        let policy = Arc::clone(&self.shared.policy);
+        // Everything read from the policy is read first, so that the
+        // session can then be changed without holding (or cloning) it.
+        let policy = &*self.shared.0.policy;
         let spec = &policy.tools[r.req.tool];
         let (through, evidence) = match spec.sanitizer.and_then(|s| policy.sanitizers.get(s)) {
             Some(s) => (s.apply(&labels.input), Evidence::Sanitized),
@@ -206,12 +206,14 @@ impl Session {
         let kind = if !spec.sinks.is_empty() {
             NodeKind::Sink
         } else if spec.output != Label::BOTTOM
-            || (self.shared.index.has_resource_labels && spec.resource.is_some())
+            || (self.shared.0.index.has_resource_labels && spec.resource.is_some())
         {
             NodeKind::Source
         } else {
             NodeKind::Tool
         };
+        let parent = policy.agents.get(r.req.agent).and_then(|a| a.parent);
+        let agents = policy.agents.len();
         // An agent's own context is created before the call's node: a
         // node's incoming edges must directly follow it in the edge list.
         let context = labels
@@ -235,10 +237,8 @@ impl Session {
                 .push_edge(ctx, node, EdgeKind::Data, Trust::Policy, NO_PARAM);
         }
         let graph = &mut self.state.graph;
-        for (param, sources) in r.lineage.given() {
-            for s in sources {
-                graph.push_edge(*s, node, EdgeKind::Data, Trust::Observed, param as u16);
-            }
+        for (param, s) in r.lineage.given() {
+            graph.push_edge(s, node, EdgeKind::Data, Trust::Observed, param as u16);
         }
         for (param, source) in labels.sources.iter().enumerate() {
             if let ArgSource::Value(nodes) = source {
@@ -251,17 +251,14 @@ impl Session {
             graph.push_edge(s, node, EdgeKind::Data, Trust::Inferred, param);
         }
         // A delegate acts for its delegator: link the delegator's latest call.
-        if let Some(parent) = policy.agents.get(r.req.agent).and_then(|a| a.parent) {
+        if let Some(parent) = parent {
             if let Some(p) = self.state.last_by_agent.value(parent) {
                 self.state
                     .graph
                     .push_edge(p, node, EdgeKind::Parent, Trust::Policy, NO_PARAM);
             }
         }
-        *self
-            .state
-            .last_by_agent
-            .slot(r.req.agent, policy.agents.len()) = Some(node);
+        *self.state.last_by_agent.slot(r.req.agent, agents) = Some(node);
         node
     }
 }

@@ -39,8 +39,8 @@ use crate::label::Label;
 use crate::ledger::{Ledger, LedgerTree, SessionLedger};
 use crate::policy::{GrantId, Policy, Quota, RuleEffect, ToolId};
 use crate::pool::{SharedCounts, TenantPool};
+use crate::session_tables::{CallIds, GrantList, NodeTable};
 use crate::validate::{validate, ModelError};
-use fast_map::FastMap;
 use history::Violation;
 use index::Index;
 use std::collections::{BTreeSet, HashMap};
@@ -101,7 +101,7 @@ struct Mark {
 /// Units a paused or running call holds, and when it was admitted.
 #[derive(Clone, Debug)]
 struct Held {
-    grants: Vec<GrantId>,
+    grants: GrantList,
     /// Sequence number of the admission (the call, or its approval).
     admitted_at: u64,
     /// A paused call, kept for the re-check at approval time.
@@ -123,8 +123,8 @@ pub struct SessionState {
     /// Call and task ids. They come from the agent's runtime, so the map
     /// uses std's keyed SipHash: crafted ids cannot collide on purpose and
     /// make one session (and the process serving it) quadratic.
-    calls: HashMap<String, NodeId>,
-    held: FastMap<NodeId, Held>,
+    calls: CallIds,
+    held: NodeTable<Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
     path_progress: Slots<u64>,
     /// Per sequence rule: the admitted calls that matched its steps so far
@@ -211,8 +211,8 @@ impl SessionState {
             graph,
             ledger,
             sets: vec![BTreeSet::new(); policy.sets.len()],
-            calls: HashMap::new(),
-            held: FastMap::default(),
+            calls: CallIds::default(),
+            held: NodeTable::default(),
             path_progress: Slots::default(),
             path_witness: Slots::default(),
             fact_seen: Slots::default(),
@@ -248,15 +248,12 @@ impl SessionState {
     /// Grants whose units call `id` holds (paused or running).
     pub fn held_grants(&self, id: &str) -> Option<&[GrantId]> {
         let node = self.calls.get(id)?;
-        self.held.get(node).map(|h| h.grants.as_slice())
+        self.held.get(node).map(|h| &h.grants[..])
     }
 
-    /// The id of the call at `node` (a scan: for explanations, not the hot path).
+    /// The id of the call (or task) at `node`.
     pub fn call_id_of(&self, node: NodeId) -> Option<&str> {
-        self.calls
-            .iter()
-            .find(|(_, n)| **n == node)
-            .map(|(id, _)| id.as_str())
+        self.calls.id_of(node)
     }
 }
 
@@ -264,7 +261,12 @@ impl SessionState {
 /// `Send + Sync`, and cheap to clone (reference-counted inside). Every
 /// [`Session`] created from it shares it.
 #[derive(Clone, Debug)]
-pub struct CompiledPolicy {
+pub struct CompiledPolicy(Arc<Compiled>);
+
+/// What a [`CompiledPolicy`] shares, behind one reference count: a new
+/// session clones one `Arc`, not one per table.
+#[derive(Debug)]
+struct Compiled {
     policy: Arc<Policy>,
     index: Arc<Index>,
     hash: Hash,
@@ -284,13 +286,13 @@ impl CompiledPolicy {
         let index = Index::new(&policy);
         let initial_ledger = Arc::new(Ledger::initial(&policy));
         let initial_tree = Arc::new(LedgerTree::new(&initial_ledger));
-        Ok(CompiledPolicy {
+        Ok(CompiledPolicy(Arc::new(Compiled {
             policy: Arc::new(policy),
             index: Arc::new(index),
             hash,
             initial_tree,
             initial_ledger,
-        })
+        })))
     }
 
     /// A new, empty session under this policy.
@@ -303,10 +305,10 @@ impl CompiledPolicy {
         Session {
             options,
             state: SessionState::with_ledger(
-                &self.policy,
+                &self.0.policy,
                 SessionLedger::new(
-                    Arc::clone(&self.initial_ledger),
-                    Arc::clone(&self.initial_tree),
+                    Arc::clone(&self.0.initial_ledger),
+                    Arc::clone(&self.0.initial_tree),
                 ),
             ),
             shared: self.clone(),
@@ -316,12 +318,12 @@ impl CompiledPolicy {
 
     /// The policy's model.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.0.policy
     }
 
     /// The policy's content hash (what audit records and certificates name).
     pub fn hash(&self) -> Hash {
-        self.hash
+        self.0.hash
     }
 }
 
@@ -476,7 +478,7 @@ impl Session {
         calls.retain(|id, node| {
             let keep = node.0 >= keep_from || graph.node(*node).is_some_and(|n| needed(*node, n));
             if audit.is_some() && (!keep || node.0 < keep_from) {
-                ids.insert(node.0, id.clone());
+                ids.insert(node.0, id.to_string());
             }
             keep
         });
@@ -515,11 +517,11 @@ impl Session {
 
     /// The policy's model.
     pub fn policy(&self) -> &Policy {
-        &self.shared.policy
+        &self.shared.0.policy
     }
     /// The policy's content hash.
     pub fn policy_hash(&self) -> Hash {
-        self.shared.hash
+        self.shared.0.hash
     }
     /// Everything the session holds (graph, ledger, discovered sets).
     pub fn state(&self) -> &SessionState {
@@ -593,7 +595,7 @@ impl Session {
         self.consume(&e.grants);
         let seq = self.state.seq;
         let held = Held {
-            grants: e.grants.clone(),
+            grants: GrantList::from(e.grants.as_slice()),
             admitted_at: seq,
             pending: None,
         };
@@ -836,7 +838,7 @@ impl Session {
         // The chain always holds the caller itself, so `grants` is not empty.
         let approval = grants
             .iter()
-            .find(|&&g| self.shared.policy.grants[g].approval);
+            .find(|&&g| self.shared.0.policy.grants[g].approval);
         if collect {
             if let Some(&g) = approval {
                 stops.push(Stop::new(
@@ -989,7 +991,7 @@ impl Session {
 
     /// Renders a decision's reason against this monitor's policy.
     pub fn reason_text(&self, d: &Decision) -> String {
-        d.reason_text(&self.shared.policy)
+        d.reason_text(&self.shared.0.policy)
     }
 
     /// The node ids of a decision's path ([`Decision::path`]), read against

@@ -19,18 +19,18 @@ impl Session {
         self.state.time = time;
         self.state.seq += 1;
         let held = self.state.held.remove(&node).unwrap_or(Held {
-            grants: vec![],
+            grants: Default::default(),
             admitted_at: self.state.seq,
             pending: None,
         });
         let rule = held.grants.first().map(|&g| Rule::Grant(g));
-        let policy = Arc::clone(&self.shared.policy);
+        let policy = Arc::clone(&self.shared.0.policy);
 
         match report.status {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
                 self.refund(&held.grants);
-                Ok(self.applied(node, rule, vec![Note::Failed], held.grants))
+                Ok(self.applied(node, rule, vec![Note::Failed], held.grants.to_vec()))
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
@@ -76,7 +76,7 @@ impl Session {
     /// with provenance by value, its words are indexed.
     fn read_output(&mut self, node: NodeId, n: &Node, report: &Report, trust: Trust) {
         self.merge_into_contexts(node, n.agent as usize, n.label, trust);
-        if self.shared.policy.provenance_by_value {
+        if self.shared.0.policy.provenance_by_value {
             self.state.values.add_output(node, n.label, &report.output);
         }
     }

@@ -24,6 +24,7 @@ impl Session {
         for (name, values) in &t.sets {
             let set = self
                 .shared
+                .0
                 .policy
                 .sets
                 .iter()
@@ -32,7 +33,7 @@ impl Session {
                     task: t.id.clone(),
                     set: name.clone(),
                 })?;
-            if !self.shared.policy.task_seeds.contains(&set) {
+            if !self.shared.0.policy.task_seeds.contains(&set) {
                 return Err(StepError::NotSeedable {
                     task: t.id.clone(),
                     set: name.clone(),
@@ -58,7 +59,7 @@ impl Session {
         self.state
             .graph
             .push_edge(node, CONTEXT, EdgeKind::Data, Trust::Observed, NO_PARAM);
-        if self.shared.policy.provenance_by_value {
+        if self.shared.0.policy.provenance_by_value {
             self.state.values.add_task(node, &t.text);
         }
         let mut notes = vec![Note::TaskRecorded(t.id.clone())];

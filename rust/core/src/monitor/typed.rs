@@ -18,7 +18,7 @@ struct Stamp(u64);
 
 impl Stamp {
     fn of(policy: &CompiledPolicy) -> Stamp {
-        Stamp::of_hash(policy.hash)
+        Stamp::of_hash(policy.0.hash)
     }
 
     fn of_hash(hash: crate::hash::Hash) -> Stamp {
@@ -75,6 +75,7 @@ impl CompiledPolicy {
     /// The tool named `name`.
     pub fn tool(&self, name: &str) -> Result<ToolHandle, LookupError> {
         let tool = *self
+            .0
             .index
             .tools
             .get(name)
@@ -82,19 +83,20 @@ impl CompiledPolicy {
         Ok(ToolHandle {
             stamp: Stamp::of(self),
             tool,
-            params: self.policy.tools[tool].params.len(),
+            params: self.0.policy.tools[tool].params.len(),
         })
     }
 
     /// Parameter `name` of `tool`.
     pub fn param(&self, tool: ToolHandle, name: &str) -> Result<ParamHandle, LookupError> {
         let spec = self
+            .0
             .policy
             .tools
             .get(tool.tool)
             .filter(|_| tool.stamp == Stamp::of(self));
         let index = spec
-            .and_then(|_| self.index.param(tool.tool, name))
+            .and_then(|_| self.0.index.param(tool.tool, name))
             .ok_or_else(|| LookupError::Param {
                 tool: spec.map_or_else(|| "?".to_string(), |t| t.name.clone()),
                 param: name.to_string(),
@@ -109,6 +111,7 @@ impl CompiledPolicy {
     /// The agent named `name` (`main` is always there).
     pub fn agent(&self, name: &str) -> Result<AgentHandle, LookupError> {
         let agent = *self
+            .0
             .index
             .agents
             .get(name)
@@ -134,8 +137,10 @@ pub struct TypedCall {
     /// ones only for a required parameter: null is ill-typed, absence is a
     /// missing argument). Usually empty, and then never allocated.
     nulls: Vec<usize>,
-    /// Observed lineage: (parameter index, call ids).
-    lineage: Vec<(usize, Vec<String>)>,
+    /// Observed lineage: (parameter index, call id), grouped by parameter
+    /// (one flat list: a call with lineage allocates it once). `None`
+    /// stands for a parameter given an empty lineage.
+    lineage: Vec<(usize, Option<String>)>,
     /// A parameter handle of another tool or policy was passed.
     foreign: Option<&'static str>,
 }
@@ -194,10 +199,25 @@ impl TypedCall {
     ) -> TypedCall {
         match self.slot(param) {
             Some(i) => {
-                let calls = calls.into_iter().map(Into::into).collect();
-                match self.lineage.iter_mut().find(|(p, _)| *p == i) {
-                    Some(entry) => entry.1 = calls,
-                    None => self.lineage.push((i, calls)),
+                // A parameter's entries stay where its first lineage put them.
+                let at = self
+                    .lineage
+                    .iter()
+                    .position(|(p, _)| *p == i)
+                    .unwrap_or(self.lineage.len());
+                let calls = calls.into_iter().map(|c| (i, Some(c.into())));
+                if at == self.lineage.len() {
+                    self.lineage.extend(calls);
+                    if self.lineage.len() == at {
+                        self.lineage.push((i, None));
+                    }
+                } else {
+                    self.lineage.retain(|(p, _)| *p != i);
+                    let mut run: Vec<_> = calls.collect();
+                    if run.is_empty() {
+                        run.push((i, None));
+                    }
+                    self.lineage.splice(at..at, run);
                 }
             }
             None => self.foreign = Some("parameter"),
@@ -379,7 +399,7 @@ impl Session {
         let tool = call.tool.tool;
         let agent = call.agent.map_or(0, |a| a.agent);
         self.check_static_scope(agent, tool)?;
-        let spec = &self.shared.policy.tools[tool];
+        let spec = &self.shared.0.policy.tools[tool];
         // The call's own vector becomes the request's: an argument of its
         // declared scalar type stays where it is; only the others (absent,
         // null, lists, integers for decimals, ...) go through `argument`.
@@ -407,13 +427,12 @@ impl Session {
             )?;
         }
         self.check_task_scope(tool, &args)?;
-        let mut lineage = Lineage::new(spec.params.len());
-        for (param, ids) in &call.lineage {
-            let nodes = ids
-                .iter()
-                .map(|id| self.lineage_node(*param, tool, id))
-                .collect::<Result<Vec<_>, _>>()?;
-            lineage.set(*param, nodes);
+        let mut lineage = Lineage::with_capacity(spec.params.len(), call.lineage.len());
+        for (param, id) in &call.lineage {
+            match id {
+                Some(id) => lineage.add(*param, self.lineage_node(*param, tool, id)?),
+                None => lineage.mark(*param),
+            }
         }
         Ok(Resolved {
             req: crate::spec::Request {
@@ -436,7 +455,7 @@ impl Session {
     ) -> Result<NodeId, Malformed> {
         self.state.calls.get(id).copied().ok_or_else(|| {
             malformed(Reason::UnknownLineage {
-                param: self.shared.policy.tools[tool].params[param].name.clone(),
+                param: self.shared.0.policy.tools[tool].params[param].name.clone(),
                 call: id.to_string(),
             })
         })

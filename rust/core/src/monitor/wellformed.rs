@@ -28,22 +28,34 @@ pub(crate) struct Resolved {
 }
 
 /// Observed lineage, by parameter: only the parameters the call gave
-/// lineage for are stored, in parameter order (usually none or a few, so
-/// a call allocates nothing per parameter of its tool).
+/// lineage for are stored, in one flat list (usually empty or a few
+/// entries, so a call allocates at most once for its lineage, never per
+/// parameter of its tool).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Lineage {
     /// The tool's parameter count.
     params: usize,
-    /// (parameter, its sources), sorted by parameter, each parameter once.
-    given: Vec<(usize, Vec<NodeId>)>,
+    /// (parameter, source), grouped by parameter in ascending parameter
+    /// order, each parameter's sources in the order given. A parameter
+    /// given an empty lineage has one entry with source [`NO_SOURCE`].
+    given: Vec<(u32, NodeId)>,
 }
+
+/// Marks a parameter whose lineage names no call (it has observed lineage,
+/// of no data). Never a real node: the graph holds fewer than 2^32 nodes.
+const NO_SOURCE: NodeId = NodeId(u32::MAX);
 
 impl Lineage {
     /// No lineage for any of `params` parameters.
     pub fn new(params: usize) -> Lineage {
+        Lineage::with_capacity(params, 0)
+    }
+
+    /// No lineage yet, with room for `sources` sources.
+    pub fn with_capacity(params: usize, sources: usize) -> Lineage {
         Lineage {
             params,
-            given: Vec::new(),
+            given: Vec::with_capacity(sources),
         }
     }
 
@@ -53,34 +65,63 @@ impl Lineage {
     }
 
     /// Sets parameter `i`'s sources (a later call for `i` replaces them).
-    pub fn set(&mut self, i: usize, nodes: Vec<NodeId>) {
-        match self.given.binary_search_by_key(&i, |(p, _)| *p) {
-            Ok(k) => self.given[k].1 = nodes,
-            Err(k) => self.given.insert(k, (i, nodes)),
+    pub fn set(&mut self, i: usize, nodes: impl IntoIterator<Item = NodeId>) {
+        let p = i as u32;
+        self.given.retain(|(q, _)| *q != p);
+        self.mark(i);
+        for n in nodes {
+            self.add(i, n);
+        }
+    }
+
+    /// Marks parameter `i` as having observed lineage (of no source yet).
+    pub fn mark(&mut self, i: usize) {
+        if !self.has(i) {
+            let p = i as u32;
+            let at = self.given.partition_point(|(q, _)| *q <= p);
+            self.given.insert(at, (p, NO_SOURCE));
+        }
+    }
+
+    /// Adds `node` to parameter `i`'s sources, after those it has.
+    pub fn add(&mut self, i: usize, node: NodeId) {
+        let p = i as u32;
+        let at = self.given.partition_point(|(q, _)| *q <= p);
+        if at > 0 && self.given[at - 1] == (p, NO_SOURCE) {
+            self.given[at - 1].1 = node;
+        } else {
+            self.given.insert(at, (p, node));
         }
     }
 
     /// Parameter `i`'s observed sources (`None`: it reads the context).
-    pub fn get(&self, i: usize) -> Option<&[NodeId]> {
-        self.given
-            .iter()
-            .find(|(p, _)| *p == i)
-            .map(|(_, n)| n.as_slice())
+    pub fn get(&self, i: usize) -> Option<impl Iterator<Item = NodeId> + '_> {
+        let p = i as u32;
+        self.has(i).then(|| {
+            self.given
+                .iter()
+                .filter(move |(q, n)| *q == p && *n != NO_SOURCE)
+                .map(|(_, n)| *n)
+        })
     }
 
     /// Whether parameter `i` has observed lineage.
     pub fn has(&self, i: usize) -> bool {
-        self.given.iter().any(|(p, _)| *p == i)
+        let p = i as u32;
+        self.given.iter().any(|(q, _)| *q == p)
     }
 
-    /// The parameters with lineage and their sources, in parameter order.
-    pub fn given(&self) -> impl Iterator<Item = (usize, &[NodeId])> {
-        self.given.iter().map(|(p, n)| (*p, n.as_slice()))
+    /// Every (parameter, source) pair, in parameter order.
+    pub fn given(&self) -> impl Iterator<Item = (usize, NodeId)> + '_ {
+        self.given
+            .iter()
+            .filter(|(_, n)| *n != NO_SOURCE)
+            .map(|(p, n)| (*p as usize, *n))
     }
 
     /// Every observed source, in parameter order.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.given.iter().flat_map(|(_, n)| n.iter().copied())
+        self.given().map(|(_, n)| n)
     }
 }
 
@@ -115,19 +156,19 @@ pub(crate) fn argument<V>(
 
 impl Session {
     pub(crate) fn tool_of(&self, name: &str) -> Option<ToolId> {
-        self.shared.index.tools.get(name).copied()
+        self.shared.0.index.tools.get(name).copied()
     }
 
     pub(crate) fn agent_of(&self, name: Option<&str>) -> Option<AgentId> {
         match name {
             None => Some(0),
-            Some(n) => self.shared.index.agents.get(n).copied(),
+            Some(n) => self.shared.0.index.agents.get(n).copied(),
         }
     }
 
     /// The static scopes: the first on the agent's chain that excludes the tool.
     pub(crate) fn check_static_scope(&self, agent: AgentId, tool: ToolId) -> Result<(), Malformed> {
-        match self.shared.index.scope_ok[agent]
+        match self.shared.0.index.scope_ok[agent]
             .as_ref()
             .and_then(|t| t[tool])
         {
@@ -139,8 +180,9 @@ impl Session {
     /// The scope the session's latest task opened.
     pub(crate) fn check_task_scope(&self, tool: ToolId, args: &[Value]) -> Result<(), Malformed> {
         if let Some(scope) = &self.state.task_scope {
-            let resource = crate::spec::resource_of(&self.shared.policy, tool, args);
-            if let Some(forbidden) = scope.excludes(&self.shared.policy.tools[tool].name, resource)
+            let resource = crate::spec::resource_of(&self.shared.0.policy, tool, args);
+            if let Some(forbidden) =
+                scope.excludes(&self.shared.0.policy.tools[tool].name, resource)
             {
                 return Err((Rule::TaskScope, Reason::OutOfTaskScope { forbidden }));
             }
@@ -151,7 +193,7 @@ impl Session {
     /// Resolves a call, or says why it is not well-formed. Argument names
     /// are looked up once each, in the tool's name table.
     pub(crate) fn resolve(&self, call: &Call) -> Result<Resolved, Malformed> {
-        let policy = &*self.shared.policy;
+        let policy = &*self.shared.0.policy;
         let tool = self
             .tool_of(&call.tool)
             .ok_or_else(|| malformed(Reason::UnknownTool(call.tool.clone())))?;
@@ -171,7 +213,7 @@ impl Session {
             &mut heap
         };
         for (name, value) in &call.args {
-            let i = self.shared.index.param(tool, name).ok_or_else(|| {
+            let i = self.shared.0.index.param(tool, name).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: name.clone(),
                 })
@@ -189,7 +231,7 @@ impl Session {
         }
         self.check_task_scope(tool, &args)?;
         let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
-            let index = self.shared.index.param(tool, param).ok_or_else(|| {
+            let index = self.shared.0.index.param(tool, param).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: param.to_string(),
                 })

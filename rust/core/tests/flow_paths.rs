@@ -1,0 +1,132 @@
+//! DENY paths of flows into sinks bound to some arguments (`sink net(b)`):
+//! the path follows only the edges into the bound arguments, and the edge
+//! from the context only when a bound argument reads it. (Found by mutation
+//! testing: `bound_params` and `trace_path`'s guard could change and no
+//! core test saw the path.)
+
+use agenra_core::graph::NodeId;
+use agenra_core::label::{CategorySet, Label, LabelPattern};
+use agenra_core::policy::{FlowEffect, FlowRule, Grant, Param, Policy, Quota, SinkUse, Tool};
+use agenra_core::{Cond, Event, Monitor, ParamType, StepOutput, Verdict};
+use serde_json::{json, Value};
+
+fn tool(name: &str, params: &[&str], bound: Option<usize>, output: Label) -> Tool {
+    Tool {
+        name: name.into(),
+        params: params
+            .iter()
+            .map(|p| Param {
+                name: p.to_string(),
+                ty: ParamType::Str,
+                list: false,
+                optional: false,
+            })
+            .collect(),
+        resource: None,
+        sinks: bound
+            .map(|p| SinkUse {
+                sink: 0,
+                params: Some(vec![p]),
+            })
+            .into_iter()
+            .collect(),
+        output,
+        sanitizer: None,
+        facts: vec![],
+    }
+}
+
+/// `read` returns secret data; `send_a` and `send_b` take `a` and `b`,
+/// and only `a` (resp. `b`) reaches the sink `net`, which no secret may.
+fn policy() -> Policy {
+    let mut p = Policy::empty("bound");
+    p.levels = vec!["public".into(), "secret".into()];
+    p.sinks = vec!["net".into()];
+    p.tools = vec![
+        tool("read", &[], None, Label::new(1, CategorySet(0), true)),
+        tool("send_a", &["a", "b"], Some(0), Label::BOTTOM),
+        tool("send_b", &["a", "b"], Some(1), Label::BOTTOM),
+    ];
+    p.grants = (0..3)
+        .map(|t| Grant {
+            name: format!("g{t}"),
+            agent: 0,
+            tool: t,
+            resource: None,
+            args: vec![],
+            quota: Quota::Unlimited,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        })
+        .collect();
+    p.flow_rules = vec![FlowRule {
+        name: "no_secret_out".into(),
+        sink: 0,
+        effect: FlowEffect::Deny(LabelPattern {
+            min_sensitivity: Some(1),
+            any_category: CategorySet(0),
+            untrusted: false,
+        }),
+        when: Cond::TRUE,
+    }];
+    p
+}
+
+fn step(m: &mut Monitor, v: Value) -> StepOutput {
+    let e: Event = serde_json::from_value(v).expect("an event");
+    m.step(&e).expect("applies")
+}
+
+/// A `send_*` call with lineage; its verdict and DENY path.
+fn send(m: &mut Monitor, id: &str, tool: &str, lineage: Value) -> (Verdict, Vec<NodeId>, NodeId) {
+    let out = step(
+        m,
+        json!({"kind": "call", "id": id, "time": 1, "tool": tool,
+               "args": {"a": "x", "b": "y"}, "lineage": lineage}),
+    );
+    let StepOutput::Decision(d) = out else {
+        panic!("a call is decided")
+    };
+    (d.verdict, m.path(&d).unwrap(), d.node)
+}
+
+#[test]
+fn a_flow_path_follows_only_the_arguments_bound_to_the_sink() {
+    let mut m = Monitor::new(policy()).unwrap();
+    // A public read, then a secret one whose result the agent reads.
+    let StepOutput::Decision(r) = step(
+        &mut m,
+        json!({"kind": "call", "id": "r1", "time": 1, "tool": "read"}),
+    ) else {
+        panic!()
+    };
+    step(
+        &mut m,
+        json!({"kind": "result", "call": "r1", "status": "succeeded"}),
+    );
+    let ctx = NodeId(0);
+    let r1 = r.node;
+
+    // b (bound) comes from r1: the path is r1 -> call, not via the context
+    // (which a, unbound, reads).
+    let (v, path, node) = send(&mut m, "s1", "send_b", json!({"b": ["r1"]}));
+    assert_eq!(v, Verdict::Deny);
+    assert_eq!(path, vec![r1, node]);
+
+    // The same with a bound instead.
+    let (v, path, node) = send(&mut m, "s2", "send_a", json!({"a": ["r1"]}));
+    assert_eq!(v, Verdict::Deny);
+    assert_eq!(path, vec![r1, node]);
+
+    // b (bound) reads the context, a comes from r1: the path goes through
+    // the context, to the read that brought the secret in.
+    let (v, path, node) = send(&mut m, "s3", "send_b", json!({"a": ["r1"]}));
+    assert_eq!(v, Verdict::Deny);
+    assert_eq!(path, vec![r1, ctx, node]);
+
+    // a (bound) reads the context, b comes from r1.
+    let (v, path, node) = send(&mut m, "s4", "send_a", json!({"b": ["r1"]}));
+    assert_eq!(v, Verdict::Deny);
+    assert_eq!(path, vec![r1, ctx, node]);
+}
