@@ -135,8 +135,7 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 /// The approval endpoints served from a runtime on their own threads.
 pub struct DeskServer {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    serving: crate::Serving,
 }
 
 impl DeskServer {
@@ -172,8 +171,7 @@ impl DeskServer {
             })?;
         Ok(DeskServer {
             addr,
-            stop: Some(stop),
-            thread: Some(thread),
+            serving: crate::Serving::new(stop, thread),
         })
     }
 
@@ -184,21 +182,6 @@ impl DeskServer {
 
     /// Stops accepting, finishes the requests in flight, and returns.
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for DeskServer {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.serving.shutdown();
     }
 }

@@ -107,8 +107,41 @@ pub fn load_policy_file(path: &Path) -> Result<Policy, String> {
 pub struct Server {
     addr: SocketAddr,
     gateway: Arc<Gateway>,
+    serving: Serving,
+}
+
+/// A server's runtime thread and the signal that stops it: stopping (or
+/// dropping) signals, then waits for the requests in flight.
+pub(crate) struct Serving {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serving {
+    pub(crate) fn new(
+        stop: tokio::sync::oneshot::Sender<()>,
+        thread: std::thread::JoinHandle<()>,
+    ) -> Serving {
+        Serving {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 impl Server {
@@ -145,8 +178,7 @@ impl Server {
         Ok(Server {
             addr,
             gateway,
-            stop: Some(stop),
-            thread: Some(thread),
+            serving: Serving::new(stop, thread),
         })
     }
 
@@ -162,22 +194,7 @@ impl Server {
 
     /// Stops accepting, finishes the requests in flight, and returns.
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.shutdown();
+        self.serving.shutdown();
     }
 }
 
