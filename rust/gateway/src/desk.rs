@@ -141,38 +141,8 @@ pub struct DeskServer {
 impl DeskServer {
     /// Serves `desk` on `listen` (port 0 picks a free one).
     pub fn spawn(desk: Arc<dyn ApprovalDesk>, listen: &str) -> Result<DeskServer, ServeError> {
-        let runtime = crate::runtime()?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(listen))
-            .map_err(|source| ServeError::Io {
-                what: format!("cannot listen on {listen}"),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| ServeError::Io {
-            what: "no local address".into(),
-            source,
-        })?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = router(desk);
-        let thread = std::thread::Builder::new()
-            .name("agenra-approvals".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
-            })
-            .map_err(|source| ServeError::Io {
-                what: "cannot start the approvals thread".into(),
-                source,
-            })?;
-        Ok(DeskServer {
-            addr,
-            serving: crate::Serving::new(stop, thread),
-        })
+        let (addr, serving) = crate::Serving::spawn(router(desk), listen, "approvals")?;
+        Ok(DeskServer { addr, serving })
     }
 
     /// The address it listens on.

@@ -118,14 +118,47 @@ pub(crate) struct Serving {
 }
 
 impl Serving {
-    pub(crate) fn new(
-        stop: tokio::sync::oneshot::Sender<()>,
-        thread: std::thread::JoinHandle<()>,
-    ) -> Serving {
-        Serving {
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+    /// Serves `app` on `listen` (port 0 picks a free one) from a runtime on
+    /// its own thread, `agenra-NAME`; the address it listens on.
+    pub(crate) fn spawn(
+        app: axum::Router,
+        listen: &str,
+        name: &str,
+    ) -> Result<(SocketAddr, Serving), ServeError> {
+        let runtime = runtime()?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind(listen))
+            .map_err(|source| ServeError::Io {
+                what: format!("cannot listen on {listen}"),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| ServeError::Io {
+            what: "no local address".into(),
+            source,
+        })?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("agenra-{name}"))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async {
+                            let _ = stopped.await;
+                        })
+                        .await;
+                });
+            })
+            .map_err(|source| ServeError::Io {
+                what: format!("cannot start the {name} thread"),
+                source,
+            })?;
+        Ok((
+            addr,
+            Serving {
+                stop: Some(stop),
+                thread: Some(thread),
+            },
+        ))
     }
 
     pub(crate) fn shutdown(&mut self) {
@@ -147,38 +180,11 @@ impl Drop for Serving {
 impl Server {
     /// Serves `gateway` on `listen` from a runtime on its own threads.
     pub fn spawn(gateway: Arc<Gateway>, listen: &str) -> Result<Server, ServeError> {
-        let runtime = runtime()?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(listen))
-            .map_err(|source| ServeError::Io {
-                what: format!("cannot listen on {listen}"),
-                source,
-            })?;
-        let addr = listener.local_addr().map_err(|source| ServeError::Io {
-            what: "no local address".into(),
-            source,
-        })?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let app = http::router(Arc::clone(&gateway));
-        let thread = std::thread::Builder::new()
-            .name("agenra-serve".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
-            })
-            .map_err(|source| ServeError::Io {
-                what: "cannot start the server thread".into(),
-                source,
-            })?;
+        let (addr, serving) = Serving::spawn(http::router(Arc::clone(&gateway)), listen, "serve")?;
         Ok(Server {
             addr,
             gateway,
-            serving: Serving::new(stop, thread),
+            serving,
         })
     }
 
