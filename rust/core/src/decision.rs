@@ -597,6 +597,10 @@ pub enum StepError {
     /// The graph already holds 2^32 nodes.
     #[error("the session graph is full (2^32 nodes)")]
     GraphFull,
+    /// A call or task id of 4 GiB or more (the session's id table stores
+    /// 32-bit lengths).
+    #[error("an id of {0} bytes is too long (the limit is 4 GiB)")]
+    IdTooLong(usize),
     /// A typed call uses a handle resolved against another policy, or a parameter handle of another
     /// tool.
     #[error("call `{call}` uses a {handle} handle of another policy or tool")]

@@ -732,6 +732,10 @@ impl Session {
         if self.state.graph.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
+        // The id table stores 32-bit lengths (session_tables.rs).
+        if call.id().len() >= u32::MAX as usize {
+            return Err(StepError::IdTooLong(call.id().len()));
+        }
         self.state.time = time;
         self.state.seq += 1;
         let mut stops = Vec::new();

@@ -19,6 +19,9 @@ impl Session {
         if self.state.graph.len() >= u32::MAX as usize {
             return Err(StepError::GraphFull);
         }
+        if t.id.len() >= u32::MAX as usize {
+            return Err(StepError::IdTooLong(t.id.len()));
+        }
         // Check every seeded set before changing anything.
         let mut seeds: Vec<(SetId, &Vec<String>)> = Vec::with_capacity(t.sets.len());
         for (name, values) in &t.sets {
