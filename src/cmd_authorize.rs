@@ -285,6 +285,20 @@ fn violating(d: Option<&SmtDecision>) -> BTreeSet<(String, String)> {
     out
 }
 
+/// Hops of the counterexample's paths that are no edge of the graph: the
+/// last hop of an approval's path, into the paused call as it was
+/// re-checked at approval time (the context version it read then is a node
+/// of the graph; the re-check's own node is not kept). As node indexes.
+fn approval_hops(s: &SmtSession, path: &BTreeSet<(String, String)>) -> Vec<(usize, usize)> {
+    let g = s.graph();
+    let index = |name: &str| g.nodes.iter().rposition(|n| n.name == name);
+    path.iter()
+        .filter(|(a, b)| a != b)
+        .filter_map(|(a, b)| Some((index(a)?, index(b)?)))
+        .filter(|&(a, b)| !g.edges.iter().any(|e| e.from == a && e.to == b))
+        .collect()
+}
+
 fn on_path(path: &BTreeSet<(String, String)>, name: &str) -> bool {
     path.iter().any(|(a, b)| a == name || b == name)
 }
@@ -340,6 +354,7 @@ fn to_dot(
     for e in &g.edges {
         let (style, note) = match e.trust {
             EdgeTrust::Observed => ("solid", ""),
+            EdgeTrust::Value => ("solid", ", color=darkgreen"),
             EdgeTrust::Policy => ("dashed", ""),
             EdgeTrust::Inferred => ("dotted", ", color=gray, fontcolor=gray"),
         };
@@ -358,6 +373,11 @@ fn to_dot(
         out += &format!(
             "  n{} -> n{} [style={style}{param}{note}{hot}];\n",
             e.from, e.to
+        );
+    }
+    for (from, to) in approval_hops(s, path) {
+        out += &format!(
+            "  n{from} -> n{to} [style=dashed, label=\"re-checked at approval\", color=red, penwidth=2];\n"
         );
     }
     out += "}\n";
@@ -388,7 +408,7 @@ fn to_json(
             })
         })
         .collect();
-    let edges: Vec<serde_json::Value> = g
+    let mut edges: Vec<serde_json::Value> = g
         .edges
         .iter()
         .map(|e| {
@@ -403,5 +423,15 @@ fn to_json(
             })
         })
         .collect();
+    // An approval's last hop: into the call as re-checked at approval time.
+    for (from, to) in approval_hops(s, path) {
+        edges.push(serde_json::json!({
+            "from": from,
+            "to": to,
+            "param": null,
+            "trust": "approval",
+            "violating": true,
+        }));
+    }
     serde_json::json!({"nodes": nodes, "edges": edges, "decision": d}).to_string()
 }

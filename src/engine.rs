@@ -46,7 +46,7 @@ pub enum EngineError {
     /// The native monitor refused the policy or the event.
     #[error("native: {0}")]
     Native(String),
-    /// The SMT engine refused the policy or the event (`unsupported: ...`).
+    /// The SMT engine refused the policy or the event.
     #[error("smt: {0}")]
     Smt(#[from] SmtError),
 }
@@ -122,9 +122,8 @@ pub struct EngineSession {
 }
 
 impl EngineSession {
-    /// A new session of `policy`; for `smt` and `both`, fails with
-    /// `unsupported: ...` when the policy uses a construct the SMT
-    /// encoding does not cover.
+    /// A new session of `policy` (each engine's with a private tenant
+    /// pool); fails when the policy is not internally consistent.
     pub fn new(policy: &Policy, engine: Engine) -> Result<EngineSession, EngineError> {
         let native = match engine {
             Engine::Smt => None,
@@ -206,12 +205,29 @@ pub type NativeOutcome = Result<Option<NativeAnswer>, String>;
 
 impl SmtSide {
     /// The SMT side of a new session of `policy` under `engine` (`smt` or
-    /// `both`), or the construct the encoding does not support.
+    /// `both`), with a private tenant pool (as a native session given no
+    /// pool).
     pub fn new(policy: &Policy, engine: Engine) -> Result<SmtSide, EngineError> {
         Ok(SmtSide {
             engine,
             policy: policy.clone(),
             smt: SmtSession::new(policy)?,
+            failed_closed: None,
+        })
+    }
+
+    /// [`SmtSide::new`], drawing shared grants (`quota N per tenant`) on
+    /// the tenant's `pool`: give every SMT side of a tenant the same pool
+    /// (and the native sessions a pool of their own with the same counts).
+    pub fn with_pool(
+        policy: &Policy,
+        engine: Engine,
+        pool: agenra_core::TenantPool,
+    ) -> Result<SmtSide, EngineError> {
+        Ok(SmtSide {
+            engine,
+            policy: policy.clone(),
+            smt: SmtSession::with_pool(policy, pool)?,
             failed_closed: None,
         })
     }

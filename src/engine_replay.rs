@@ -11,7 +11,9 @@
 //! DENY with rule `engine-disagreement`, both answers are kept in the
 //! record (and written to standard error), and that session stays failed
 //! closed. Named sessions (`"session": "s1"`) each get their own SMT
-//! session, as they get their own native one.
+//! session, as they get their own native one; as the native sessions of a
+//! trace, the SMT sessions are one tenant's and share one tenant pool
+//! (`quota N per tenant`).
 
 use crate::cmd_authorize::load_policy;
 use crate::engine::{Engine, EngineError, EngineOutput, NativeAnswer, NativeOutcome, SmtSide};
@@ -75,6 +77,8 @@ pub struct EngineStepper {
     /// native path to draw).
     native: Sessions,
     smt: BTreeMap<Option<String>, SmtSide>,
+    /// The SMT sessions' tenant pool (the native sessions have their own).
+    pool: agenra_core::TenantPool,
     applied: u64,
     decided: u64,
     /// Approvals decided (re-authorizations of paused calls).
@@ -85,15 +89,15 @@ pub struct EngineStepper {
 impl EngineStepper {
     /// Sessions of `policy` under `engine` (`smt` or `both`; `native` is
     /// refused: the native engine runs on [`crate::replay::Stepper`]).
-    /// Fails with `unsupported: ...` when the policy uses a construct the
-    /// SMT encoding does not cover.
+    /// Fails when the policy is not internally consistent.
     pub fn new(policy: Policy, engine: Engine) -> Result<EngineStepper, EngineError> {
         if engine == Engine::Native {
             return Err(EngineError::Native(
                 "the native engine runs without an EngineStepper".into(),
             ));
         }
-        let default = SmtSide::new(&policy, engine)?;
+        let pool = agenra_core::TenantPool::new();
+        let default = SmtSide::with_pool(&policy, engine, pool.clone())?;
         let native =
             Sessions::new(policy.clone()).map_err(|e| EngineError::Native(e.to_string()))?;
         let policy_hash = native
@@ -106,6 +110,7 @@ impl EngineStepper {
             policy_hash,
             native,
             smt: BTreeMap::from([(None, default)]),
+            pool,
             applied: 0,
             decided: 0,
             approvals: 0,
@@ -174,7 +179,7 @@ impl EngineStepper {
                 let name = key.clone().unwrap_or_default();
                 return Err(LineError::Apply(SessionError::UnknownSession(name)).into());
             }
-            let side = SmtSide::new(&self.policy, self.engine)?;
+            let side = SmtSide::with_pool(&self.policy, self.engine, self.pool.clone())?;
             self.smt.insert(key.clone(), side);
         }
         let (native_record, native) = match self.engine {

@@ -28,12 +28,16 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// (policy, trace) of every example the SMT engine supports (the banking
-/// agent's policy uses provenance by value: see
-/// `an_unsupported_policy_is_refused_not_guessed`).
+/// (policy, trace) of every example (the banking agent's policy uses
+/// provenance by value).
 fn examples() -> Vec<(String, String)> {
     let mut out = vec![];
-    for ex in ["coding-agent", "email-assistant", "research-agent"] {
+    for ex in [
+        "banking-agent",
+        "coding-agent",
+        "email-assistant",
+        "research-agent",
+    ] {
         for trace in ["benign", "attack"] {
             out.push((
                 format!("examples/{ex}/policy.agr"),
@@ -134,31 +138,143 @@ fn replay_smt_shows_the_counterexample_in_the_table() {
 }
 
 #[test]
-fn an_unsupported_policy_is_refused_not_guessed() {
-    for engine in ["smt", "both"] {
-        let o = agenra(&[
-            "replay",
-            "--policy",
-            "examples/banking-agent/policy.agr",
-            "examples/banking-agent/benign.jsonl",
-            "--engine",
-            engine,
-        ]);
-        assert_eq!(o.status.code(), Some(1), "{o:?}");
-        assert!(stdout(&o).is_empty(), "{o:?}");
-        assert!(
-            stderr(&o).contains("unsupported: provenance by value"),
-            "{o:?}"
-        );
+fn provenance_by_value_runs_under_every_engine() {
+    // The banking agent's policy: `provenance by value;` (no longer
+    // refused by the SMT engine).
+    let policy = "examples/banking-agent/policy.agr";
+    for trace in ["benign", "attack"] {
+        let trace = format!("examples/banking-agent/{trace}.jsonl");
+        for engine in ["smt", "both"] {
+            let o = agenra(&["replay", "--policy", policy, &trace, "--engine", engine]);
+            assert!(o.status.success(), "{trace} {engine}: {o:?}");
+            assert!(!stderr(&o).contains("disagree"), "{o:?}");
+            assert!(stdout(&o).contains(&format!("engine {engine}: ")), "{o:?}");
+        }
     }
-    // The native engine runs it as before.
+    // `monitor --engine both` streams both answers, in agreement.
+    let trace =
+        std::fs::read_to_string(root().join("examples/banking-agent/benign.jsonl")).expect("trace");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agenra"))
+        .args(["monitor", "--policy", policy, "--engine", "both"])
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the monitor starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(trace.as_bytes())
+        .expect("write");
+    let o = child.wait_with_output().expect("the monitor ends");
+    assert!(o.status.success(), "{o:?}");
+    let lines = json_lines(&o);
+    assert_eq!(lines.len(), trace.lines().count(), "{lines:?}");
+    let mut decided = 0;
+    for l in &lines {
+        assert_eq!(l["engine"], "both", "{l}");
+        assert!(l.get("disagreement").is_none(), "{l}");
+        if l.get("smt").is_some() {
+            decided += 1;
+            assert_eq!(l["smt"]["verdict"], l["native"]["verdict"], "{l}");
+        }
+    }
+    assert!(decided >= 5, "{lines:?}");
+    // `authorize --engine both` on the trace's first six events: the rent
+    // payment, whose IBAN and amount the user typed in the task, is allowed
+    // after untrusted mail was read.
+    let dir = std::env::temp_dir().join(format!("agenra-engine-cli-bv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let prefix = dir.join("benign6.jsonl");
+    std::fs::write(
+        &prefix,
+        trace.lines().take(6).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .expect("write");
     let o = agenra(&[
-        "replay",
+        "authorize",
         "--policy",
-        "examples/banking-agent/policy.agr",
-        "examples/banking-agent/benign.jsonl",
+        policy,
+        prefix.to_str().unwrap(),
+        "--engine",
+        "both",
     ]);
     assert!(o.status.success(), "{o:?}");
+    assert!(
+        stdout(&o).starts_with("ALLOW pay_known (engine both)"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn shared_quotas_are_one_tenants_under_smt_and_both() {
+    // Two sessions of one trace share `daily` (`quota 2 per tenant`).
+    let dir = std::env::temp_dir().join(format!("agenra-engine-cli-pool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let policy = dir.join("pay.agr");
+    std::fs::write(
+        &policy,
+        "tool pay(to: string);\ngrant daily: pay quota 2 per tenant;\n\
+         grant fallback: pay quota 1 approval;\n",
+    )
+    .expect("write");
+    let call = |session: &str, id: &str| {
+        format!(
+            "{{\"kind\":\"call\",\"session\":\"{session}\",\"id\":\"{id}\",\"time\":1,\"tool\":\"pay\",\"args\":{{\"to\":\"x\"}}}}\n"
+        )
+    };
+    let trace = dir.join("pay.jsonl");
+    std::fs::write(
+        &trace,
+        [
+            call("s1", "p1"),
+            call("s2", "p1"),
+            call("s2", "p2"),
+            "{\"kind\":\"result\",\"session\":\"s1\",\"call\":\"p1\",\"status\":\"failed\"}\n"
+                .into(),
+            call("s1", "p2"),
+            call("s1", "p3"),
+        ]
+        .concat(),
+    )
+    .expect("write");
+    let (policy, trace) = (policy.to_str().unwrap(), trace.to_str().unwrap());
+    let decisions = |engine: Option<&str>| -> Vec<String> {
+        let mut args = vec!["replay", "--policy", policy, trace, "--json"];
+        if let Some(e) = engine {
+            args.extend(["--engine", e]);
+        }
+        let o = agenra(&args);
+        assert!(o.status.success(), "{o:?}");
+        json_lines(&o)
+            .iter()
+            .filter(|r| r["kind"] == "call")
+            .map(|r| {
+                assert!(r.get("disagreement").is_none(), "{r}");
+                format!(
+                    "{} {}",
+                    r["decision"].as_str().unwrap_or("?"),
+                    r["rule"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    };
+    let native = decisions(None);
+    // s2 finds one unit left; s1's failure gives one back.
+    assert_eq!(
+        native,
+        [
+            "ALLOW daily",
+            "ALLOW daily",
+            "PAUSE fallback",
+            "ALLOW daily",
+            "PAUSE fallback"
+        ]
+    );
+    assert_eq!(decisions(Some("smt")), native);
+    assert_eq!(decisions(Some("both")), native);
 }
 
 #[test]
@@ -399,4 +515,49 @@ fn approvals_are_re_checked_by_the_smt_engine() {
         assert_eq!(approve["smt"]["verdict"], "DENY", "{approve}");
         assert_eq!(approve["smt"]["counterexample"]["node"], "c1", "{approve}");
     }
+    // `graph` draws every node of the approval's counterexample, the
+    // context version the re-check read included, and its last hop.
+    let o = agenra(&["graph", "--policy", policy, trace, "--format", "json"]);
+    assert!(o.status.success(), "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let names: Vec<&str> = v["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["name"].as_str().unwrap_or(""))
+        .collect();
+    let path: Vec<&str> = v["decision"]["counterexample"]["paths"][0]["path"]
+        .as_array()
+        .expect("a path")
+        .iter()
+        .map(|s| s["node"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(path, ["c2", "context@1", "c1"], "{v}");
+    for node in &path {
+        assert!(names.contains(node), "{node} is drawn: {names:?}");
+    }
+    let hot: Vec<&str> = v["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["violating"] == true)
+        .map(|n| n["name"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(hot, ["c1", "c2", "context@1"], "{v}");
+    let approval: Vec<&serde_json::Value> = v["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .filter(|e| e["trust"] == "approval")
+        .collect();
+    assert_eq!(approval.len(), 1, "{v}");
+    assert_eq!(
+        names[approval[0]["to"].as_u64().unwrap_or(99) as usize],
+        "c1"
+    );
+    let o = agenra(&["graph", "--policy", policy, trace, "--format", "dot"]);
+    assert!(
+        stdout(&o).contains("label=\"re-checked at approval\", color=red"),
+        "{o:?}"
+    );
 }

@@ -1,6 +1,6 @@
 //! `agenra authorize` and `agenra graph` (docs/smt.md) on the
 //! email-assistant example: the three engines, the counterexample, the
-//! drawn graph, and the errors.
+//! drawn graph, the errors, and a policy with provenance by value.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -156,24 +156,47 @@ fn errors_name_the_problem() {
     let o = agenra(&["authorize", "--policy", POLICY, trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("the last event must be a call"));
-    // Provenance by value is not encoded: the SMT engine says so.
+}
+
+#[test]
+fn provenance_by_value_is_decided_by_both_engines() {
+    // The same policy with provenance by value: the SMT engine decides it
+    // (no longer `unsupported`), and both engines agree.
     let dir = std::env::temp_dir().join(format!("agenra-smt-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let policy = dir.join("by-value.agr");
     let source = std::fs::read_to_string(root().join(POLICY)).expect("the policy");
     std::fs::write(&policy, format!("provenance by value;\n{source}")).expect("write");
     let trace = prefix(7, "byvalue");
-    let o = agenra(&[
+    let native = agenra(&[
         "authorize",
         "--policy",
         policy.to_str().unwrap(),
         trace.to_str().unwrap(),
+        "--engine",
+        "native",
     ]);
-    assert_eq!(o.status.code(), Some(1), "{o:?}");
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("unsupported: provenance by value"),
-        "{o:?}"
-    );
+    let verdict = stdout(&native)
+        .lines()
+        .next()
+        .and_then(|l| l.split(" (engine").next())
+        .map(str::to_string)
+        .expect("a verdict line");
+    for engine in ["smt", "both"] {
+        let o = agenra(&[
+            "authorize",
+            "--policy",
+            policy.to_str().unwrap(),
+            trace.to_str().unwrap(),
+            "--engine",
+            engine,
+        ]);
+        assert!(o.status.success(), "{o:?}");
+        assert!(
+            stdout(&o).starts_with(&format!("{verdict} (engine {engine})")),
+            "{o:?}"
+        );
+    }
 }
 
 #[test]

@@ -86,6 +86,15 @@ impl TenantPool {
         *self.lock() = counts;
     }
 
+    /// Runs `f` on the counts with the pool locked, so that reading and
+    /// changing them is one atomic step (an engine that keeps its own
+    /// session state, such as the SMT authorizer, applies an event this
+    /// way). If `f` panics the lock is released with the counts as `f`
+    /// left them; callers change the counts only at the end.
+    pub fn with_counts<T>(&self, f: impl FnOnce(&mut SharedCounts) -> T) -> T {
+        f(&mut self.lock())
+    }
+
     /// Whether `self` and `other` are the same pool (clones of one another).
     pub fn same_as(&self, other: &TenantPool) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

@@ -19,6 +19,10 @@
 
 use crate::value::{Decimal, Value};
 
+/// The most words indexed per output; an untrusted output beyond it turns
+/// the trusted-output rule off for the session (it could hide a value).
+pub const MAX_OUTPUT_WORDS: usize = 100_000;
+
 /// Characters that end a word in addition to whitespace.
 fn is_separator(c: char) -> bool {
     c.is_whitespace()

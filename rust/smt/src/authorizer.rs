@@ -14,9 +14,12 @@
 //!
 //! What is not encoded is shared with the native engine's semantics and
 //! computed concretely: stage 1 (well-formedness, scopes, task scope),
-//! condition values on concrete arguments, and the bookkeeping of the
-//! session (which calls were admitted, results, the ledger's remaining
-//! units), kept by the reference semantics (`agenra_core::spec::reference`).
+//! condition values on concrete arguments, where an argument's value
+//! occurs (provenance by value: the reference's
+//! [`Session::value_provenance`] gives the sources, which become edges of
+//! the graph), and the bookkeeping of the session (which calls were
+//! admitted, results, the ledger's remaining units, the tenant pool's
+//! counts), kept by the reference semantics (`agenra_core::spec::reference`).
 
 use crate::graph::{EdgeTrust, GraphEdge, GraphNode, NodeKind, SessionGraph};
 use crate::step::{self, Atom, CallInputs, HistoryState, StepEncoding, SymLabel};
@@ -24,7 +27,8 @@ use agenra_core::decision::Rule;
 use agenra_core::event::{self, Call, Event, Resolve};
 use agenra_core::label::Label;
 use agenra_core::policy::{AgentId, FlowEffect, GrantId, Policy, Quota};
-use agenra_core::spec::reference::{Lineage, Session};
+use agenra_core::pool::TenantPool;
+use agenra_core::spec::reference::{Lineage, Session, ValueSource};
 use agenra_core::spec::Request;
 use agenra_core::value::Value;
 use agenra_core::Verdict;
@@ -36,9 +40,11 @@ use z3::{Model, SatResult, Solver};
 /// Why the SMT engine gives no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SmtError {
-    /// The policy uses a construct the encoding does not cover.
-    #[error("unsupported: {0}")]
-    Unsupported(String),
+    /// The policy is not internally consistent (an index out of range, a
+    /// name declared twice, ...): `agenra_core::validate`'s finding, as
+    /// the native monitor refuses it.
+    #[error("invalid policy: {0}")]
+    Policy(String),
     /// The event cannot be applied (unknown call, wrong state, reused id,
     /// time going back): the native monitor's `StepError`.
     #[error("invalid event: {0}")]
@@ -137,8 +143,13 @@ pub struct SmtSession {
     /// Per context owner (`None`: the shared context): its current
     /// version's node and how many reads it covers.
     contexts: BTreeMap<Option<AgentId>, (usize, usize)>,
-    /// Outputs read so far: (node, reading agent).
+    /// Outputs read so far: (node, reading agent). The `i`-th is the
+    /// reference's `outputs[i]` (both grow on `succeeded` and `unknown`).
     reads: Vec<(usize, AgentId)>,
+    /// Task nodes, in order: the `i`-th is the reference's `tasks[i]`.
+    tasks: Vec<usize>,
+    /// The tenant's pool (`None`: a private one).
+    pool: Option<TenantPool>,
     history: HistoryState,
     admitted: Vec<Admitted>,
     solver: Solver,
@@ -146,19 +157,48 @@ pub struct SmtSession {
 }
 
 impl SmtSession {
-    /// A new session of `policy`, or the construct the encoding does not
-    /// support.
+    /// A new session of `policy` with a private pool: its shared grants
+    /// (`quota N per tenant`) behave per session, as a native session
+    /// given no pool. `Policy` if the policy is not internally consistent
+    /// (as the native monitor refuses it).
     pub fn new(policy: &Policy) -> Result<SmtSession, SmtError> {
-        if let Some(c) = unsupported(policy) {
-            return Err(SmtError::Unsupported(c));
+        SmtSession::new_in(policy, None)
+    }
+
+    /// A new session of `policy` drawing its shared grants (`quota N per
+    /// tenant`) on the tenant's `pool`, as a native session given
+    /// `SessionOptions::pool`: decisions read what the pool has left when
+    /// they are made (other sessions of the tenant may have taken units),
+    /// and applying an event takes and gives back units of the pool, the
+    /// check and the change one atomic step under the pool's lock. Give
+    /// the SMT sessions of a tenant one pool (a native session and an SMT
+    /// session deciding the same events need pools of their own, with the
+    /// same counts).
+    ///
+    /// [`SmtSession::decide`] reads the pool without taking from it; the
+    /// units are taken when the call is [applied](SmtSession::apply). A
+    /// caller whose sessions run on several threads at once must apply
+    /// a decided call before another session of the tenant takes units,
+    /// or the applied answer may differ from the one decided.
+    pub fn with_pool(policy: &Policy, pool: TenantPool) -> Result<SmtSession, SmtError> {
+        SmtSession::new_in(policy, Some(pool))
+    }
+
+    fn new_in(policy: &Policy, pool: Option<TenantPool>) -> Result<SmtSession, SmtError> {
+        agenra_core::validate::validate(policy).map_err(|e| SmtError::Policy(e.to_string()))?;
+        let mut reference = Session::new(policy);
+        if pool.is_some() {
+            reference.pool = Some(Default::default());
         }
         Ok(SmtSession {
             policy: std::sync::Arc::new(policy.clone()),
-            reference: Session::new(policy),
+            reference,
             graph: SessionGraph::default(),
             by_id: BTreeMap::new(),
             contexts: BTreeMap::new(),
             reads: Vec::new(),
+            tasks: Vec::new(),
+            pool,
             history: HistoryState::initial(policy),
             admitted: Vec::new(),
             // Booleans and linear integer arithmetic: the QF_LIA solver
@@ -171,6 +211,11 @@ impl SmtSession {
     /// The policy.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The tenant pool given with [`SmtSession::with_pool`], if any.
+    pub fn tenant_pool(&self) -> Option<&TenantPool> {
+        self.pool.as_ref()
     }
 
     /// The graph built so far.
@@ -195,13 +240,13 @@ impl SmtSession {
         let facts_before: Vec<usize> = self.reference.facts.iter().map(Vec::len).collect();
         let reads_before = self.reference.read.len();
         let answer = self
-            .reference
-            .step(&self.policy, e)
+            .reference_step(e)
             .map_err(|_| SmtError::Invalid(describe(e)))?;
         match e {
             Event::Task(t) => {
                 let n = self.push_node(NodeKind::Task, t.id.clone(), None, 0, Label::BOTTOM, None);
                 self.by_id.insert(t.id.clone(), n);
+                self.tasks.push(n);
                 self.define(n);
             }
             Event::Call(c) => {
@@ -244,6 +289,18 @@ impl SmtSession {
                     .get(&a.call)
                     .and_then(|r| r.req.clone());
                 if let (Some(n), Some(req)) = (n, req) {
+                    // The re-check read the context as it is now: keep that
+                    // version in the graph, so that a counterexample of the
+                    // approval names a node the graph has (and draws).
+                    let lineage = self
+                        .reference
+                        .calls
+                        .get(&a.call)
+                        .map(|r| r.lineage.clone())
+                        .unwrap_or_default();
+                    if answer.verdict.is_some() && self.arg_sources(&req, &lineage).1 {
+                        self.context_node(req.agent);
+                    }
                     match answer.verdict {
                         Some(Verdict::Allow) => {
                             self.graph.nodes[n].status = "admitted".into();
@@ -282,9 +339,38 @@ impl SmtSession {
         Ok(())
     }
 
+    /// Applies `e` to the reference bookkeeping; with a tenant pool, under
+    /// the pool's lock, reading its counts before and writing them back
+    /// after (the native monitor's `with_pool`).
+    fn reference_step(
+        &mut self,
+        e: &Event,
+    ) -> Result<agenra_core::spec::reference::Answer, agenra_core::spec::reference::Invalid> {
+        let policy = std::sync::Arc::clone(&self.policy);
+        // Policies without shared grants never lock the pool.
+        let Some(pool) = self
+            .pool
+            .clone()
+            .filter(|_| !policy.shared_grants.is_empty())
+        else {
+            return self.reference.step(&policy, e);
+        };
+        pool.with_counts(|counts| {
+            self.reference.pool = Some(counts.clone());
+            let out = self.reference.step(&policy, e);
+            if let Some(after) = &self.reference.pool {
+                if *after != *counts {
+                    counts.clone_from(after);
+                }
+            }
+            out
+        })
+    }
+
     /// Decides `call` as the next event of the session, without recording
     /// it: stage 1 concretely, then the two Z3 passes in a `push`/`pop`
-    /// scope.
+    /// scope. Shared grants are judged on what the tenant pool has left
+    /// now.
     pub fn decide(&mut self, call: &Call) -> Result<SmtDecision, SmtError> {
         if self.reference.calls.contains_key(&call.id) || call.time < self.reference.time {
             return Err(SmtError::Invalid(format!("call {}", call.id)));
@@ -523,12 +609,30 @@ impl SmtSession {
             output,
             self.reference.seq + 1,
         );
+        let mut inputs = inputs;
         let mut state = self.history.clone();
-        for (g, q) in self.reference.ledger.ledger.remaining.iter().enumerate() {
-            if let (Quota::Limited(left), Some(slot)) = (q, state.remaining.get_mut(g)) {
-                *slot = Int::from_u64(*left);
+        let ledger = &self.reference.ledger.ledger;
+        // A shared grant (`quota N per tenant`) has what the tenant's pool
+        // has left now (`quota − taken`); a private pool's taken units are
+        // the session's own holdings.
+        let pool = (!policy.shared_grants.is_empty()).then(|| match &self.pool {
+            Some(p) => p.snapshot(),
+            None => agenra_core::spec::private_pool(policy, ledger),
+        });
+        for (g, q) in ledger.remaining.iter().enumerate() {
+            let left = match (&pool, policy.grants.get(g), q) {
+                (Some(pool), Some(grant), _) if policy.is_shared(g) => match grant.quota {
+                    Quota::Limited(quota) => Some(pool.remaining(&grant.name, quota)),
+                    Quota::Unlimited => None,
+                },
+                (_, _, Quota::Limited(left)) => Some(*left),
+                _ => None,
+            };
+            if let (Some(left), Some(slot)) = (left, state.remaining.get_mut(g)) {
+                *slot = Int::from_u64(left);
             }
         }
+        inputs.pool_known = true;
         (inputs, state)
     }
 
@@ -835,11 +939,9 @@ impl SmtSession {
         let tool = &policy.tools[req.tool];
         let own = tool.output.join(&resource_label(&policy, req));
         let sanitizer = tool.sanitizer.filter(|&s| s < policy.sanitizers.len());
+        let (by_value, needs_context) = self.arg_sources(req, lineage);
+        let carries = carries_data(req, lineage);
         // Every source is created before the node, so edges point back.
-        let carries =
-            (0..lineage.len()).any(|i| lineage[i].is_some() || req.args[i] != Value::Null);
-        let needs_context = !carries
-            || (0..lineage.len()).any(|i| lineage[i].is_none() && req.args[i] != Value::Null);
         let ctx = needs_context.then(|| self.context_node(req.agent));
         let n = self.push_node(
             NodeKind::Call,
@@ -861,7 +963,14 @@ impl SmtSession {
                         }
                     }
                     None if req.args[i] == Value::Null => {}
-                    None => edges.push((ctx.unwrap_or(0), Some(i), EdgeTrust::Policy)),
+                    None => match &by_value[i] {
+                        Some(sources) => {
+                            for &from in sources {
+                                edges.push((from, Some(i), EdgeTrust::Value));
+                            }
+                        }
+                        None => edges.push((ctx.unwrap_or(0), Some(i), EdgeTrust::Policy)),
+                    },
                 }
             }
         } else if let Some(c) = ctx {
@@ -885,6 +994,43 @@ impl SmtSession {
         self.by_id.insert(id.to_string(), n);
         self.define(n);
         n
+    }
+
+    /// Per argument, the nodes its value occurs in (provenance by value:
+    /// an argument without lineage that has a value, when every scalar of
+    /// it has a provenance; the reference's own function finds them), and
+    /// whether the call reads the context (some argument without lineage
+    /// has a value but no provenance, or the call passes no data at all).
+    fn arg_sources(&self, req: &Request, lineage: &Lineage) -> (Vec<Option<Vec<usize>>>, bool) {
+        let by_value: Vec<Option<Vec<usize>>> = (0..lineage.len())
+            .map(|i| {
+                let judged = self.policy.provenance_by_value
+                    && lineage[i].is_none()
+                    && req.args[i] != Value::Null;
+                judged
+                    .then(|| self.reference.value_provenance(&req.args[i]))
+                    .flatten()
+                    .map(|(_, sources)| {
+                        sources
+                            .into_iter()
+                            .filter_map(|s| self.source_node(s))
+                            .collect()
+                    })
+            })
+            .collect();
+        let needs_context = !carries_data(req, lineage)
+            || (0..lineage.len()).any(|i| {
+                lineage[i].is_none() && req.args[i] != Value::Null && by_value[i].is_none()
+            });
+        (by_value, needs_context)
+    }
+
+    /// The node of a task or output where a value occurs.
+    fn source_node(&self, s: ValueSource) -> Option<usize> {
+        match s {
+            ValueSource::Task(t) => self.tasks.get(t).copied(),
+            ValueSource::Output(o) => self.reads.get(o).map(|&(n, _)| n),
+        }
     }
 
     /// Moves the history on by admitting the call at node `n`.
@@ -986,12 +1132,21 @@ fn describe_edge(policy: &Policy, graph: &SessionGraph, e: Option<&GraphEdge>) -
         }
         (NodeKind::Context, _, _) => "its result was read into the context".into(),
         (_, EdgeTrust::Observed, Some(p)) => format!("observed lineage of argument {p}"),
+        (_, EdgeTrust::Value, Some(p)) => match graph.nodes[e.from].kind {
+            NodeKind::Task => format!("the value of argument {p} occurs in the task's text"),
+            _ => format!("the value of argument {p} occurs in its trusted output"),
+        },
         (_, EdgeTrust::Policy, Some(p)) => {
             format!("argument {p} has no lineage: it reads the context")
         }
         (_, _, None) => "the call passes no data: it reads the context".into(),
         (_, _, Some(p)) => format!("argument {p}"),
     }
+}
+
+/// Whether some argument passes data: it has observed lineage or a value.
+fn carries_data(req: &Request, lineage: &Lineage) -> bool {
+    (0..lineage.len()).any(|i| lineage[i].is_some() || req.args[i] != Value::Null)
 }
 
 fn describe(e: &Event) -> String {
@@ -1002,26 +1157,6 @@ fn describe(e: &Event) -> String {
         Event::Result(r) => format!("result {}", r.call),
         Event::Task(t) => format!("task {}", t.id),
     }
-}
-
-/// The first construct of `policy` the encoding does not cover.
-pub fn unsupported(policy: &Policy) -> Option<String> {
-    if policy.provenance_by_value {
-        return Some("provenance by value".into());
-    }
-    // The session's bookkeeping (`spec::reference`) has no tenant pool: a
-    // decision would ignore what the tenant's other sessions took.
-    if let Some(g) = policy
-        .shared_grants
-        .first()
-        .and_then(|&g| policy.grants.get(g))
-    {
-        return Some(format!(
-            "grant `{}` shares its quota with the tenant's sessions (`quota N per tenant`)",
-            g.name
-        ));
-    }
-    None
 }
 
 /// The join of the labels of the resources the call's resource argument

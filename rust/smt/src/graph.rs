@@ -14,6 +14,9 @@
 //! * A **task** node is trusted text at the lowest level (bottom).
 //!
 //! Inferred edges are recorded for audit and never enter a definition.
+//! Value edges (provenance by value: the argument's value occurs in a task
+//! text or a trusted output) are lineage the semantics derives from the
+//! values, and enter definitions like observed lineage.
 
 use crate::step::{Atom, SymLabel};
 use agenra_core::label::Label;
@@ -45,6 +48,12 @@ pub enum EdgeTrust {
     /// The conservative edge from the context into an argument without
     /// lineage, the merge of a result whose outcome is unknown.
     Policy,
+    /// Provenance by value (`provenance by value;`): the argument's value
+    /// occurs in the task's text or in the trusted output the edge comes
+    /// from. The semantics counts it as lineage (docs/semantics.md: the
+    /// argument takes that provenance's label, through an edge of trust
+    /// `value`), so it carries labels like observed lineage.
+    Value,
     /// Lineage the adapter guessed: recorded for audit, never used.
     Inferred,
 }

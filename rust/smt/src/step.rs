@@ -445,6 +445,13 @@ pub struct CallInputs {
     /// The admission number the call gets if it is admitted now (the
     /// event's sequence number; obligations compare facts with it).
     pub seq: Int,
+    /// Whether the state's `remaining` of a shared grant (`quota N per
+    /// tenant`) is what the tenant's pool has left now (the authorizer
+    /// reads it from the pool): the step then takes it as it is. Otherwise
+    /// (`verify`, `certify`) the tenant's other sessions may have drained
+    /// the pool at any step, and a shared grant is available only where a
+    /// fresh Boolean says the pool still has a unit.
+    pub pool_known: bool,
 }
 
 impl CallInputs {
@@ -512,6 +519,7 @@ impl CallInputs {
                 })
                 .collect(),
             seq: Int::from_u64(seq),
+            pool_known: false,
         }
     }
 }
@@ -791,7 +799,7 @@ pub fn encode_step(policy: &Policy, state: &HistoryState, call: &CallInputs) -> 
                 // have taken (or given back) units at any time, so the pool
                 // may be empty at any step; this session still never takes
                 // more than the quota itself.
-                Quota::Limited(_) if policy.is_shared(g) => Bool::and(&[
+                Quota::Limited(_) if policy.is_shared(g) && !call.pool_known => Bool::and(&[
                     state.remaining[g].gt(Int::from_i64(0)),
                     Bool::fresh_const("pool"),
                 ]),

@@ -3,7 +3,11 @@
 //! every approval (the paused call re-checked) as the native monitor does
 //! (verdict, rule, grants taken), and every
 //! counterexample path is a real path of the session graph that carries the
-//! label from a node that adds it to the denied call.
+//! label from a node that adds it to the denied call. The policies have
+//! provenance by value on or off (as generated) and some limited grants
+//! shared by the tenant (`quota N per tenant`), with a tenant pool another
+//! session has drawn from before the trace and draws from (and gives back
+//! to) while it runs.
 //!
 //! 500 cases by default; `AGENRA_SMT_CASES=10000` for the long run.
 
@@ -13,8 +17,8 @@ mod common;
 
 use agenra_core::decision::{Rule, StepOutput};
 use agenra_core::label::Label;
-use agenra_core::policy::Policy;
-use agenra_core::{Event, Monitor, Verdict};
+use agenra_core::policy::{Policy, Quota};
+use agenra_core::{CompiledPolicy, Event, Monitor, SessionOptions, TenantPool, Verdict};
 use agenra_smt::graph::{EdgeTrust, NodeKind, SessionGraph};
 use agenra_smt::step::Atom;
 use agenra_smt::{SmtDecision, SmtSession};
@@ -27,13 +31,108 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// A generated policy without provenance by value (which the SMT engine
-/// answers `unsupported`).
+/// A generated policy (every kind of rule; provenance by value on in
+/// about half) whose limited grants are shared by the tenant (`quota N
+/// per tenant`) where `mask` says so.
 fn policy() -> impl Strategy<Value = Policy> {
-    common::full_policy().prop_map(|mut p| {
-        p.provenance_by_value = false;
-        p
-    })
+    (
+        common::full_policy(),
+        proptest::collection::vec(prop::bool::weighted(0.4), 10),
+    )
+        .prop_map(|(mut p, mask)| {
+            p.shared_grants = (0..p.grants.len())
+                .filter(|&g| mask[g % mask.len()] && matches!(p.grants[g].quota, Quota::Limited(_)))
+                .collect();
+            p
+        })
+}
+
+/// Another session of the tenant: the units of each shared grant it took
+/// before the trace (`start[k]` of the `k`-th shared grant, at most its
+/// quota), and what it does before each event (`moves[i]`: `(0..=4, _)`
+/// nothing, `(5 | 6, k)` takes a unit of the `k`-th shared grant if the
+/// pool has one left, `(7, k)` gives one it holds back).
+#[derive(Clone, Debug, Default)]
+struct Other {
+    start: Vec<u64>,
+    moves: Vec<(u8, usize)>,
+}
+
+fn other() -> impl Strategy<Value = Other> {
+    (
+        proptest::collection::vec(0u64..4, 4),
+        proptest::collection::vec((0u8..8, 0usize..8), 0..12),
+    )
+        .prop_map(|(start, moves)| Other { start, moves })
+}
+
+/// The tenant pool as the other session leaves it, applied to both
+/// engines' pools alike.
+struct Tenant {
+    native: TenantPool,
+    smt: TenantPool,
+    /// Per shared grant: the units the other session holds.
+    held: Vec<u64>,
+}
+
+impl Tenant {
+    fn new(policy: &Policy, other: &Other) -> Tenant {
+        let mut t = Tenant {
+            native: TenantPool::new(),
+            smt: TenantPool::new(),
+            held: vec![0; policy.shared_grants.len()],
+        };
+        for (k, &g) in policy.shared_grants.iter().enumerate() {
+            let quota = match policy.grants[g].quota {
+                Quota::Limited(q) => q,
+                Quota::Unlimited => 0,
+            };
+            let n = other.start.get(k).copied().unwrap_or(0).min(quota);
+            for _ in 0..n {
+                t.change(policy, g, true);
+            }
+            t.held[k] = n;
+        }
+        t
+    }
+
+    /// Takes (or gives back) one unit of shared grant `g` in both pools.
+    fn change(&self, policy: &Policy, g: usize, take: bool) {
+        for pool in [&self.native, &self.smt] {
+            pool.with_counts(|c| match take {
+                true => c.take(&policy.grants[g].name),
+                false => c.give_back(&policy.grants[g].name),
+            });
+        }
+    }
+
+    /// The other session's move before event `i`.
+    fn step(&mut self, policy: &Policy, other: &Other, i: usize) {
+        let Some(&(m, k)) = other.moves.get(i) else {
+            return;
+        };
+        if policy.shared_grants.is_empty() || m < 5 {
+            return;
+        }
+        let k = k % policy.shared_grants.len();
+        let g = policy.shared_grants[k];
+        let Quota::Limited(quota) = policy.grants[g].quota else {
+            return;
+        };
+        if m == 7 && self.held[k] > 0 {
+            self.change(policy, g, false);
+            self.held[k] -= 1;
+        } else if m < 7
+            && self
+                .native
+                .snapshot()
+                .remaining(&policy.grants[g].name, quota)
+                > 0
+        {
+            self.change(policy, g, true);
+            self.held[k] += 1;
+        }
+    }
 }
 
 /// Concrete labels of the graph's nodes, by propagation in plain Rust.
@@ -122,14 +221,21 @@ fn check_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: &str) {
     }
 }
 
-/// An approval's counterexample path: it ends at the re-checked call and
-/// starts at a node of the graph that adds the label (the context version
-/// in between may be the one made at approval time, which the graph does
-/// not keep).
+/// An approval's counterexample path: it ends at the re-checked call,
+/// starts at a node of the graph that adds the label, every node on it is
+/// in the graph once the approval is applied (the context version made at
+/// approval time included), and every hop but the last (into the call as
+/// re-checked at approval time) is a data edge of the graph.
 fn check_approval_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: &str) {
     let Some(cx) = &d.counterexample else { return };
     assert_eq!(cx.node, call, "the counterexample is the re-checked call's");
     let g = s.graph();
+    let index = |name: &str| {
+        g.nodes
+            .iter()
+            .rposition(|n| n.name == name)
+            .unwrap_or_else(|| panic!("path node {name} is in the graph"))
+    };
     for tp in &cx.paths {
         let atom = atom_named(policy, &tp.label);
         let (first, last) = (
@@ -137,16 +243,23 @@ fn check_approval_paths(policy: &Policy, s: &SmtSession, d: &SmtDecision, call: 
             tp.path.last().expect("a path"),
         );
         assert_eq!(last.node, call, "the path ends at the call");
-        let n = g
-            .nodes
-            .iter()
-            .rposition(|n| n.name == first.node)
-            .unwrap_or_else(|| panic!("path source {} is in the graph", first.node));
+        let nodes: Vec<usize> = tp.path.iter().map(|st| index(&st.node)).collect();
         assert!(
-            has(&g.nodes[n].own, atom),
-            "the path starts where {} is added: {tp:?}",
-            tp.label
+            has(&g.nodes[nodes[0]].own, atom),
+            "the path starts where {} is added: {tp:?} ({})",
+            tp.label,
+            first.node
         );
+        for w in nodes[..nodes.len() - 1].windows(2) {
+            assert!(
+                g.edges
+                    .iter()
+                    .any(|e| e.from == w[0] && e.to == w[1] && e.trust != EdgeTrust::Inferred),
+                "{} -> {} is a data edge",
+                g.nodes[w[0]].name,
+                g.nodes[w[1]].name
+            );
+        }
     }
 }
 
@@ -162,13 +275,18 @@ struct Seen {
     denied: [usize; 4],
 }
 
-/// Runs the trace through both engines; returns what the SMT engine
-/// decided.
-fn differential(policy: &Policy, events: &[Event]) -> Seen {
-    let mut native = Monitor::new(policy.clone()).expect("a valid policy");
-    let mut smt = SmtSession::new(policy).expect("supported");
+/// Runs the trace through both engines, each with its tenant pool (the
+/// same counts), while `other` draws on both pools alike; returns what
+/// the SMT engine decided.
+fn differential(policy: &Policy, events: &[Event], other: &Other) -> Seen {
+    let mut tenant = Tenant::new(policy, other);
+    let mut native = CompiledPolicy::new(policy.clone())
+        .expect("a valid policy")
+        .session_with(SessionOptions::default().pool(tenant.native.clone()));
+    let mut smt = SmtSession::with_pool(policy, tenant.smt.clone()).expect("a valid policy");
     let mut seen = Seen::default();
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
+        tenant.step(policy, other, i);
         let ours = match e {
             Event::Call(c) => Some(smt.decide(c)),
             Event::Approve(a) => Some(smt.decide_approval(a)),
@@ -220,6 +338,11 @@ fn differential(policy: &Policy, events: &[Event]) -> Seen {
             (None, Ok(_)) => smt.apply(e).expect("the event applies"),
             (ours, theirs) => panic!("engines differ on {e:?}: {ours:?} vs {theirs:?}"),
         }
+        assert_eq!(
+            tenant.native.snapshot(),
+            tenant.smt.snapshot(),
+            "both pools after {e:?}"
+        );
     }
     seen
 }
@@ -229,13 +352,13 @@ proptest! {
 
     #[test]
     fn smt_and_native_decide_alike(
-        (policy, steps) in policy().prop_flat_map(|p| {
+        (policy, steps, other) in policy().prop_flat_map(|p| {
             let agents = p.agents.len();
-            (Just(p), common::steps(agents))
+            (Just(p), common::steps(agents), other())
         })
     ) {
         let events = common::events(&policy, &steps);
-        differential(&policy, &events);
+        differential(&policy, &events, &other);
     }
 }
 
@@ -253,8 +376,9 @@ fn tainted(c: &agenra_core::Call, extra: &[String]) -> agenra_core::Call {
 /// same call with more sources on its observed lineage is denied too.
 /// Returns how many denied calls were extended.
 fn monotone(policy: &Policy, events: &[Event], picks: &[usize]) -> usize {
+    // Private pools on both sides (shared grants behave per session).
     let mut native = Monitor::new(policy.clone()).expect("a valid policy");
-    let mut smt = SmtSession::new(policy).expect("supported");
+    let mut smt = SmtSession::new(policy).expect("a valid policy");
     let mut known: Vec<String> = Vec::new();
     let mut extended = 0;
     for (i, e) in events.iter().enumerate() {
@@ -395,7 +519,7 @@ fn a_secret_read_into_the_context_is_the_counterexample() {
             serde_json::json!({"kind": "call", "id": "p2", "time": 3, "tool": "post", "args": {"body": "x"}, "inferred": {"body": ["p0"]}}),
         ),
     ];
-    let mut s = SmtSession::new(&p).expect("supported");
+    let mut s = SmtSession::new(&p).expect("a valid policy");
     let mut verdicts = Vec::new();
     let mut last = None;
     for e in &events {
@@ -469,7 +593,7 @@ fn history_counterexamples_list_the_calls_that_matched() {
         call("d1", 8, "deploy"),
     ];
     let mut native = Monitor::new(policy.clone()).expect("valid");
-    let mut s = SmtSession::new(&policy).expect("supported");
+    let mut s = SmtSession::new(&policy).expect("a valid policy");
     let mut denials = Vec::new();
     for e in &events {
         if let Event::Call(c) = e {
@@ -571,17 +695,18 @@ fn smt_and_native_decide_approvals_alike() {
             Just(p),
             common::steps(agents),
             proptest::collection::vec(0u8..11, 1..16),
+            other(),
         )
     });
     let mut total = Seen::default();
     for _ in 0..cases {
-        let (policy, steps, plan) = strategy
+        let (policy, steps, plan, other) = strategy
             .new_tree(&mut runner)
             .expect("a generated case")
             .current();
         let events = with_approvals(common::events(&policy, &steps), &plan);
-        let seen =
-            std::panic::catch_unwind(|| differential(&policy, &events)).unwrap_or_else(|e| {
+        let seen = std::panic::catch_unwind(|| differential(&policy, &events, &other))
+            .unwrap_or_else(|e| {
                 eprintln!(
                     "policy: {}",
                     serde_json::to_string(&policy).unwrap_or_default()
@@ -697,8 +822,8 @@ fn approvals_re_check_every_kind_of_rule_alike() {
         .collect();
         events.extend(common::events(&policy, &skewed(steps, &skew)));
         let events = with_approvals(events, &plan);
-        let seen =
-            std::panic::catch_unwind(|| differential(&policy, &events)).unwrap_or_else(|e| {
+        let seen = std::panic::catch_unwind(|| differential(&policy, &events, &Other::default()))
+            .unwrap_or_else(|e| {
                 eprintln!(
                     "events: {}",
                     serde_json::to_string(&events).unwrap_or_default()

@@ -16,9 +16,7 @@ use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
 
-/// The most words indexed per output; an untrusted output beyond it turns
-/// the trusted-output rule off for the session (it could hide a value).
-pub(crate) const MAX_OUTPUT_WORDS: usize = 100_000;
+pub(crate) use crate::provenance::MAX_OUTPUT_WORDS;
 
 /// What outputs contain a word.
 #[derive(Clone, Debug)]

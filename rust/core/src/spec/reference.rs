@@ -8,12 +8,13 @@
 //! was when it was admitted. The monitor is tested against it
 //! (`rust/core/tests/properties.rs`). Names follow the monitor's modules.
 
-use super::{step as ledger_step, Checks, Event as LedgerEvent, Outcome, Request, State};
+use super::{step_in, Checks, Event as LedgerEvent, Outcome, Request, State};
 use crate::decision::{Rule, Verdict};
 use crate::event::{self, Call, Event};
 use crate::label::{Label, LabelPattern};
 use crate::pattern::glob_matches;
 use crate::policy::{FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, Tool};
+use crate::pool::SharedCounts;
 use crate::value::{NamedCond, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -77,6 +78,23 @@ pub struct Session {
     /// The time of the latest event; an event with an earlier time is
     /// [`Invalid`].
     pub time: u64,
+    /// The tenant's pool (`quota N per tenant`): the units of each shared
+    /// grant taken by all the tenant's sessions, which step 5 reads and
+    /// takes from ([`super::step_in`]). `None`: the session has a private
+    /// pool ([`super::private_pool`]), so its shared grants behave per
+    /// session. A caller sharing a pool with other sessions puts its
+    /// current counts here before an event and reads them back after.
+    pub pool: Option<SharedCounts>,
+}
+
+/// Where an argument's value occurs, for provenance by value
+/// ([`Session::value_provenance`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueSource {
+    /// The text of the `i`-th task of the session (`Session::tasks[i]`).
+    Task(usize),
+    /// The `i`-th output indexed (`Session::outputs[i]`).
+    Output(usize),
 }
 
 /// What the reference answers for an event.
@@ -111,6 +129,7 @@ impl Session {
             task_scope: None,
             seq: 0,
             time: 0,
+            pool: None,
         }
     }
 
@@ -190,8 +209,15 @@ impl Session {
     }
 
     fn ledger_event(&mut self, policy: &Policy, e: LedgerEvent, checks: Checks) -> Outcome {
-        let (outcome, next) = ledger_step(policy, &self.ledger, &e, checks);
+        let pool = match &self.pool {
+            Some(pool) => pool.clone(),
+            None => super::private_pool(policy, &self.ledger.ledger),
+        };
+        let (outcome, next, next_pool) = step_in(policy, &self.ledger, &pool, &e, checks);
         self.ledger = next;
+        if self.pool.is_some() {
+            self.pool = Some(next_pool);
+        }
         outcome
     }
 
@@ -311,39 +337,73 @@ impl Session {
     /// (the task's label, bottom), or in some trusted output and in no
     /// untrusted one (the join of those outputs' labels).
     fn by_value(&self, v: &Value) -> Option<Label> {
-        use crate::provenance::{output_keys, phrase, text_has_phrase, text_keys, value_key};
+        self.value_provenance(v).map(|(label, _)| label)
+    }
+
+    /// Provenance by value (`docs/semantics.md`), recomputed from the task
+    /// texts and outputs, with where the value occurs: `None` unless every
+    /// scalar of `v` (each element of a list) has a provenance. A scalar
+    /// that occurs in a task text takes the task's label (bottom) from the
+    /// first such task; otherwise one that occurs in some trusted output
+    /// and in no untrusted one takes the join of the labels of **every**
+    /// trusted output holding it (so the sources' labels join to the
+    /// answer). As the monitor's index: only the first
+    /// [`MAX_OUTPUT_WORDS`](crate::provenance::MAX_OUTPUT_WORDS) words of
+    /// an output count, and an untrusted output with more turns the
+    /// output rule off. The SMT authorizer draws its value edges from the
+    /// sources.
+    pub fn value_provenance(&self, v: &Value) -> Option<(Label, Vec<ValueSource>)> {
+        use crate::provenance::{
+            output_keys, phrase, text_has_phrase, text_keys, value_key, MAX_OUTPUT_WORDS,
+        };
+        let mut keys: Vec<Vec<crate::provenance::Key>> = Vec::with_capacity(self.outputs.len());
+        let mut overflow = false;
+        for (l, o) in &self.outputs {
+            let mut k = Vec::new();
+            output_keys(o, &mut k);
+            if k.len() > MAX_OUTPUT_WORDS {
+                overflow |= !l.trusted;
+                k.truncate(MAX_OUTPUT_WORDS);
+            }
+            keys.push(k);
+        }
         let mut label = Label::BOTTOM;
+        let mut sources = Vec::new();
         for s in v.scalars() {
-            let found = match value_key(s) {
-                Some(k) => {
-                    if self.tasks.iter().any(|t| text_keys(t).contains(&k)) {
-                        Some(Label::BOTTOM)
-                    } else {
-                        let holding: Vec<&Label> = self
-                            .outputs
+            let (found, from) = match value_key(s) {
+                Some(k) => match self.tasks.iter().position(|t| text_keys(t).contains(&k)) {
+                    Some(t) => (Label::BOTTOM, vec![ValueSource::Task(t)]),
+                    None if overflow => return None,
+                    None => {
+                        let holding: Vec<usize> =
+                            (0..keys.len()).filter(|&i| keys[i].contains(&k)).collect();
+                        if holding.is_empty() || holding.iter().any(|&i| !self.outputs[i].0.trusted)
+                        {
+                            return None;
+                        }
+                        let joined = holding
                             .iter()
-                            .filter(|(_, o)| {
-                                let mut keys = Vec::new();
-                                output_keys(o, &mut keys);
-                                keys.contains(&k)
-                            })
-                            .map(|(l, _)| l)
-                            .collect();
-                        (!holding.is_empty() && holding.iter().all(|l| l.trusted))
-                            .then(|| holding.iter().fold(Label::BOTTOM, |a, l| a.join(l)))
+                            .fold(Label::BOTTOM, |a, &i| a.join(&self.outputs[i].0));
+                        (
+                            joined,
+                            holding.into_iter().map(ValueSource::Output).collect(),
+                        )
                     }
-                }
+                },
                 None => {
                     let words = phrase(s)?;
-                    self.tasks
-                        .iter()
-                        .any(|t| text_has_phrase(t, &words))
-                        .then_some(Label::BOTTOM)
+                    let t = self.tasks.iter().position(|t| text_has_phrase(t, &words))?;
+                    (Label::BOTTOM, vec![ValueSource::Task(t)])
                 }
             };
-            label = label.join(&found?);
+            label = label.join(&found);
+            for f in from {
+                if !sources.contains(&f) {
+                    sources.push(f);
+                }
+            }
         }
-        Some(label)
+        Some((label, sources))
     }
 
     /// The join over the arguments; a call that passes no data at all (no

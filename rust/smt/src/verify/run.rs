@@ -306,6 +306,7 @@ pub fn inputs_from(
             .map(|g| or_picks(&picks, |c| &c.grant_match[g]))
             .collect(),
         seq: seq.clone(),
+        pool_known: false,
     }
 }
 
