@@ -18,6 +18,13 @@
 //! cancellation or the timeout. Nothing blocks while a call waits: its
 //! answer is sent whenever it is settled.
 //!
+//! The session is the gateway's (`agenra_gateway::Gateway`), the same
+//! code `agenra serve` runs: with `--store` every decision, result,
+//! approval and rejection is a hash-chained audit record, durable before
+//! the proxy acts on it, and a proxy restarted on the same store resumes
+//! the same session (`--tenant`, `--session`) with what it had spent.
+//! Without `--store` the log is in memory and ends with the proxy.
+//!
 //! Threads: one reads the client and writes the server, the main thread
 //! reads the server and writes the client; in wait mode an HTTP runtime
 //! and one timer per paused call settle calls too. Malformed lines never
@@ -25,25 +32,32 @@
 //! unchanged.
 
 use crate::{fail, load_policy, Failed};
-use agenra_core::decision::StepOutput;
-use agenra_core::event::{Call, Event, Outcome, Report, Resolve};
-use agenra_core::{CompiledPolicy, Session, Verdict};
-use agenra_gateway::api::{check_name, ApiError, Outcome as ApiOutcome, ResolveIn};
+use agenra_core::event::Outcome;
+use agenra_core::graph::Status;
+use agenra_core::{CompiledPolicy, Verdict};
+use agenra_gateway::api::{
+    check_name, ApiError, Authorize, CallIn, Outcome as ApiOutcome, ReportIn, ResolveIn,
+};
 use agenra_gateway::desk::{ApprovalDesk, DeskServer};
 use agenra_gateway::http::Health;
-use agenra_gateway::state::{describe, step_error, PendingCall};
+use agenra_gateway::state::{Pending, PendingCall};
+use agenra_gateway::Gateway;
+use agenra_store::{Log, MemoryBackend};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The tenant the approval endpoints know the proxy's session under.
-const TENANT: &str = "default";
-/// The proxy's one session, as the approval endpoints name it.
-const SESSION: &str = "mcp-proxy";
+/// The tenant of the proxy's session by default (`--tenant`).
+pub const DEFAULT_TENANT: &str = "default";
+/// The proxy's session by default (`--session`).
+pub const DEFAULT_SESSION: &str = "mcp-proxy";
+/// How many fresh call ids the proxy tries when the ones it makes up are
+/// taken already (another proxy driving the same session).
+const ID_ATTEMPTS: u32 = 16;
 /// How long a paused call waits by default (`--pause-timeout`).
 pub const DEFAULT_PAUSE_TIMEOUT: u64 = 300;
 
@@ -67,6 +81,18 @@ pub struct PauseOptions {
     pub approvals_listen: Option<String>,
     /// `--pause-timeout`: seconds a paused call waits.
     pub pause_timeout: Option<u64>,
+}
+
+/// Where the proxy keeps its session: `--store`, `--tenant`, `--session`.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// `--store`: the embedded store's file or a `postgres://` URL, as for
+    /// `agenra serve`; `None`: a log in memory that ends with the proxy.
+    pub store: Option<PathBuf>,
+    /// `--tenant`: the session's tenant.
+    pub tenant: String,
+    /// `--session`: the session's id, resumed when the store has it.
+    pub session: String,
 }
 
 /// Wait mode, validated: where to listen and how long to wait.
@@ -108,15 +134,15 @@ impl PauseOptions {
     }
 }
 
-/// The monitor's session, the calls forwarded to the server whose
-/// response has not come back yet (by the JSON-RPC id, as canonical JSON),
-/// and, in wait mode, the paused calls waiting for a human (by call id).
+/// The calls forwarded to the server whose response has not come back
+/// yet (by the JSON-RPC id, as canonical JSON), in wait mode the paused
+/// calls waiting for a human (by call id), and the last call number used.
+/// Held while the gateway decides, so that events reach the session in
+/// the order the proxy saw them.
 struct State {
-    session: Session,
     pending: HashMap<String, String>,
     waiting: HashMap<String, Waiting>,
     seq: u64,
-    last_time: u64,
 }
 
 /// A paused `tools/call` held until it is settled.
@@ -149,6 +175,12 @@ enum Why {
 
 /// What the threads share.
 struct Proxy {
+    /// The sessions and their log (in memory without `--store`).
+    gateway: Gateway,
+    /// The proxy's session: its tenant, id and policy hash.
+    tenant: String,
+    session: String,
+    policy_hash: String,
     state: Mutex<State>,
     /// The server's standard input; `None` once the client closed its side
     /// (dropping it closes the server's input). Written without holding
@@ -185,28 +217,224 @@ fn now_secs() -> u64 {
         .unwrap_or(0)
 }
 
+/// An answer of the gateway once its record is durable, with its place in
+/// the audit log.
+fn durable(pending: Result<Pending<ApiOutcome>, ApiError>) -> Result<ApiOutcome, ApiError> {
+    let (mut outcome, seq) = pending?.wait()?;
+    outcome.audit_seq = seq;
+    Ok(outcome)
+}
+
+impl Proxy {
+    /// Decides the call `id` (the gateway's clock gives its time).
+    fn authorize(
+        &self,
+        id: &str,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Result<ApiOutcome, ApiError> {
+        durable(self.gateway.authorize(Authorize {
+            tenant: Some(self.tenant.clone()),
+            session: self.session.clone(),
+            call: CallIn {
+                id: id.to_string(),
+                time: None,
+                agent: None,
+                tool: tool.to_string(),
+                args,
+                lineage: Default::default(),
+                inferred: Default::default(),
+            },
+        }))
+    }
+
+    /// Reports the result of the running call `call`.
+    fn report(&self, call: &str, status: Outcome, output: Value) -> Result<ApiOutcome, ApiError> {
+        durable(self.gateway.report(ReportIn {
+            tenant: Some(self.tenant.clone()),
+            session: self.session.clone(),
+            call: call.to_string(),
+            time: None,
+            status,
+            output,
+            discovered: Vec::new(),
+        }))
+    }
+
+    /// Approves (re-checks) or rejects the paused call `call`.
+    fn resolve(
+        &self,
+        call: &str,
+        time: Option<u64>,
+        approve: bool,
+    ) -> Result<ApiOutcome, ApiError> {
+        durable(self.gateway.resolve(
+            call.to_string(),
+            ResolveIn {
+                tenant: Some(self.tenant.clone()),
+                session: Some(self.session.clone()),
+                time,
+            },
+            approve,
+        ))
+    }
+
+    /// The calls of the proxy's session and their status.
+    fn calls(&self) -> Result<Vec<(String, Status)>, ApiError> {
+        self.gateway.calls(Some(self.tenant.clone()), &self.session)
+    }
+}
+
+/// The number `N` of a call id the proxy made up (`mcp-N:ID`).
+fn call_number(id: &str) -> Option<u64> {
+    let (n, _) = id.strip_prefix("mcp-")?.split_once(':')?;
+    n.parse().ok()
+}
+
+/// Opens the log (`--store`, or one in memory) and recovers it.
+fn open_gateway(
+    store: Option<&Path>,
+    policy: CompiledPolicy,
+    policy_path: &Path,
+) -> Result<Gateway, Failed> {
+    let log = match store {
+        None => Log::open(Box::new(MemoryBackend::default())),
+        Some(path) => match path.to_str() {
+            Some(url) if agenra_store::is_postgres_url(url) => Log::open_pg(url),
+            _ => Log::open_redb(path),
+        },
+    };
+    let shown =
+        || agenra_store::redact(&store.map(|p| p.display().to_string()).unwrap_or_default());
+    let log = log.map_err(|e| fail(format!("mcp-proxy: --store {}: {e}", shown())))?;
+    Gateway::open(log, policy, &policy_path.display().to_string(), false)
+        .map_err(|e| fail(format!("mcp-proxy: --store {}: {e}", shown())))
+}
+
+/// Opens the proxy's session, or resumes it from the store: a call the
+/// previous run left running (forwarded, no response recorded) is
+/// reported `unknown` (it may have run: its units stay spent and its
+/// output counts as read), and a call it left waiting for approval is
+/// rejected (the request it would answer died with that run). Returns the
+/// session's policy hash and the last call number used in it.
+fn resume(proxy: &Proxy, compiled: &CompiledPolicy, shown: &str) -> Result<(String, u64), Failed> {
+    let view = proxy
+        .gateway
+        .create_session(
+            Some(proxy.tenant.clone()),
+            Some(proxy.session.clone()),
+            None,
+        )
+        .and_then(Pending::wait)
+        .map_err(|e| {
+            fail(format!(
+                "mcp-proxy: cannot open session `{}` of tenant `{}`: {}",
+                proxy.session, proxy.tenant, e.error
+            ))
+        })?
+        .0;
+    let calls = proxy
+        .calls()
+        .map_err(|e| fail(format!("mcp-proxy: {}", e.error)))?;
+    let last = calls
+        .iter()
+        .filter_map(|(id, _)| call_number(id))
+        .max()
+        .unwrap_or(0);
+    if view.created {
+        if !shown.is_empty() {
+            log(&format!(
+                "new session `{}` of tenant `{}` on store {shown}",
+                proxy.session, proxy.tenant
+            ));
+        }
+        return Ok((view.policy_hash, last));
+    }
+    let (mut unknown, mut rejected) = (0, 0);
+    let mut open: Vec<&(String, Status)> = calls
+        .iter()
+        .filter(|(_, s)| matches!(s, Status::Running | Status::Paused))
+        .collect();
+    open.sort_by_key(|(id, _)| (call_number(id), id.clone()));
+    for (call, status) in open {
+        let settled = if *status == Status::Running {
+            unknown += 1;
+            proxy.report(call, Outcome::Unknown, Value::Null)
+        } else {
+            rejected += 1;
+            proxy.resolve(call, None, false)
+        };
+        settled.map_err(|e| {
+            fail(format!(
+                "mcp-proxy: resuming session `{}`: call {call}: {}",
+                proxy.session, e.error
+            ))
+        })?;
+    }
+    log(&format!(
+        "resumed session `{}` of tenant `{}` from store {shown} ({} events, {} calls); \
+         {unknown} call(s) left running reported `unknown` (units stay spent), \
+         {rejected} call(s) left waiting for approval rejected",
+        proxy.session,
+        proxy.tenant,
+        view.events,
+        calls.len()
+    ));
+    if view.policy_hash != compiled.hash().to_string() {
+        log(&format!(
+            "session `{}` keeps the policy it was opened with ({}); {} applies to new \
+             sessions only (start one with --session NAME)",
+            proxy.session,
+            view.policy_hash,
+            compiled.hash()
+        ));
+    }
+    Ok((view.policy_hash, last))
+}
+
 /// Runs the proxy until the server exits; the exit code is the server's.
-pub fn run(policy_path: &Path, server: &[String], pause: &PauseOptions) -> Result<(), Failed> {
+pub fn run(
+    policy_path: &Path,
+    server: &[String],
+    pause: &PauseOptions,
+    store: &StoreOptions,
+) -> Result<(), Failed> {
     let wait = pause
         .validate()
         .map_err(|e| fail(format!("mcp-proxy: {e}")))?;
-    let (policy, _) = load_policy(policy_path, false)?;
-    let policy =
-        CompiledPolicy::new(policy).map_err(|e| fail(format!("{}: {e}", policy_path.display())))?;
+    check_name("tenant", &store.tenant)
+        .map_err(|e| fail(format!("mcp-proxy: --tenant: {}", e.error)))?;
+    check_name("session", &store.session)
+        .map_err(|e| fail(format!("mcp-proxy: --session: {}", e.error)))?;
     let (program, args) = server
         .split_first()
         .ok_or_else(|| fail("mcp-proxy: no server command given (after `--`)"))?;
-    let proxy = Arc::new(Proxy {
+    let (policy, _) = load_policy(policy_path, false)?;
+    let compiled =
+        CompiledPolicy::new(policy).map_err(|e| fail(format!("{}: {e}", policy_path.display())))?;
+    let gateway = open_gateway(store.store.as_deref(), compiled.clone(), policy_path)?;
+    let shown = store
+        .store
+        .as_ref()
+        .map(|p| agenra_store::redact(&p.display().to_string()))
+        .unwrap_or_default();
+    let mut proxy = Proxy {
+        gateway,
+        tenant: store.tenant.clone(),
+        session: store.session.clone(),
+        policy_hash: String::new(),
         state: Mutex::new(State {
-            session: policy.session(),
             pending: HashMap::new(),
             waiting: HashMap::new(),
             seq: 0,
-            last_time: 0,
         }),
         server_in: Mutex::new(None),
         wait: wait.as_ref().map(|w| w.timeout),
-    });
+    };
+    let (policy_hash, last) = resume(&proxy, &compiled, &shown)?;
+    proxy.policy_hash = policy_hash;
+    proxy.state.get_mut().unwrap_or_else(|e| e.into_inner()).seq = last;
+    let proxy = Arc::new(proxy);
     // Listen before the server starts, so a bad address starts nothing.
     let desk = match &wait {
         Some(w) => {
@@ -214,9 +442,11 @@ pub fn run(policy_path: &Path, server: &[String], pause: &PauseOptions) -> Resul
             let server = DeskServer::spawn(desk, &w.listen)
                 .map_err(|e| fail(format!("mcp-proxy: --approvals-listen: {e}")))?;
             log(&format!(
-                "approvals on http://{} (tenant `{TENANT}`, session `{SESSION}`); \
+                "approvals on http://{} (tenant `{}`, session `{}`); \
                  a paused call waits at most {} s",
                 server.addr(),
+                proxy.tenant,
+                proxy.session,
                 w.timeout
             ));
             Some(server)
@@ -254,7 +484,7 @@ pub fn run(policy_path: &Path, server: &[String], pause: &PauseOptions) -> Resul
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        from_server(&proxy.state, text);
+        from_server(&proxy, text);
         to_client(text);
     }
     let status = child
@@ -445,52 +675,67 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
             "agenra: a tools/call with this id is still running",
         ));
     }
-    st.seq += 1;
-    let time = now_secs().max(st.last_time);
-    st.last_time = time;
-    let call_id = format!("mcp-{}:{key}", st.seq);
-    let event = Call {
-        session: None,
-        id: call_id.clone(),
-        time,
-        agent: None,
-        tool: call.name.to_string(),
-        args: call.arguments,
-        lineage: Default::default(),
-        inferred: Default::default(),
-    };
-    let decision = match st.session.authorize(&event) {
-        Ok(d) => d,
-        Err(e) => {
-            log(&format!("call {call_id} ({}): {e}", call.name));
+    // The call id `mcp-N:ID`, N past every call of the session (a resumed
+    // one included). An id another proxy on the same session took already
+    // is answered with its record (`replayed`) or refused (409): the
+    // proxy then takes the next N, never that answer.
+    let mut attempts = 0;
+    let (call_id, decision) = loop {
+        st.seq += 1;
+        let call_id = format!("mcp-{}:{key}", st.seq);
+        let taken = match proxy.authorize(&call_id, call.name, call.arguments.clone()) {
+            Ok(d) if !d.replayed => break (call_id, d),
+            Ok(_) => String::from("it was decided already"),
+            Err(e) if e.status == 409 && e.field.as_deref() == Some("call.id") => e.error,
+            Err(e) => {
+                log(&format!("call {call_id} ({}): {}", call.name, e.error));
+                return Some(tool_error(
+                    call.id,
+                    &format!(
+                        "agenra: the monitor could not decide this call: {}",
+                        e.error
+                    ),
+                ));
+            }
+        };
+        attempts += 1;
+        log(&format!(
+            "call id {call_id} is taken in session `{}` ({taken}); trying the next one",
+            proxy.session
+        ));
+        if attempts >= ID_ATTEMPTS {
             return Some(tool_error(
                 call.id,
-                &format!("agenra: the monitor could not decide this call: {e}"),
+                "agenra: the monitor could not decide this call: no free call id \
+                 (is another proxy driving this session?)",
             ));
         }
     };
-    let policy = st.session.policy();
-    let rule = decision.rule.name(policy);
-    let reason = decision.reason_text(policy);
-    match decision.verdict {
-        Verdict::Allow => {
+    let rule = decision.rule.clone().unwrap_or_else(|| "?".into());
+    let reason = decision.reason.clone();
+    let verdict = decision.decision;
+    match verdict {
+        Some(v) if v == Verdict::Allow.as_str() => {
             st.pending.insert(key, call_id);
             None
         }
-        Verdict::Deny => {
-            log(&format!("DENY {} by `{rule}`: {reason}", call.name));
-            Some(tool_error(
-                call.id,
-                &format!("agenra: DENY by rule `{rule}`: {reason}"),
-            ))
-        }
-        Verdict::Pause if proxy.wait.is_some() => {
+        Some(v) if v == Verdict::Pause.as_str() && proxy.wait.is_some() => {
             let timeout = proxy.wait.unwrap_or(DEFAULT_PAUSE_TIMEOUT);
             log(&format!(
                 "PAUSE {} by `{rule}`: {reason}; call {call_id} waits for approval \
                  (POST /v1/approvals/{call_id}/approve or /reject) for {timeout} s",
                 call.name
             ));
+            // The call's time as the session recorded it.
+            let time = proxy
+                .gateway
+                .approvals(Some(proxy.tenant.clone()))
+                .ok()
+                .and_then(|list| {
+                    list.into_iter()
+                        .find(|p| p.session == proxy.session && p.call == call_id)
+                })
+                .map_or_else(now_secs, |p| p.time);
             let seq = st.seq;
             st.waiting.insert(
                 call_id.clone(),
@@ -522,12 +767,13 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
             }
             Some(String::new())
         }
-        Verdict::Pause => {
+        Some(v) if v == Verdict::Pause.as_str() => {
             log(&format!("PAUSE {} by `{rule}`: {reason}", call.name));
             // Error mode: nobody approves through the proxy, the units go back.
-            if let Err(e) = st.session.reject(&call_id) {
+            if let Err(e) = proxy.resolve(&call_id, None, false) {
                 log(&format!(
-                    "call {call_id}: cannot withdraw the paused call: {e}"
+                    "call {call_id}: cannot withdraw the paused call: {}",
+                    e.error
                 ));
             }
             Some(tool_error(
@@ -536,6 +782,13 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                     "agenra: PAUSE by rule `{rule}`: {reason}; this call needs a human's approval, \
                      which this MCP proxy does not wait for (--on-pause error), so it was not run"
                 ),
+            ))
+        }
+        _ => {
+            log(&format!("DENY {} by `{rule}`: {reason}", call.name));
+            Some(tool_error(
+                call.id,
+                &format!("agenra: DENY by rule `{rule}`: {reason}"),
             ))
         }
     }
@@ -576,7 +829,10 @@ fn settle(
 ) -> Result<ApiOutcome, ApiError> {
     let mut st = lock(&proxy.state);
     if !st.waiting.contains_key(call) {
-        return Err(if st.session.state().call_node(call).is_some() {
+        let known = proxy
+            .calls()
+            .is_ok_and(|calls| calls.iter().any(|(id, _)| id == call));
+        return Err(if known {
             ApiError::field(
                 409,
                 "call",
@@ -586,33 +842,21 @@ fn settle(
             ApiError::field(
                 404,
                 "call",
-                format!("no call `{call}` of tenant `{TENANT}` waits for approval"),
+                format!(
+                    "no call `{call}` of tenant `{}` waits for approval",
+                    proxy.tenant
+                ),
             )
         });
     }
-    let time = time.unwrap_or_else(|| now_secs().max(st.last_time));
-    let resolve = Resolve {
-        session: None,
-        call: call.to_string(),
-        time: Some(time),
-    };
-    let event = match how {
-        Settle::Approve => Event::Approve(resolve),
-        Settle::Reject(_) => Event::Reject(resolve),
-    };
-    let out = st.session.step(&event).map_err(step_error)?;
-    st.last_time = st.last_time.max(time);
-    let outcome = describe(&st.session, TENANT, SESSION, &event, &out);
+    let outcome = proxy.resolve(call, time, matches!(how, Settle::Approve))?;
     let Some(w) = st.waiting.remove(call) else {
         return Ok(outcome); // checked above, under the same lock
     };
-    let verdict = match &out {
-        StepOutput::Decision(d) => Some(d.verdict),
-        StepOutput::Applied(_) => None,
-    };
+    let verdict = outcome.decision;
     let paused = format!("agenra: PAUSE by rule `{}`: {}", w.rule, w.reason);
     match (how, verdict) {
-        (Settle::Approve, Some(Verdict::Allow)) => {
+        (Settle::Approve, Some(v)) if v == Verdict::Allow.as_str() => {
             log(&format!("call {call} ({}) approved; forwarded", w.tool));
             st.pending.insert(w.key.clone(), call.to_string());
             drop(st);
@@ -620,16 +864,11 @@ fn settle(
                 // The server is gone: the call never ran, its unit returns.
                 let mut st = lock(&proxy.state);
                 st.pending.remove(&w.key);
-                let report = Report {
-                    session: None,
-                    call: call.to_string(),
-                    time: None,
-                    status: Outcome::Failed,
-                    output: Value::Null,
-                    discovered: Vec::new(),
-                };
-                if let Err(e) = st.session.report(&report) {
-                    log(&format!("call {call}: cannot report its result: {e}"));
+                if let Err(e) = proxy.report(call, Outcome::Failed, Value::Null) {
+                    log(&format!(
+                        "call {call}: cannot report its result: {}",
+                        e.error
+                    ));
                 }
                 drop(st);
                 log(&format!(
@@ -644,7 +883,7 @@ fn settle(
                 );
             }
         }
-        (Settle::Approve, Some(Verdict::Pause)) => {
+        (Settle::Approve, Some(v)) if v == Verdict::Pause.as_str() => {
             // Not expected (an approval admits or denies); keep waiting.
             st.waiting.insert(call.to_string(), w);
         }
@@ -692,22 +931,26 @@ fn settle(
 }
 
 /// The approval endpoints (`agenra_gateway::desk`) over the proxy's one
-/// session: tenant `default`, session `mcp-proxy`.
+/// session (`--tenant`, `--session`; by default `default` and `mcp-proxy`).
 impl ApprovalDesk for Proxy {
     fn health(&self) -> Health {
         let st = lock(&self.state);
         Health {
-            status: "ok",
-            policy_hash: st.session.policy_hash().to_string(),
+            status: if self.gateway.is_failed() {
+                "failed"
+            } else {
+                "ok"
+            },
+            policy_hash: self.policy_hash.clone(),
             sessions: 1,
             pending_approvals: st.waiting.len(),
         }
     }
 
     fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
-        let tenant = tenant.unwrap_or_else(|| TENANT.to_string());
+        let tenant = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         check_name("tenant", &tenant)?;
-        if tenant != TENANT {
+        if tenant != self.tenant {
             return Ok(Vec::new());
         }
         let st = lock(&self.state);
@@ -716,8 +959,8 @@ impl ApprovalDesk for Proxy {
         Ok(waiting
             .into_iter()
             .map(|(call, w)| PendingCall {
-                tenant: TENANT.to_string(),
-                session: SESSION.to_string(),
+                tenant: self.tenant.clone(),
+                session: self.session.clone(),
                 call: call.clone(),
                 tool: Some(w.tool.clone()),
                 rule: Some(w.rule.clone()),
@@ -728,22 +971,23 @@ impl ApprovalDesk for Proxy {
     }
 
     fn resolve(&self, call: String, req: ResolveIn, approve: bool) -> Result<ApiOutcome, ApiError> {
-        let tenant = req.tenant.unwrap_or_else(|| TENANT.to_string());
+        let tenant = req.tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         check_name("tenant", &tenant)?;
         if let Some(session) = &req.session {
             check_name("session", session)?;
-            if tenant != TENANT || session != SESSION {
+            if tenant != self.tenant || *session != self.session {
                 return Err(ApiError::field(
                     404,
                     "session",
                     format!(
                         "unknown session `{session}` of tenant `{tenant}` \
-                         (this MCP proxy has only session `{SESSION}` of tenant `{TENANT}`)"
+                         (this MCP proxy has only session `{}` of tenant `{}`)",
+                        self.session, self.tenant
                     ),
                 ));
             }
         }
-        if tenant != TENANT {
+        if tenant != self.tenant {
             return Err(ApiError::field(
                 404,
                 "call",
@@ -760,8 +1004,8 @@ impl ApprovalDesk for Proxy {
 }
 
 /// A line from the server: a response to a forwarded `tools/call` is
-/// reported to the monitor. The line itself is forwarded by the caller.
-fn from_server(state: &Mutex<State>, line: &[u8]) {
+/// reported to the monitor (durably, before the caller forwards the line).
+fn from_server(proxy: &Proxy, line: &[u8]) {
     let message: Value = match serde_json::from_slice(line) {
         Ok(m) => m,
         Err(e) => {
@@ -780,7 +1024,7 @@ fn from_server(state: &Mutex<State>, line: &[u8]) {
     let Some(id) = obj.get("id") else {
         return;
     };
-    let mut st = lock(state);
+    let mut st = lock(&proxy.state);
     let Some(call_id) = st.pending.remove(&id.to_string()) else {
         return;
     };
@@ -796,16 +1040,11 @@ fn from_server(state: &Mutex<State>, line: &[u8]) {
     } else {
         (Outcome::Succeeded, result.cloned().unwrap_or(Value::Null))
     };
-    let report = Report {
-        session: None,
-        call: call_id.clone(),
-        time: None,
-        status,
-        output,
-        discovered: Vec::new(),
-    };
-    if let Err(e) = st.session.report(&report) {
-        log(&format!("call {call_id}: cannot report its result: {e}"));
+    if let Err(e) = proxy.report(&call_id, status, output) {
+        log(&format!(
+            "call {call_id}: cannot report its result: {}",
+            e.error
+        ));
     }
 }
 

@@ -204,6 +204,21 @@ enum Command {
         /// (`--on-pause wait`; default 300).
         #[arg(long, value_name = "SECS")]
         pause_timeout: Option<u64>,
+        /// Keep the session durable, as `agenra serve` does: the embedded store's file
+        /// (created if missing) or `postgres://user@host:port/db`. A proxy restarted on
+        /// the same store resumes its session: units spent stay spent; calls its last run
+        /// left running are reported `unknown`, calls left waiting for approval are
+        /// rejected (docs/mcp-proxy.md). Without it the session lives in memory.
+        #[arg(long, value_name = "PATH|URL")]
+        store: Option<PathBuf>,
+        /// The session's tenant (its `quota N per tenant` pools are shared with the
+        /// tenant's other sessions in the store).
+        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_TENANT)]
+        tenant: String,
+        /// The session's id: a proxy restarted with the same store and id resumes it.
+        /// One proxy at a time per session; give each concurrent proxy its own.
+        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_SESSION)]
+        session: String,
         /// The MCP server's command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         server: Vec<String>,
@@ -429,6 +444,9 @@ fn main() -> ExitCode {
             on_pause,
             approvals_listen,
             pause_timeout,
+            store,
+            tenant,
+            session,
             server,
         } => cmd_mcp_proxy::run(
             &policy,
@@ -437,6 +455,11 @@ fn main() -> ExitCode {
                 on_pause,
                 approvals_listen,
                 pause_timeout,
+            },
+            &cmd_mcp_proxy::StoreOptions {
+                store,
+                tenant,
+                session,
             },
         ),
         Command::Audit { which } => cmd_audit::run(which),

@@ -1243,6 +1243,28 @@ impl Gateway {
             .collect())
     }
 
+    /// The calls of a session (recovered ones included) and the status of
+    /// each, in no particular order. `agenra mcp-proxy` uses it to number
+    /// its calls past the ones a store already holds, and to settle, when
+    /// it resumes a session, the calls its previous run left open.
+    pub fn calls(
+        &self,
+        tenant: Option<String>,
+        session: &str,
+    ) -> Result<Vec<(String, agenra_core::graph::Status)>, ApiError> {
+        let tenant = Self::tenant(tenant)?;
+        check_name("session", session)?;
+        let entry = self.shared.entry(&tenant, session)?;
+        let e = entry
+            .lock()
+            .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        let state = e.session.state();
+        Ok(e.answers
+            .keys()
+            .filter_map(|id| state.call_status(id).map(|s| (id.clone(), s)))
+            .collect())
+    }
+
     /// `GET /v1/sessions/{id}`.
     pub fn session_view(
         &self,
