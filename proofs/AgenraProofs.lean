@@ -7,3 +7,4 @@ import AgenraProofs.Construction
 import AgenraProofs.Accounting
 import AgenraProofs.Pool
 import AgenraProofs.Scope
+import AgenraProofs.PoolSum

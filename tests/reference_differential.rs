@@ -16,6 +16,7 @@ mod reference;
 
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::Quota;
+use agenra_core::pool::SharedCounts;
 use agenra_core::spec::{Checks, Event, Outcome, State};
 use agenra_core::{ArgCond, Pattern, Policy, Quant};
 use proptest::prelude::*;
@@ -174,6 +175,86 @@ proptest! {
             s = next;
         }
     }
+
+    /// Quota scope (`quota N per tenant`): 2–3 sessions of one tenant on
+    /// one pool (`step_in`), in any interleaving. Every implementation,
+    /// event by event from the same session states and pool as the Rust
+    /// spec, gives the Rust spec's outcome, state and pool; and after every
+    /// event the pool counts, for each shared grant, exactly the units the
+    /// sessions hold of it, never more than its quota (the Lean theorems
+    /// `pool_taken_eq_sum_held` and `shared_quota_never_exceeded`).
+    #[test]
+    fn tenant_runs_agree_and_the_pool_counts_what_the_sessions_hold((p, n, run) in gen::tenant_run()) {
+        let impls = implementations();
+        let mut states = vec![State::initial(&p); n];
+        let mut pool = SharedCounts::default();
+        for (i, (k, e, checks)) in run.iter().enumerate() {
+            let s = &states[*k];
+            let (o, next, next_pool) = ok(&RustSpec, RustSpec.step_in(&p, s, &pool, e, *checks));
+            for r in &impls[1..] {
+                let (o2, next2, pool2) = ok(&**r, r.step_in(&p, s, &pool, e, *checks));
+                prop_assert_eq!(&o2, &o, "{}: event {} of session {} {:?} ({:?}) from {:?}, pool {:?}", r.name(), i, k, e, checks, s, pool);
+                prop_assert_eq!(&next2, &next, "{}: event {} of session {} {:?} ({:?}) from {:?}, pool {:?}", r.name(), i, k, e, checks, s, pool);
+                prop_assert_eq!(&pool2, &next_pool, "{}: event {} of session {} {:?} ({:?}) from {:?}, pool {:?}", r.name(), i, k, e, checks, s, pool);
+            }
+            states[*k] = next;
+            pool = next_pool;
+            check_pool(&p, &pool, &states)?;
+        }
+    }
+
+    /// One session on a policy with shared grants (`step` and `select`:
+    /// the session's private pool): every implementation agrees with the
+    /// Rust spec on every step, and on the grant each call selects.
+    #[test]
+    fn private_pools_agree_on_shared_grants((p, events) in gen::shared_policy_and_events()) {
+        let impls = implementations();
+        let mut s = State::initial(&p);
+        for (i, (e, checks)) in events.iter().enumerate() {
+            let (o, next) = ok(&RustSpec, RustSpec.step(&p, &s, e, *checks));
+            for r in &impls[1..] {
+                prop_assert_eq!(ok(&**r, r.step(&p, &s, e, *checks)), (o.clone(), next.clone()),
+                    "{}: event {} {:?} ({:?}) from {:?}", r.name(), i, e, checks, s);
+                if let Event::Call { req, .. } = e {
+                    let want = ok(&RustSpec, RustSpec.select(&p, &s.ledger, req.agent, req, &s.sets));
+                    prop_assert_eq!(ok(&**r, r.select(&p, &s.ledger, req.agent, req, &s.sets)), want,
+                        "{}: select for {:?} on {:?}", r.name(), req, s.ledger);
+                }
+            }
+            s = next;
+        }
+    }
+}
+
+/// The pool counts exactly what the sessions hold of each shared grant
+/// (`check_pool` of `rust/core/tests/shared_quotas.rs`; Lean
+/// `pool_taken_eq_sum_held`), never more than the quota, and nothing for
+/// any other name.
+fn check_pool(p: &Policy, pool: &SharedCounts, states: &[State]) -> Result<(), TestCaseError> {
+    for &g in &p.shared_grants {
+        let grant = &p.grants[g];
+        let held: u64 = states.iter().map(|s| s.ledger.held(g)).sum();
+        let taken = pool.taken(&grant.name);
+        prop_assert_eq!(
+            taken,
+            held,
+            "grant {}: the pool says {} taken, the sessions hold {}",
+            g,
+            taken,
+            held
+        );
+        if let Quota::Limited(q) = grant.quota {
+            prop_assert!(taken <= q, "grant {}: {} taken of {}", g, taken, q);
+        }
+    }
+    for (name, _) in pool.iter() {
+        prop_assert!(
+            p.shared_grants.iter().any(|&g| p.grants[g].name == name),
+            "the pool counts {}, which is no shared grant",
+            name
+        );
+    }
+    Ok(())
 }
 
 /// Invariants of one step, written from DESIGN §1–2 and `docs/semantics.md`
@@ -398,6 +479,16 @@ mod mutants {
             checks: Checks,
         ) -> Answer<(Outcome, State)> {
             RustSpec.step(p, s, e, checks)
+        }
+        fn step_in(
+            &self,
+            p: &Policy,
+            s: &State,
+            pool: &agenra_core::pool::SharedCounts,
+            e: &Event,
+            checks: Checks,
+        ) -> Answer<(Outcome, State, agenra_core::pool::SharedCounts)> {
+            RustSpec.step_in(p, s, pool, e, checks)
         }
         fn check_simulation(
             &self,

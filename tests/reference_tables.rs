@@ -751,6 +751,211 @@ fn steps() {
     }
 }
 
+/// Quota scope, worked out by hand: `main` has grant 0 `pay` (quota 2 per
+/// tenant: shared) and grant 1 `spare` (quota 1 per session), both on
+/// tool 0; sessions A and B share one pool. A row is the session, the
+/// event, the checks, and then the outcome, that session's ledger, its
+/// paused and running calls, and the units the pool counts as taken of
+/// `pay`. A shared grant's entry counts the units the session holds.
+#[test]
+fn shared_pool_steps() {
+    let mut p = Policy::empty("pool");
+    p.tools = vec![tool(None)];
+    p.grants = vec![
+        Grant {
+            name: "pay".into(),
+            ..grant(0, 0, Quota::Limited(2))
+        },
+        Grant {
+            name: "spare".into(),
+            ..grant(0, 0, Quota::Limited(1))
+        },
+    ];
+    p.shared_grants = vec![0];
+    let call = |id: &str| Event::Call {
+        id: id.into(),
+        req: Request {
+            agent: 0,
+            tool: 0,
+            args: vec![],
+            time: 0,
+        },
+    };
+    let id = |x: &str| x.to_string();
+    let l = Quota::Limited;
+    // (session, event, checks, outcome, ledger, paused, running, pay taken)
+    #[allow(clippy::type_complexity)]
+    let script: Vec<(
+        usize,
+        Event,
+        Checks,
+        Outcome,
+        Vec<Quota>,
+        Vec<&str>,
+        Vec<&str>,
+        u64,
+    )> = vec![
+        // A takes a unit of pay from the pool.
+        (
+            0,
+            call("a1"),
+            Checks::Pass,
+            Outcome::Allow(vec![0]),
+            vec![l(1), l(1)],
+            vec![],
+            vec!["a1"],
+            1,
+        ),
+        // B reserves the second (a rule pauses the call).
+        (
+            1,
+            call("b1"),
+            Checks::Pause,
+            Outcome::Pause(vec![0]),
+            vec![l(1), l(1)],
+            vec!["b1"],
+            vec![],
+            2,
+        ),
+        // The pool is empty: A's next call falls to its own spare.
+        (
+            0,
+            call("a2"),
+            Checks::Pass,
+            Outcome::Allow(vec![1]),
+            vec![l(1), l(0)],
+            vec![],
+            vec!["a1", "a2"],
+            2,
+        ),
+        // Nothing left for A.
+        (
+            0,
+            call("a3"),
+            Checks::Pass,
+            Outcome::Deny,
+            vec![l(1), l(0)],
+            vec![],
+            vec!["a1", "a2"],
+            2,
+        ),
+        // B's reservation is rejected: back to the pool, for anyone.
+        (
+            1,
+            Event::Reject { id: id("b1") },
+            Checks::Pass,
+            Outcome::Applied,
+            vec![l(0), l(1)],
+            vec![],
+            vec![],
+            1,
+        ),
+        (
+            0,
+            call("a3"),
+            Checks::Pass,
+            Outcome::Allow(vec![0]),
+            vec![l(2), l(0)],
+            vec![],
+            vec!["a1", "a2", "a3"],
+            2,
+        ),
+        // A's failure gives one unit back.
+        (
+            0,
+            Event::Failed { id: id("a1") },
+            Checks::Pass,
+            Outcome::Applied,
+            vec![l(1), l(0)],
+            vec![],
+            vec!["a2", "a3"],
+            1,
+        ),
+        (
+            1,
+            call("b2"),
+            Checks::Pass,
+            Outcome::Allow(vec![0]),
+            vec![l(1), l(1)],
+            vec![],
+            vec!["b2"],
+            2,
+        ),
+        // An unknown outcome keeps its unit taken.
+        (
+            0,
+            Event::Unknown { id: id("a3") },
+            Checks::Pass,
+            Outcome::Applied,
+            vec![l(1), l(0)],
+            vec![],
+            vec!["a2"],
+            2,
+        ),
+        // Call ids are per session: B may use the id A holds; the pool is
+        // empty, so B's own spare serves it.
+        (
+            1,
+            call("a2"),
+            Checks::Pass,
+            Outcome::Allow(vec![1]),
+            vec![l(1), l(0)],
+            vec![],
+            vec!["a2", "b2"],
+            2,
+        ),
+        // B's failure: one back; a call id B no longer holds: invalid.
+        (
+            1,
+            Event::Failed { id: id("b2") },
+            Checks::Pass,
+            Outcome::Applied,
+            vec![l(0), l(0)],
+            vec![],
+            vec!["a2"],
+            1,
+        ),
+        (
+            1,
+            Event::Failed { id: id("b2") },
+            Checks::Pass,
+            Outcome::Invalid,
+            vec![l(0), l(0)],
+            vec![],
+            vec!["a2"],
+            1,
+        ),
+    ];
+    for r in implementations() {
+        let mut states = [State::initial(&p), State::initial(&p)];
+        let mut pool = agenra_core::pool::SharedCounts::default();
+        for (k, (who, e, checks, o, ledger, paused, running, taken)) in script.iter().enumerate() {
+            let (got_o, got_s, got_pool) = ok(&*r, r.step_in(&p, &states[*who], &pool, e, *checks));
+            let what = format!("{}: row {k}: session {who} {e:?} ({checks:?})", r.name());
+            assert_eq!(&got_o, o, "{what}");
+            assert_eq!(&got_s.ledger.remaining, ledger, "{what}");
+            assert_eq!(
+                got_s.paused.keys().collect::<Vec<_>>(),
+                paused.iter().collect::<Vec<_>>(),
+                "{what}"
+            );
+            assert_eq!(
+                got_s.running.keys().collect::<Vec<_>>(),
+                running.iter().collect::<Vec<_>>(),
+                "{what}"
+            );
+            assert_eq!(got_pool.taken("pay"), *taken, "{what}");
+            assert_eq!(
+                got_pool.iter().count(),
+                usize::from(*taken > 0),
+                "{what}: only pay is counted"
+            );
+            states[*who] = got_s;
+            pool = got_pool;
+        }
+    }
+}
+
 /// The simulation check (`check_simulation`, Lean `checkSimulation`), on
 /// a revision that only adds quota (`r` on prefix "/a/": 1 unit in OLD, 2
 /// in NEW). Computed by hand: from the initial pair (OLD 1 left, NEW 2

@@ -4,17 +4,23 @@
 //! and encodes the envelope. It is what checks the codec without Lean, and
 //! what `Ffi.lean` must behave like.
 //!
+//! `agenra_ffi_step` is `spec::step` (a session's private pool) and
+//! `agenra_ffi_step_in` is `spec::step_in` (the tenant's pool, in and out);
+//! a decoded ledger gets the policy's shared grants back
+//! ([`shared_from`]).
+//!
 //! `agenra_ffi_check_simulation` answers with the Rust certificate checker
 //! (`agenra_certify::check::closed`, which Lean's `checkSimulation`
 //! mirrors) on two policies rebuilt from the decoded abstraction
 //! ([`SimCtx::policies`]).
 
 use crate::cbor::Cbor;
-use crate::wire::{array_of, Entry, SimCtx, Transport, Wire, WireError, VERSION};
+use crate::wire::{array_of, shared_from, Entry, SimCtx, Transport, Wire, WireError, VERSION};
 use agenra_certify::product::{Ctx, State as PState};
 use agenra_core::ledger::Ledger;
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::Grant;
+use agenra_core::pool::SharedCounts;
 use agenra_core::spec::{self, Checks, Event, Request, State};
 use agenra_core::{ArgCond, ArgOp, Pattern, Policy, Quant, Value};
 use std::collections::BTreeSet;
@@ -77,7 +83,8 @@ fn answer(entry: Entry, input: &[u8]) -> Result<Cbor, WireError> {
         Entry::Select => {
             let f = array_of(&c, &what, 5)?;
             let policy = Policy::from_wire(&f[0], &p(0))?;
-            let ledger = Ledger::from_wire(&f[1], &p(1))?;
+            let mut ledger = Ledger::from_wire(&f[1], &p(1))?;
+            shared_from(&mut ledger, &policy);
             let agent = usize::from_wire(&f[2], &p(2))?;
             let req = Request::from_wire(&f[3], &p(3))?;
             let sets = Sets::from_wire(&f[4], &p(4))?;
@@ -86,18 +93,29 @@ fn answer(entry: Entry, input: &[u8]) -> Result<Cbor, WireError> {
         Entry::Step => {
             let f = array_of(&c, &what, 4)?;
             let policy = Policy::from_wire(&f[0], &p(0))?;
-            let state = State::from_wire(&f[1], &p(1))?;
+            let mut state = State::from_wire(&f[1], &p(1))?;
+            shared_from(&mut state.ledger, &policy);
             let event = Event::from_wire(&f[2], &p(2))?;
             let checks = Checks::from_wire(&f[3], &p(3))?;
             if !fits(&policy, &state, &event) {
-                return Err(WireError::Shape {
-                    path: what,
-                    expected: "indexes in range of the policy (ledger length, held grants, agents)",
-                    found: "an index out of range".into(),
-                });
+                return Err(out_of_range(what));
             }
             let (o, s) = spec::step(&policy, &state, &event, checks);
             Cbor::Array(vec![o.to_wire(), s.to_wire()])
+        }
+        Entry::StepIn => {
+            let f = array_of(&c, &what, 5)?;
+            let policy = Policy::from_wire(&f[0], &p(0))?;
+            let mut state = State::from_wire(&f[1], &p(1))?;
+            shared_from(&mut state.ledger, &policy);
+            let pool = SharedCounts::from_wire(&f[2], &p(2))?;
+            let event = Event::from_wire(&f[3], &p(3))?;
+            let checks = Checks::from_wire(&f[4], &p(4))?;
+            if !fits(&policy, &state, &event) {
+                return Err(out_of_range(what));
+            }
+            let (o, s, pool) = spec::step_in(&policy, &state, &pool, &event, checks);
+            Cbor::Array(vec![o.to_wire(), s.to_wire(), pool.to_wire()])
         }
         Entry::CheckSimulation => {
             let f = array_of(&c, &what, 2)?;
@@ -113,6 +131,14 @@ fn answer(entry: Entry, input: &[u8]) -> Result<Cbor, WireError> {
             Cbor::Bool(agenra_certify::check::closed(&ctx, &relation).is_ok())
         }
     })
+}
+
+fn out_of_range(what: String) -> WireError {
+    WireError::Shape {
+        path: what,
+        expected: "indexes in range of the policy (ledger length, held grants, agents)",
+        found: "an index out of range".into(),
+    }
 }
 
 /// `spec::step` indexes `policy.grants[g]` for the grants a call holds: a

@@ -42,6 +42,7 @@ extern "C" {
     fn agenra_ffi_select(input: *mut lean_object) -> *mut lean_object;
     fn agenra_ffi_step(input: *mut lean_object) -> *mut lean_object;
     fn agenra_ffi_check_simulation(input: *mut lean_object) -> *mut lean_object;
+    fn agenra_ffi_step_in(input: *mut lean_object) -> *mut lean_object;
 }
 
 /// The outcome of the one-time initialization, shared by every caller.
@@ -232,6 +233,7 @@ fn export(entry: Entry) -> unsafe extern "C" fn(*mut lean_object) -> *mut lean_o
         Entry::Select => agenra_ffi_select,
         Entry::Step => agenra_ffi_step,
         Entry::CheckSimulation => agenra_ffi_check_simulation,
+        Entry::StepIn => agenra_ffi_step_in,
     }
 }
 

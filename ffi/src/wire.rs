@@ -3,15 +3,20 @@
 //! [`Transport`].
 //!
 //! Only what the Lean model reads is sent: a [`Policy`] travels as its
-//! tools' resource parameters, its agents' parents, its grants (without
-//! names) and the names of its sets. Decoding a policy therefore fills
-//! everything else with [`Policy::empty`]'s defaults.
+//! tools' resource parameters, its agents' parents, its grants (with their
+//! names, which key a shared grant in the tenant's pool), the names of its
+//! sets and its shared grants (`shared_grants`, wire version 3). Decoding a
+//! policy therefore fills everything else with [`Policy::empty`]'s
+//! defaults. A [`Ledger`] travels as its counts: its `shared` list is the
+//! policy's `shared_grants`, which the receiver of a message puts back
+//! from the policy in the same message.
 
 use crate::cbor::{Cbor, DecodeError};
 use agenra_certify::classes::{Classes, MAX_TESTED_SETS};
 use agenra_certify::product::{Chain, Flags, Held, State as PState, MAX_CHAIN};
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::{Agent, AgentId, Grant, GrantId, Quota, Tool};
+use agenra_core::pool::SharedCounts;
 use agenra_core::spec::{Checks, Event, Outcome, Request, State};
 use agenra_core::{ArgCond, ArgOp, Cond, Decimal, Label, Pattern, Policy, Quant, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,6 +100,7 @@ pub fn array_of<'a>(c: &'a Cbor, path: &str, n: usize) -> Result<&'a [Cbor], Wir
                 5 => "an array of 5 elements",
                 6 => "an array of 6 elements",
                 8 => "an array of 8 elements",
+                9 => "an array of 9 elements",
                 _ => "an array of another length",
             },
             c,
@@ -517,12 +523,13 @@ impl Wire for Grant {
             self.approval.to_wire(),
             self.expires_at.to_wire(),
             self.discovers.to_wire(),
+            Cbor::text(&self.name),
         ])
     }
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
-        let f = array_of(c, path, 8)?;
+        let f = array_of(c, path, 9)?;
         Ok(Grant {
-            name: String::new(),
+            name: String::from_wire(&f[8], &field(path, "name"))?,
             agent: usize::from_wire(&f[0], &field(path, "agent"))?,
             tool: usize::from_wire(&f[1], &field(path, "tool"))?,
             resource: Option::from_wire(&f[2], &field(path, "resource"))?,
@@ -552,10 +559,11 @@ impl Wire for Policy {
             ),
             self.grants.to_wire(),
             self.sets.to_wire(),
+            self.shared_grants.to_wire(),
         ])
     }
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
-        let f = array_of(c, path, 4)?;
+        let f = array_of(c, path, 5)?;
         let mut p = Policy::empty("wire");
         let tools_path = field(path, "tools");
         let Cbor::Array(tools) = &f[0] else {
@@ -597,10 +605,27 @@ impl Wire for Policy {
             })
             .collect::<Result<_, WireError>>()?;
         p.grants = Vec::from_wire(&f[2], &field(path, "grants"))?;
-        for (i, g) in p.grants.iter_mut().enumerate() {
-            g.name = format!("grant{i}");
-        }
         p.sets = Vec::from_wire(&f[3], &field(path, "sets"))?;
+        // `Policy::is_shared` searches `shared_grants` by bisection and the
+        // spec indexes `grants` by them: strictly ascending and in range,
+        // as `validate.rs` requires (Lean's decoder checks the same).
+        let shared_path = field(path, "shared");
+        let shared = Vec::<GrantId>::from_wire(&f[4], &shared_path)?;
+        if shared.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(shape(
+                &shared_path,
+                "strictly ascending grant indexes",
+                &f[4],
+            ));
+        }
+        if shared.iter().any(|&g| g >= p.grants.len()) {
+            return Err(shape(
+                &shared_path,
+                "grant indexes in range of the policy's grants",
+                &f[4],
+            ));
+        }
+        p.shared_grants = shared;
         Ok(p)
     }
 }
@@ -612,10 +637,48 @@ impl Wire for Ledger {
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
         Ok(Ledger {
             remaining: Vec::from_wire(c, path)?,
-            // Shared quotas are not on the wire yet (docs/semantics.md,
-            // "Quota scope"): every grant is per session here.
+            // The policy's `shared_grants`, which the wire sends once, with
+            // the policy: the receiver sets it ([`shared_from`]).
             shared: vec![],
         })
+    }
+}
+
+/// A ledger's `shared` list is its policy's `shared_grants` (what
+/// `Ledger::initial` copies): set it on a ledger decoded from the wire.
+pub fn shared_from(ledger: &mut Ledger, policy: &Policy) {
+    ledger.shared = policy.shared_grants.clone();
+}
+
+/// The tenant's pool (`SharedCounts`, Lean `SharedCounts`): `[[name,
+/// taken]]`, the grants with units taken, by name. Rust sends the entries
+/// in name order and without zero counts; either side may answer in
+/// another order. A name twice is an error; a zero count is no entry.
+impl Wire for SharedCounts {
+    fn to_wire(&self) -> Cbor {
+        Cbor::Array(
+            self.iter()
+                .map(|(k, n)| Cbor::Array(vec![Cbor::text(k), Cbor::uint(n)]))
+                .collect(),
+        )
+    }
+    fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
+        let Cbor::Array(items) = c else {
+            return Err(shape(path, "an array of [name, taken] entries", c));
+        };
+        let mut pool = SharedCounts::default();
+        let mut seen = BTreeSet::new();
+        for (i, e) in items.iter().enumerate() {
+            let p = at(path, i);
+            let kv = array_of(e, &p, 2)?;
+            let name = String::from_wire(&kv[0], &at(&p, 0))?;
+            let taken = u64::from_wire(&kv[1], &at(&p, 1))?;
+            if !seen.insert(name.clone()) {
+                return Err(shape(&p, "a grant name not already in the pool", &kv[0]));
+            }
+            pool.set_taken(&name, taken);
+        }
+        Ok(pool)
     }
 }
 
@@ -785,15 +848,19 @@ pub enum Entry {
     /// `agenra_ffi_check_simulation`: `[Ctx, [PState]]` → bool (wire
     /// version 2).
     CheckSimulation,
+    /// `agenra_ffi_step_in`: `[Policy, State, Pool, Event, Checks]` →
+    /// `[Outcome, State, Pool]` (wire version 3).
+    StepIn,
 }
 
 /// The wire version both sides must answer to [`Entry::Version`]
-/// (`agenra-ffi/2` added [`Entry::CheckSimulation`]).
-pub const VERSION: &str = "agenra-ffi/2";
+/// (`agenra-ffi/2` added [`Entry::CheckSimulation`]; `agenra-ffi/3` added
+/// grant names, the policy's shared grants and [`Entry::StepIn`]).
+pub const VERSION: &str = "agenra-ffi/3";
 
 impl Entry {
     /// Every entry point.
-    pub const ALL: [Entry; 9] = [
+    pub const ALL: [Entry; 10] = [
         Entry::Version,
         Entry::PatternMatches,
         Entry::GlobMatches,
@@ -803,6 +870,7 @@ impl Entry {
         Entry::Select,
         Entry::Step,
         Entry::CheckSimulation,
+        Entry::StepIn,
     ];
 
     /// The exported symbol (`@[export ...]` in `lean/Agenra/Ffi.lean`).
@@ -817,6 +885,7 @@ impl Entry {
             Entry::Select => "agenra_ffi_select",
             Entry::Step => "agenra_ffi_step",
             Entry::CheckSimulation => "agenra_ffi_check_simulation",
+            Entry::StepIn => "agenra_ffi_step_in",
         }
     }
 }
@@ -972,9 +1041,39 @@ impl<T: Transport> Client<T> {
         )?;
         let path = "the answer of agenra_ffi_step[1]";
         let f = array_of(&pair, path, 2)?;
+        let mut next = State::from_wire(&f[1], &at(path, 1))?;
+        shared_from(&mut next.ledger, policy);
+        Ok((Outcome::from_wire(&f[0], &at(path, 0))?, next))
+    }
+
+    /// `spec::step_in` / `stepIn`: one step of a session against the
+    /// tenant's pool; the answer carries the pool after the step.
+    pub fn step_in(
+        &self,
+        policy: &Policy,
+        state: &State,
+        pool: &SharedCounts,
+        event: &Event,
+        checks: Checks,
+    ) -> Result<(Outcome, State, SharedCounts), WireError> {
+        let triple: Cbor = self.call(
+            Entry::StepIn,
+            vec![
+                policy.to_wire(),
+                state.to_wire(),
+                pool.to_wire(),
+                event.to_wire(),
+                checks.to_wire(),
+            ],
+        )?;
+        let path = "the answer of agenra_ffi_step_in[1]";
+        let f = array_of(&triple, path, 3)?;
+        let mut next = State::from_wire(&f[1], &at(path, 1))?;
+        shared_from(&mut next.ledger, policy);
         Ok((
             Outcome::from_wire(&f[0], &at(path, 0))?,
-            State::from_wire(&f[1], &at(path, 1))?,
+            next,
+            SharedCounts::from_wire(&f[2], &at(path, 2))?,
         ))
     }
 

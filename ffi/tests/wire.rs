@@ -6,6 +6,7 @@
 
 use agenra_core::ledger::Ledger;
 use agenra_core::policy::{Agent, Grant, Quota, Tool};
+use agenra_core::pool::SharedCounts;
 use agenra_core::spec::{self, Checks, Event, Outcome, Request, State};
 use agenra_core::{ArgCond, ArgOp, Cond, Decimal, Label, Pattern, Policy, Quant, Value};
 use agenra_lean::wire::{decimal_from_parts, decimal_parts};
@@ -215,14 +216,163 @@ fn a_policy_travels_as_its_projection() {
                 Cbor::Bool(true),
                 int(100),
                 int(0),
+                text("g"),
             ])]),
             arr(vec![text("found")]),
+            arr(vec![]),
         ])
     );
     let back = Policy::from_wire(&Cbor::decode(&w.encode()).unwrap(), "p").unwrap();
     assert_eq!(back.to_wire(), w);
     assert_eq!(back.grants[0].args, p.grants[0].args);
+    assert_eq!(back.grants[0].name, "g");
     assert_eq!(back.agents[1].parent, Some(0));
+}
+
+/// Wire version 3: the policy's shared grants (`shared_grants`, strictly
+/// ascending indexes in range, as `validate.rs` requires) and the tenant's
+/// pool (`[[name, taken]]`).
+#[test]
+fn shared_grants_and_the_pool_travel() {
+    let mut p = sample_policy();
+    p.shared_grants = vec![0];
+    let w = p.to_wire();
+    let Cbor::Array(fields) = &w else {
+        panic!("a policy is an array")
+    };
+    assert_eq!(fields[4], arr(vec![int(0)]));
+    assert_eq!(Policy::from_wire(&w, "p").unwrap().shared_grants, vec![0]);
+    let with_shared = |shared: Cbor| {
+        let mut f = fields.clone();
+        f[4] = shared;
+        Policy::from_wire(&arr(f), "input[0]")
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        with_shared(arr(vec![int(1)])),
+        "input[0].shared: expected grant indexes in range of the policy's grants, found [1]"
+    );
+    assert_eq!(
+        with_shared(arr(vec![int(0), int(0)])),
+        "input[0].shared: expected strictly ascending grant indexes, found [0, 0]"
+    );
+    assert_eq!(
+        with_shared(text("x")),
+        "input[0].shared: expected an array, found \"x\""
+    );
+    let mut pool = SharedCounts::default();
+    pool.set_taken("pay", 2);
+    pool.set_taken("fetch", 1);
+    let pw = pool.to_wire();
+    assert_eq!(
+        pw,
+        arr(vec![
+            arr(vec![text("fetch"), int(1)]),
+            arr(vec![text("pay"), int(2)])
+        ])
+    );
+    assert_eq!(SharedCounts::from_wire(&pw, "pool").unwrap(), pool);
+    // Any order; a zero count is no entry; a name twice is an error.
+    let lean_order = arr(vec![
+        arr(vec![text("pay"), int(2)]),
+        arr(vec![text("zero"), int(0)]),
+        arr(vec![text("fetch"), int(1)]),
+    ]);
+    assert_eq!(SharedCounts::from_wire(&lean_order, "pool").unwrap(), pool);
+    let twice = arr(vec![
+        arr(vec![text("pay"), int(2)]),
+        arr(vec![text("pay"), int(1)]),
+    ]);
+    assert_eq!(
+        SharedCounts::from_wire(&twice, "answer[2]")
+            .unwrap_err()
+            .to_string(),
+        "answer[2][1]: expected a grant name not already in the pool, found \"pay\""
+    );
+    assert!(SharedCounts::from_wire(&arr(vec![arr(vec![text("pay")])]), "pool").is_err());
+}
+
+/// Two sessions of a tenant on one pool through the loopback
+/// (`agenra_ffi_step_in`), and one session with a shared grant through
+/// `agenra_ffi_step` (its private pool): the answers are the spec's, and
+/// a ledger decoded from the wire gets the policy's shared grants back.
+#[test]
+fn the_loopback_steps_sessions_on_one_pool() {
+    let client = Client::new(Loopback);
+    let mut p = sample_policy();
+    p.grants[0].approval = false;
+    p.grants[0].quota = Quota::Limited(1);
+    p.grants.push(Grant {
+        name: "root".into(),
+        agent: 0,
+        tool: 0,
+        resource: None,
+        args: vec![],
+        quota: Quota::Unlimited,
+        approval: false,
+        expires_at: None,
+        discovers: None,
+    });
+    p.shared_grants = vec![0];
+    let req = Request {
+        agent: 1,
+        tool: 0,
+        args: vec![Value::Str("/a/x".into())],
+        time: 1,
+    };
+    let call = |id: &str| Event::Call {
+        id: id.into(),
+        req: req.clone(),
+    };
+    let a0 = State::initial(&p);
+    let b0 = State::initial(&p);
+    let pool0 = SharedCounts::default();
+    // Session a takes the tenant's only unit of "g" ...
+    let answer = client
+        .step_in(&p, &a0, &pool0, &call("c"), Checks::Pass)
+        .unwrap();
+    assert_eq!(
+        answer,
+        spec::step_in(&p, &a0, &pool0, &call("c"), Checks::Pass)
+    );
+    let (o, a1, pool1) = answer;
+    assert_eq!(o, Outcome::Allow(vec![0, 1]));
+    assert_eq!(pool1.taken("g"), 1);
+    assert_eq!(a1.ledger.held(0), 1);
+    assert_eq!(a1.ledger.shared, vec![0]);
+    // ... so session b is denied; a's failure gives it back to the pool.
+    let (o, b1, pool2) = client
+        .step_in(&p, &b0, &pool1, &call("c"), Checks::Pass)
+        .unwrap();
+    assert_eq!((o, &b1, &pool2), (Outcome::Deny, &b0, &pool1));
+    let failed = Event::Failed { id: "c".into() };
+    let (o, a2, pool3) = client
+        .step_in(&p, &a1, &pool2, &failed, Checks::Pass)
+        .unwrap();
+    assert_eq!(o, Outcome::Applied);
+    assert_eq!(pool3, SharedCounts::default());
+    assert_eq!(a2.ledger.held(0), 0);
+    assert_eq!(
+        client
+            .step_in(&p, &b1, &pool3, &call("c"), Checks::Pass)
+            .unwrap(),
+        spec::step_in(&p, &b1, &pool3, &call("c"), Checks::Pass)
+    );
+    // One session alone: its private pool.
+    assert_eq!(
+        client.step(&p, &a0, &call("c"), Checks::Pass).unwrap(),
+        spec::step(&p, &a0, &call("c"), Checks::Pass)
+    );
+    assert_eq!(
+        client.step(&p, &a1, &call("d"), Checks::Pass).unwrap(),
+        spec::step(&p, &a1, &call("d"), Checks::Pass)
+    );
+    assert_eq!(client.select(&p, &a1.ledger, 1, &req, &[]).unwrap(), None);
+    assert_eq!(
+        client.select(&p, &a0.ledger, 1, &req, &[]).unwrap(),
+        Some(0)
+    );
 }
 
 #[test]
@@ -315,7 +465,7 @@ fn shape_errors_name_the_place() {
     let mut g = sample_policy().grants[0].to_wire();
     assert_eq!(
         e(arr(vec![])),
-        "input[1]: expected an array of 8 elements, found []"
+        "input[1]: expected an array of 9 elements, found []"
     );
     if let Cbor::Array(items) = &mut g {
         items[4] = arr(vec![int(7)]);

@@ -18,6 +18,15 @@ Wire version 2 adds `agenra_ffi_check_simulation`: the ledger abstraction of
 `agenra certify` (`Agenra.Ctx`) and a relation (`List Agenra.PState`) in,
 `checkSimulation ctx R` out (`Agenra.Certify`).
 
+Wire version 3 carries quota scope: a grant's name (the key of a shared
+grant in the tenant's pool), the policy's shared grants (`Policy.shared`,
+Rust `shared_grants`), and `agenra_ffi_step_in` (`stepIn`, with the tenant's
+pool in and out). `agenra_ffi_step` and `agenra_ffi_select` are Rust's
+`step`/`select`, that is `stepIn`/`selectIn` with the session's private
+pool (`privatePool`): on a policy without shared grants they are `step` and
+`select` (`stepIn_unshared`); with shared grants, a shared grant's ledger
+entry counts the units the session holds, as in Rust.
+
 Executable code for the FFI only: no theorem mentions it.
 Core Lean 4 only. NOT CHECKED BY A LEAN TOOLCHAIN.
 -/
@@ -30,7 +39,7 @@ namespace Agenra
 namespace Wire
 
 /-- The wire version (`VERSION` in `ffi/src/wire.rs`). -/
-def version : String := "agenra-ffi/2"
+def version : String := "agenra-ffi/3"
 
 /-- Values and conditions nest at most this deep. -/
 def depth : Nat := 128
@@ -158,8 +167,9 @@ def decodeQuota (c : Cbor) (path : String) : R Quota := do
 
 def decodeGrant (c : Cbor) (path : String) : R Grant := do
   match ← asArr c path with
-  | [agent, tool, resource, args, quota, approval, expiresAt, discovers] =>
+  | [agent, tool, resource, args, quota, approval, expiresAt, discovers, name] =>
     pure {
+      name := (← asText name s!"{path}.name")
       agent := (← asNat agent s!"{path}.agent")
       tool := (← asNat tool s!"{path}.tool")
       resource := (← asOpt decodePattern resource s!"{path}.resource")
@@ -168,7 +178,7 @@ def decodeGrant (c : Cbor) (path : String) : R Grant := do
       approval := (← asBool approval s!"{path}.approval")
       expiresAt := (← asOpt asNat expiresAt s!"{path}.expires_at")
       discovers := (← asOpt asNat discovers s!"{path}.discovers") }
-  | _ => throw s!"{path}: expected an array of 8 elements"
+  | _ => throw s!"{path}: expected an array of 9 elements"
 
 def decodeTool (c : Cbor) (path : String) : R Tool := do
   match ← asArr c path with
@@ -180,15 +190,26 @@ def decodeAgent (c : Cbor) (path : String) : R Agent := do
   | [p] => pure { parent := (← asOpt asNat p s!"{path}.parent") }
   | _ => throw s!"{path}: expected an array of 1 element"
 
+/-- The shared grants after `prev` go up strictly and are below `n` (the
+number of grants), as `validate.rs` requires and the Rust decoder checks. -/
+def sharedOkFrom (n : Nat) : Option Nat → List Nat → Bool
+  | _, [] => true
+  | prev, g :: rest =>
+    decide (g < n) && optElim prev true (fun q => decide (q < g)) && sharedOkFrom n (some g) rest
+
 def decodePolicy (c : Cbor) (path : String) : R Policy := do
   match ← asArr c path with
-  | [tools, agents, grants, sets] =>
-    pure {
-      tools := (← asList decodeTool tools s!"{path}.tools")
-      agents := (← asList decodeAgent agents s!"{path}.agents")
-      grants := (← asList decodeGrant grants s!"{path}.grants")
-      sets := (← asList asText sets s!"{path}.sets") }
-  | _ => throw s!"{path}: expected an array of 4 elements"
+  | [tools, agents, grants, sets, shared] =>
+    let tools ← asList decodeTool tools s!"{path}.tools"
+    let agents ← asList decodeAgent agents s!"{path}.agents"
+    let grants ← asList decodeGrant grants s!"{path}.grants"
+    let sets ← asList asText sets s!"{path}.sets"
+    let shared ← asList asNat shared s!"{path}.shared"
+    if sharedOkFrom grants.length none shared then
+      pure { tools := tools, agents := agents, grants := grants, sets := sets, shared := shared }
+    else
+      throw s!"{path}.shared: expected strictly ascending grant indexes in range of the policy's grants"
+  | _ => throw s!"{path}: expected an array of 5 elements"
 
 def decodeSets (c : Cbor) (path : String) : R (List (List String)) :=
   asList (asList asText) c path
@@ -238,6 +259,38 @@ def decodeState (c : Cbor) (path : String) : R State := do
       running := (← decodeHeld running s!"{path}.running")
       sets := (← decodeSets sets s!"{path}.sets") }
   | _ => throw s!"{path}: expected an array of 4 elements"
+
+/-- No name twice. -/
+def distinctNames : List String → Bool
+  | [] => true
+  | x :: xs => !(xs.contains x) && distinctNames xs
+
+/-- The tenant's pool: `[[name, taken]]` (wire version 3), a name at most
+once; the counts of all other names are 0. Also returns the names read, so
+that the answer can list them again. -/
+def decodePool (c : Cbor) (path : String) : R (SharedCounts × List String) := do
+  let entries : List (String × Nat) ← asList (fun e p => do
+    match ← asArr e p with
+    | [name, taken] => pure ((← asText name s!"{p}[0]"), (← asNat taken s!"{p}[1]"))
+    | _ => throw s!"{p}: expected [name, taken]") c path
+  if distinctNames (entries.map Prod.fst) then
+    pure (entries.foldl (fun (pool : SharedCounts) (kn : String × Nat) => pool.setTaken kn.1 kn.2)
+        SharedCounts.empty,
+      entries.map Prod.fst)
+  else
+    throw s!"{path}: expected a grant name at most once"
+
+/-- The names of the policy's shared grants (those in range). -/
+def sharedNames (p : Policy) : List String :=
+  p.shared.filterMap (fun g => (getAt p.grants g).map Grant.name)
+
+/-- The pool on the wire: every name among `names` (each once) with a
+count above 0. `stepIn` changes only the counts of shared grants, so the
+names of the input pool and of the policy's shared grants list them all. -/
+def encodePool (names : List String) (pool : SharedCounts) : Cbor :=
+  Cbor.arr ((addAll [] names).filterMap (fun (k : String) =>
+    if pool.taken k = 0 then (none : Option Cbor)
+    else some (Cbor.arr [Cbor.text k, Cbor.nat (pool.taken k)])))
 
 def natList (ns : List Nat) : Cbor := .arr (ns.map Cbor.nat)
 
@@ -463,12 +516,15 @@ def ffiSelect (bytes : ByteArray) : ByteArray :=
       let agent ← asNat agent (inputPath name 2)
       let req ← decodeRequest req (inputPath name 3)
       let sets ← decodeSets sets (inputPath name 4)
-      pure (match select p l agent req sets with
+      -- Rust's `select`: `select_in` with the session's private pool.
+      pure (match selectIn p l (privatePool p l) agent req sets with
         | some g => Cbor.nat g
         | none => .null)
     | _ => throw s!"the input of {name}: expected an array of 5 elements"
 
-/-- `[Policy, State, Event, Checks]` → `[Outcome, State]`: `step`. -/
+/-- `[Policy, State, Event, Checks]` → `[Outcome, State]`: Rust's `step`,
+that is `stepIn` with the session's private pool (`privatePool`); `step`
+itself on a policy without shared grants (`stepIn_unshared`). -/
 @[export agenra_ffi_step]
 def ffiStep (bytes : ByteArray) : ByteArray :=
   let name := "agenra_ffi_step"
@@ -479,9 +535,26 @@ def ffiStep (bytes : ByteArray) : ByteArray :=
       let s ← decodeState s (inputPath name 1)
       let e ← decodeEvent e (inputPath name 2)
       let checks ← decodeChecks checks (inputPath name 3)
-      let (o, s') := step p s e checks
+      let (o, s', _) := stepIn p s (privatePool p s.ledger) e checks
       pure (.arr [encodeOutcome o, encodeState s'])
     | _ => throw s!"the input of {name}: expected an array of 4 elements"
+
+/-- `[Policy, State, Pool, Event, Checks]` → `[Outcome, State, Pool]`:
+`stepIn`, one step of a session against the tenant's pool (wire version 3). -/
+@[export agenra_ffi_step_in]
+def ffiStepIn (bytes : ByteArray) : ByteArray :=
+  let name := "agenra_ffi_step_in"
+  respond do
+    match ← input bytes name with
+    | [p, s, pool, e, checks] =>
+      let p ← decodePolicy p (inputPath name 0)
+      let s ← decodeState s (inputPath name 1)
+      let (pool, names) ← decodePool pool (inputPath name 2)
+      let e ← decodeEvent e (inputPath name 3)
+      let checks ← decodeChecks checks (inputPath name 4)
+      let (o, s', pool') := stepIn p s pool e checks
+      pure (.arr [encodeOutcome o, encodeState s', encodePool (names ++ sharedNames p) pool'])
+    | _ => throw s!"the input of {name}: expected an array of 5 elements"
 
 /-- `[Ctx, [PState]]` → bool: `checkSimulation` (wire version 2). -/
 @[export agenra_ffi_check_simulation]

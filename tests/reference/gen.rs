@@ -283,6 +283,14 @@ fn id() -> impl Strategy<Value = String> {
 /// Events on call ids c0–c2 (so that approvals, results and repeated ids
 /// meet calls in every state), with the checks' verdict for each.
 pub fn events(p: &Policy) -> impl Strategy<Value = Vec<(Event, Checks)>> {
+    events_len(p, 1..12)
+}
+
+/// [`events`], `len` of them.
+pub fn events_len(
+    p: &Policy,
+    len: std::ops::Range<usize>,
+) -> impl Strategy<Value = Vec<(Event, Checks)>> {
     let n_sets = p.sets.len();
     let call = (id(), request(p)).prop_map(|(id, req)| Event::Call { id, req });
     let event = prop_oneof![
@@ -296,7 +304,7 @@ pub fn events(p: &Policy) -> impl Strategy<Value = Vec<(Event, Checks)>> {
     ];
     let checks =
         prop_oneof![6 => Just(Checks::Pass), 2 => Just(Checks::Pause), 2 => Just(Checks::Deny)];
-    prop::collection::vec((event, checks), 1..12)
+    prop::collection::vec((event, checks), len)
 }
 
 /// A policy and a run of events under it.
@@ -304,6 +312,51 @@ pub fn policy_and_events() -> impl Strategy<Value = (Policy, Vec<(Event, Checks)
     policy().prop_flat_map(|p| {
         let e = events(&p);
         (Just(p), e)
+    })
+}
+
+/// A [`policy`] in which each limited grant is shared by the tenant's
+/// sessions (`quota N per tenant`) with probability 1/2: `shared_grants`
+/// strictly ascending, limited, named uniquely (`g0`, `g1`, ...), as
+/// `validate.rs` requires.
+pub fn shared_policy() -> impl Strategy<Value = Policy> {
+    policy()
+        .prop_flat_map(|p| {
+            let n = p.grants.len();
+            (Just(p), prop::collection::vec(any::<bool>(), n))
+        })
+        .prop_map(|(mut p, pick)| {
+            p.shared_grants = (0..p.grants.len())
+                .filter(|&g| pick[g] && matches!(p.grants[g].quota, Quota::Limited(_)))
+                .collect();
+            p
+        })
+}
+
+/// A policy with shared grants and a run of one session under it.
+pub fn shared_policy_and_events() -> impl Strategy<Value = (Policy, Vec<(Event, Checks)>)> {
+    shared_policy().prop_flat_map(|p| {
+        let e = events(&p);
+        (Just(p), e)
+    })
+}
+
+/// A policy with shared grants, 2–3 sessions of one tenant, and an
+/// interleaving of their events: `(session, event, checks)`.
+#[allow(clippy::type_complexity)]
+pub fn tenant_run() -> impl Strategy<Value = (Policy, usize, Vec<(usize, Event, Checks)>)> {
+    shared_policy().prop_flat_map(|p| {
+        let e = events_len(&p, 1..24);
+        (Just(p), 2usize..4, e, prop::collection::vec(0usize..3, 24)).prop_map(
+            |(p, n, events, who)| {
+                let run = events
+                    .into_iter()
+                    .zip(who)
+                    .map(|((e, c), k)| (k % n, e, c))
+                    .collect();
+                (p, n, run)
+            },
+        )
     })
 }
 

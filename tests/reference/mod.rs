@@ -21,6 +21,7 @@ use agenra_certify::product::Ctx;
 use agenra_core::ledger::Ledger;
 use agenra_core::pattern::glob_matches;
 use agenra_core::policy::{AgentId, Grant, GrantId};
+use agenra_core::pool::SharedCounts;
 use agenra_core::spec::{self, Checks, Event, Outcome, Request, State};
 use agenra_core::{ArgCond, ArgOp, Pattern, Policy, Quant, Value};
 use agenra_lean::wire::SimCtx;
@@ -74,8 +75,19 @@ pub trait Reference {
         req: &Request,
         sets: &[BTreeSet<String>],
     ) -> Answer<Option<GrantId>>;
-    /// `spec::step` (Lean `step`).
+    /// `spec::step` (Lean `stepIn` with the private pool, which is `step`
+    /// on a policy without shared grants).
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)>;
+    /// `spec::step_in` (Lean `stepIn`): one step of a session against the
+    /// tenant's pool of shared grants; the answer carries the pool after it.
+    fn step_in(
+        &self,
+        p: &Policy,
+        s: &State,
+        pool: &SharedCounts,
+        e: &Event,
+        checks: Checks,
+    ) -> Answer<(Outcome, State, SharedCounts)>;
     /// The closure check of one component of a certificate
     /// (`agenra_certify::check::closed` on OLD, NEW, the component's call
     /// classes and flags; Lean `checkSimulation ctx R`): `part.relation`
@@ -139,6 +151,16 @@ impl Reference for RustSpec {
     }
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)> {
         Ok(spec::step(p, s, e, checks))
+    }
+    fn step_in(
+        &self,
+        p: &Policy,
+        s: &State,
+        pool: &SharedCounts,
+        e: &Event,
+        checks: Checks,
+    ) -> Answer<(Outcome, State, SharedCounts)> {
+        Ok(spec::step_in(p, s, pool, e, checks))
     }
     fn check_simulation(&self, old: &Policy, new: &Policy, part: &Part) -> Answer<bool> {
         let ctx = Ctx {
@@ -219,6 +241,18 @@ impl<T: Transport> Reference for Wired<T> {
     }
     fn step(&self, p: &Policy, s: &State, e: &Event, checks: Checks) -> Answer<(Outcome, State)> {
         self.client.step(p, s, e, checks).map_err(|e| e.to_string())
+    }
+    fn step_in(
+        &self,
+        p: &Policy,
+        s: &State,
+        pool: &SharedCounts,
+        e: &Event,
+        checks: Checks,
+    ) -> Answer<(Outcome, State, SharedCounts)> {
+        self.client
+            .step_in(p, s, pool, e, checks)
+            .map_err(|e| e.to_string())
     }
     fn check_simulation(&self, old: &Policy, new: &Policy, part: &Part) -> Answer<bool> {
         let ctx = SimCtx::of(old, new, &part.classes, &part.flags).map_err(|e| e.to_string())?;
