@@ -196,30 +196,56 @@ fn warm_up(a: &Policy, classes: &classes::Classes) -> Vec<Event> {
         ) {
             if let Some(Event::Call(mut c)) = w.pop() {
                 c.id = format!("w{}", out.len() + 1);
-                out.push(Event::Result(agenra_core::event::Report {
-                    session: None,
-                    call: c.id.clone(),
-                    time: None,
-                    status: agenra_core::event::Outcome::Succeeded,
-                    output: serde_json::Value::Null,
-                    discovered: vec![],
-                }));
-                let result = out.pop();
+                let done = result(&c.id, agenra_core::event::Outcome::Succeeded);
                 out.push(Event::Call(c));
-                out.extend(result);
+                out.push(done);
             }
         }
     }
     out
 }
 
-/// Calls repeated by the repeat probe.
+/// Calls repeated by the repeat probe, at least.
 const REPEATS: usize = 6;
+/// Calls repeated by the repeat probe, at most.
+const MAX_REPEATS: usize = 64;
 
-/// Short concrete workflows (one call; the same call repeated; a call, its
-/// success, another call)
-/// over the class witnesses: catches rules that NEW adds or tightens.
+/// How often the repeat probe repeats a call: past the largest count of
+/// either policy (a count NEW adds above every quota is only reached by
+/// calls whose failures refund their units), within bounds.
+fn repeats(a: &Policy, b: &Policy) -> usize {
+    let largest = [a, b]
+        .iter()
+        .flat_map(|p| &p.path_rules)
+        .filter_map(|r| match &r.kind {
+            agenra_core::policy::PathKind::AtMost { max, .. } => Some(*max),
+            agenra_core::policy::PathKind::Sequence(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    usize::try_from(largest)
+        .unwrap_or(MAX_REPEATS)
+        .saturating_add(2)
+        .clamp(REPEATS, MAX_REPEATS)
+}
+
+/// The result of probe call `id`.
+fn result(id: &str, status: agenra_core::event::Outcome) -> Event {
+    Event::Result(agenra_core::event::Report {
+        session: None,
+        call: id.to_string(),
+        time: None,
+        status,
+        output: serde_json::Value::Null,
+        discovered: vec![],
+    })
+}
+
+/// Short concrete workflows (one call; the same call repeated, each
+/// succeeding or each failing; a call, its success, another call) over
+/// the class witnesses: catches rules that NEW adds or tightens.
 fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event>> {
+    use agenra_core::event::Outcome::{Failed, Succeeded};
     let flags = ledger_only();
     let ctx = Ctx {
         old: a,
@@ -244,28 +270,25 @@ fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event
             return Some(w);
         }
     }
-    // The same call again and again, each succeeding: counts and path
-    // rules NEW tightens (up to `REPEATS` calls).
-    for i in 0..n {
-        let Some(Event::Call(first)) = one(i).and_then(|w| w.first().cloned()) else {
-            continue;
-        };
-        let mut w = Vec::new();
-        for k in 0..REPEATS {
-            let mut c = first.clone();
-            c.id = format!("r{}", k + 1);
-            w.push(Event::Call(c.clone()));
-            if k > 0 && replay::confirm(a, b, &w).is_ok() {
-                return Some(w);
+    // The same call again and again, each succeeding (counts and path
+    // rules NEW tightens) or each failing (a failure refunds its unit, so
+    // only a count stops the calls: a count NEW adds above the quotas).
+    let times = repeats(a, b);
+    for status in [Succeeded, Failed] {
+        for i in 0..n {
+            let Some(Event::Call(first)) = one(i).and_then(|w| w.first().cloned()) else {
+                continue;
+            };
+            let mut w = Vec::new();
+            for k in 0..times {
+                let mut c = first.clone();
+                c.id = format!("r{}", k + 1);
+                w.push(Event::Call(c.clone()));
+                if k > 0 && replay::confirm(a, b, &w).is_ok() {
+                    return Some(w);
+                }
+                w.push(result(&c.id, status));
             }
-            w.push(Event::Result(agenra_core::event::Report {
-                session: None,
-                call: c.id.clone(),
-                time: None,
-                status: agenra_core::event::Outcome::Succeeded,
-                output: serde_json::Value::Null,
-                discovered: vec![],
-            }));
         }
     }
     for i in 0..n {
@@ -276,14 +299,7 @@ fn probe(a: &Policy, b: &Policy, classes: &classes::Classes) -> Option<Vec<Event
             let Some(Event::Call(first)) = w.first().cloned() else {
                 continue;
             };
-            w.push(Event::Result(agenra_core::event::Report {
-                session: None,
-                call: first.id.clone(),
-                time: None,
-                status: agenra_core::event::Outcome::Succeeded,
-                output: serde_json::Value::Null,
-                discovered: vec![],
-            }));
+            w.push(result(&first.id, Succeeded));
             if let Some(Event::Call(mut c)) = second.first().cloned() {
                 c.id = "c2".into();
                 c.time = c.time.max(first.time);

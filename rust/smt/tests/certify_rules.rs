@@ -126,6 +126,28 @@ fn a_removed_deny_flow_rule_is_certified_when_nothing_is_paused() {
 }
 
 #[test]
+fn a_count_added_above_the_quota_loses_a_workflow_of_failing_calls() {
+    // Quota 2, count 7: only calls whose failures refund their units reach
+    // the count, so the lost workflow is eight calls, the first seven
+    // failing; the repeat probe must go past the count (more than its
+    // minimum of six calls), and with failures, not successes.
+    let old = format!("{BASE}grant g: t quota 2;\n");
+    let new = format!("{BASE}grant g: t quota 2;\ndeny count c: at most 7 call t;\n");
+    let (o, n) = (compile(&old), compile(&new));
+    let r = certify_with(&o, &n, ORACLE);
+    assert_eq!(r.verdict, Verdict::NotPreserved, "{:?}", r.reasons);
+    assert_eq!(r.confirmed_by_replay, Some(true));
+    let w = r.lost_workflow.unwrap();
+    assert!(replay::confirm(&o, &n, &w).is_ok());
+    let calls = w.iter().filter(|e| matches!(e, Event::Call(_))).count();
+    assert_eq!(calls, 8, "{w:?}");
+    assert!(w.iter().all(|e| match e {
+        Event::Result(r) => r.status == Outcome::Failed,
+        _ => true,
+    }));
+}
+
+#[test]
 fn a_removed_deny_rule_on_a_paused_tool_is_not_certified_and_says_why() {
     // The grant needs approval: an approval OLD's re-check denies (the
     // context turned untrusted meanwhile) refunds in OLD only.
