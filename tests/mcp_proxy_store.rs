@@ -261,7 +261,10 @@ fn quota_survives_a_kill(store: &str) {
     let answer = p.call(1, "publish", json!({"text": "b"}));
     assert!(is_error(&answer), "{answer}");
     let t = text(&answer);
-    assert!(t.contains("DENY by rule `no-grant`: grant `publish_once`"), "{t}");
+    assert!(
+        t.contains("DENY by rule `no-grant`: grant `publish_once`"),
+        "{t}"
+    );
     assert!(t.contains("no quota left"), "{t}");
     // ...and the refunded one is still there.
     let answer = p.call(2, "flaky", json!({"text": "y"}));
