@@ -83,16 +83,38 @@ fn a_lost_workflow_is_reported_and_confirmed() {
 }
 
 #[test]
-fn a_rule_change_not_certified_is_unknown_and_named() {
+fn a_rule_change_not_certified_is_named_and_its_loss_replayed() {
+    // rd21: the rule side cannot certify it (it names the rule), and the
+    // rule probe finds the lost workflow (an approval OLD's re-check
+    // denies and NEW's admits), replayed through both monitors.
     let out = agenra(&[
         "certify",
         &corpus("report-delivery/rules-base.agr"),
         &corpus("report-delivery/rd21-secret-mail-pauses.agr"),
     ]);
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("unknown"), "{text}");
+    assert!(text.starts_with("not-preserved"), "{text}");
     assert!(text.contains("flow rule `reports_not_mailed`"), "{text}");
+    assert!(text.contains("confirmed by replay: true"), "{text}");
+}
+
+#[test]
+fn a_rule_change_on_set_membership_is_unknown_and_named() {
+    // NEW denies calls on a discovered value, which OLD admits: a loss,
+    // but the rule side does not evaluate set membership and no probe
+    // builds the discovery, so the answer is `unknown`, naming the rule
+    // (never `certified`).
+    let (old, new) = (temp("sets-old.agr"), temp("sets-new.agr"));
+    let base = "sinks out;\nsets s;\ntool l() {}\ntool t(r: string) { sink out; }\n\
+                grant gl: l quota unlimited discovers s;\ngrant g: t where r in s quota 1;\n";
+    std::fs::write(&old, base).unwrap();
+    std::fs::write(&new, format!("{base}deny call c: t when r in s;\n")).unwrap();
+    let out = agenra(&["certify", &old, &new]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.starts_with("unknown"), "{text}");
+    assert!(text.contains("`c`"), "{text}");
 }
 
 #[test]

@@ -9,7 +9,9 @@
 //!   lost workflow;
 //! * `certificate` / `check`: the certificate and its tiny checker;
 //! * `emit_lean`: the certificate as a Lean file (`--emit-lean`);
-//! * `replay`: concrete events, confirmed through both real monitors.
+//! * `replay`: concrete events, confirmed through both real monitors;
+//! * `rule_probe`: concrete workflows whose loss needs a rule to pause a
+//!   call or deny an approval at one moment (rule changes).
 //!
 //! A wrong "certified" is the worst bug this crate can have: whenever a
 //! condition cannot be established the verdict is `unknown`, naming it.
@@ -21,6 +23,7 @@ pub mod emit_lean;
 pub mod product;
 pub mod recognise;
 pub mod replay;
+pub mod rule_probe;
 pub mod simulation;
 pub mod structure;
 
@@ -162,7 +165,38 @@ fn confirmed_loss_within(a: &Policy, b: &Policy, max_states: usize) -> Option<Ve
         }
     }
     let witnesses = classes::enumerate_witnesses(a, b).ok()?;
-    probe(a, b, &witnesses)
+    if let Some(w) = probe(a, b, &witnesses) {
+        return Some(w);
+    }
+    // A rule that pauses or denies at one moment: only when OLD has one.
+    if !(structure::has_pause_rules(a) || structure::has_deny_rules(a)) {
+        return None;
+    }
+    let flags = ledger_only();
+    let ctx = Ctx {
+        old: a,
+        new: b,
+        classes: &witnesses,
+        flags: &flags,
+    };
+    rule_probe::probe(&ctx, drain(a, b))
+}
+
+/// How many drain calls the rule probe makes: past every limited quota of
+/// OLD together, and past the repeat probe's bound.
+fn drain(a: &Policy, b: &Policy) -> usize {
+    let quotas: u64 = a
+        .grants
+        .iter()
+        .filter_map(|g| match g.quota {
+            agenra_core::policy::Quota::Limited(n) => Some(n),
+            agenra_core::policy::Quota::Unlimited => None,
+        })
+        .fold(0, u64::saturating_add);
+    usize::try_from(quotas)
+        .unwrap_or(MAX_REPEATS)
+        .saturating_add(repeats(a, b))
+        .min(MAX_REPEATS)
 }
 
 /// One succeeded call of each tool that establishes a fact (its first

@@ -192,18 +192,33 @@ pub fn to_json(v: &Value) -> serde_json::Value {
 /// admits every event, NEW accepts every event but the last, and NEW loses
 /// the last (DENY, or PAUSE where OLD ALLOWs); otherwise the reason.
 pub fn confirm(old: &Policy, new: &Policy, events: &[Event]) -> Result<(), String> {
+    match first_loss(old, new, events)? {
+        i if i + 1 == events.len() => Ok(()),
+        i => Err(format!("NEW already loses event {}", i + 1)),
+    }
+}
+
+/// Replays `events` through both monitors and gives the index of the
+/// first event NEW loses, all earlier ones being part of a workflow OLD
+/// admits and accepted by NEW; the reason otherwise.
+///
+/// OLD admits a workflow whose calls it never denies. An approval whose
+/// re-check OLD denies is part of it (the client sees the DENY, the call
+/// never runs, its units return): NEW may deny it too, or admit it (its
+/// re-check reads other rules), and then NEW's call runs with no result
+/// in OLD's workflow. A call OLD pauses and NEW admits at once runs in
+/// NEW only: OLD's approval or rejection of it is a no-op for NEW.
+pub fn first_loss(old: &Policy, new: &Policy, events: &[Event]) -> Result<usize, String> {
     let mut mo = Monitor::new(old.clone()).map_err(|e| format!("OLD: {e}"))?;
     let mut mn = Monitor::new(new.clone()).map_err(|e| format!("NEW: {e}"))?;
-    // Calls NEW admitted at once while OLD paused them: OLD's approval or
-    // rejection is a no-op for NEW.
     let mut running_in_new_only: Vec<String> = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        let last = i + 1 == events.len();
         let o = mo
             .step(e)
             .map_err(|err| format!("event {}: OLD: {err}", i + 1))?;
         let old_verdict = verdict(&o);
-        if old_verdict == Some(Verdict::Deny) {
+        let approval = matches!(e, Event::Approve(_));
+        if old_verdict == Some(Verdict::Deny) && !approval {
             return Err(format!("event {}: OLD denies it", i + 1));
         }
         let skip = match e {
@@ -211,26 +226,22 @@ pub fn confirm(old: &Policy, new: &Policy, events: &[Event]) -> Result<(), Strin
             _ => false,
         };
         if skip {
-            if last {
-                return Err("the last event is a no-op in NEW".into());
-            }
             continue;
         }
         let n = mn
             .step(e)
             .map_err(|err| format!("event {}: NEW: {err}", i + 1))?;
         let new_verdict = verdict(&n);
-        let lost = new_verdict == Some(Verdict::Deny)
-            || (old_verdict == Some(Verdict::Allow) && new_verdict == Some(Verdict::Pause));
-        if last {
-            return if lost {
-                Ok(())
-            } else {
-                Err("NEW admits the last event".into())
-            };
-        }
+        let lost = match old_verdict {
+            // A denied approval: whatever NEW answers, nothing is lost.
+            Some(Verdict::Deny) => false,
+            _ => {
+                new_verdict == Some(Verdict::Deny)
+                    || (old_verdict == Some(Verdict::Allow) && new_verdict == Some(Verdict::Pause))
+            }
+        };
         if lost {
-            return Err(format!("NEW already loses event {}", i + 1));
+            return Ok(i);
         }
         if let Event::Call(c) = e {
             if old_verdict == Some(Verdict::Pause) && new_verdict == Some(Verdict::Allow) {
@@ -238,7 +249,11 @@ pub fn confirm(old: &Policy, new: &Policy, events: &[Event]) -> Result<(), Strin
             }
         }
     }
-    Err("empty workflow".into())
+    Err(if events.is_empty() {
+        "empty workflow".into()
+    } else {
+        "NEW admits every event".into()
+    })
 }
 
 fn verdict(o: &StepOutput) -> Option<Verdict> {

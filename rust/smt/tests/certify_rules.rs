@@ -150,15 +150,60 @@ fn a_count_added_above_the_quota_loses_a_workflow_of_failing_calls() {
 #[test]
 fn a_removed_deny_rule_on_a_paused_tool_is_not_certified_and_says_why() {
     // The grant needs approval: an approval OLD's re-check denies (the
-    // context turned untrusted meanwhile) refunds in OLD only.
+    // context turned untrusted meanwhile) refunds in OLD only. The rule
+    // probe builds that workflow: pause, taint, approve (OLD denies, NEW
+    // admits), then approved calls until NEW's quota runs out first.
     let old = format!("{BASE}grant g: t quota 2 approval;\ndeny flow f: untrusted -> out;\n");
     let new = format!("{BASE}grant g: t quota 2 approval;\n");
-    let (v, why) = reasons(&old, &new);
-    assert_eq!(v, Verdict::Unknown);
+    let (o, n) = (compile(&old), compile(&new));
+    let r = certify_with(&o, &n, ORACLE);
+    assert_eq!(r.verdict, Verdict::NotPreserved, "{:?}", r.reasons);
     assert!(
-        why.iter()
+        r.reasons
+            .iter()
             .any(|w| w.contains("flow rule `f`") && w.contains("approval")),
-        "{why:?}"
+        "{:?}",
+        r.reasons
+    );
+    let w = r.lost_workflow.unwrap();
+    assert!(replay::confirm(&o, &n, &w).is_ok());
+    // The trigger is paused, then tainted, then approved: OLD denies the
+    // approval and NEW admits it.
+    let mut mo = Monitor::new(o.clone()).unwrap();
+    let mut mn = Monitor::new(n.clone()).unwrap();
+    let approval = w
+        .iter()
+        .position(|e| matches!(e, Event::Approve(r) if r.call == "trigger"))
+        .expect("the trigger is approved");
+    for e in &w[..approval] {
+        mo.step(e).unwrap();
+        mn.step(e).unwrap();
+    }
+    let verdict = |out: StepOutput| match out {
+        StepOutput::Decision(d) => d.verdict,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(verdict(mo.step(&w[approval]).unwrap()), V::Deny);
+    assert_eq!(verdict(mn.step(&w[approval]).unwrap()), V::Allow);
+}
+
+#[test]
+fn a_narrowed_pause_rule_loses_the_units_an_old_rejection_returns() {
+    // OLD pauses every call after the untrusted read; NEW only large
+    // ones. A small call OLD pauses runs at once in NEW; OLD's human
+    // rejects it, so OLD gets its unit back and NEW does not: the third
+    // clean call (explicit empty lineage) is lost.
+    let old = format!("{BASE}grant g: t quota 2;\npause flow f: untrusted -> out;\n");
+    let new = format!("{BASE}grant g: t quota 2;\npause flow f: untrusted -> out when n > 3;\n");
+    let (o, n) = (compile(&old), compile(&new));
+    let r = certify_with(&o, &n, ORACLE);
+    assert_eq!(r.verdict, Verdict::NotPreserved, "{:?}", r.reasons);
+    let w = r.lost_workflow.unwrap();
+    assert!(replay::confirm(&o, &n, &w).is_ok());
+    assert!(
+        w.iter()
+            .any(|e| matches!(e, Event::Reject(r) if r.call == "trigger")),
+        "{w:?}"
     );
 }
 
