@@ -271,3 +271,30 @@ impl Session {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parameter's first source takes the place of its placeholder: the
+    /// list holds one entry per source, never a placeholder beside one.
+    #[test]
+    fn a_first_source_replaces_the_placeholder() {
+        let mut l = Lineage::new(3);
+        l.set(1, []);
+        assert_eq!(l.given, vec![(1, NO_SOURCE)]);
+        l.add(1, NodeId(7));
+        l.set(2, [NodeId(4), NodeId(5)]);
+        l.set(0, [NodeId(9)]);
+        assert_eq!(
+            l.given,
+            vec![
+                (0, NodeId(9)),
+                (1, NodeId(7)),
+                (2, NodeId(4)),
+                (2, NodeId(5))
+            ]
+        );
+        assert!(l.get(1).is_some_and(|mut s| s.next() == Some(NodeId(7))));
+    }
+}
