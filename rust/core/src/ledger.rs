@@ -647,6 +647,26 @@ mod tests {
     }
 
     #[test]
+    fn only_a_limited_grant_is_limited() {
+        let l = ledger(3);
+        // Grant 0 is unlimited, grants 1 and 2 limited (`ledger`).
+        assert!(!l.is_limited(0));
+        assert!(l.is_limited(1) && l.is_limited(2));
+        assert!(!l.is_limited(3), "no such grant");
+    }
+
+    #[test]
+    fn updating_a_tree_for_a_ledger_of_another_length_rehashes_it() {
+        for (from, to) in [(130, 200), (200, 130), (4097, 130), (65, 3)] {
+            let mut tree = LedgerTree::new(&ledger(from));
+            let l = ledger(to);
+            tree.update(&l, 1);
+            assert_eq!(tree.root(), l.hash(), "{from} -> {to} grants");
+            assert_eq!(tree, LedgerTree::new(&l), "{from} -> {to} grants");
+        }
+    }
+
+    #[test]
     fn every_count_is_committed_to() {
         let base = ledger(200);
         let mut seen = std::collections::BTreeSet::new();
