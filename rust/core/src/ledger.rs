@@ -656,6 +656,104 @@ mod tests {
     }
 
     #[test]
+    fn only_a_shared_grant_counts_units_held() {
+        // Grant 2 is shared; grants 1 (limited) and 0 (unlimited) are not.
+        let mut l = ledger(3);
+        l.shared = vec![2];
+        assert_eq!(l.held(2), 2);
+        assert!(l.consume(2), "a shared grant's pool decides");
+        assert_eq!(l.held(2), 3);
+        assert_eq!((l.held(0), l.held(1), l.held(3)), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_session_ledger_counts_units_held_of_shared_grants_only() {
+        // Grant 2 is shared, held at 0; grants 1 (limited) and 0 (unlimited) are not.
+        let mut policy = crate::policy::Policy::empty("p");
+        for q in [Quota::Unlimited, Quota::Limited(1), Quota::Limited(5)] {
+            policy.grants.push(crate::policy::Grant {
+                name: format!("g{}", policy.grants.len()),
+                agent: 0,
+                tool: 0,
+                resource: None,
+                args: vec![],
+                quota: q,
+                approval: false,
+                expires_at: None,
+                discovers: None,
+            });
+        }
+        policy.shared_grants = vec![2];
+        let base = Ledger::initial(&policy);
+        let tree = Arc::new(LedgerTree::new(&base));
+        let mut s = SessionLedger::new(Arc::new(base), tree);
+        assert!(s.is_shared(2));
+        assert!(!s.is_shared(0) && !s.is_shared(1) && !s.is_shared(3));
+        assert_eq!((s.held(0), s.held(1), s.held(2), s.held(3)), (0, 0, 0, 0));
+        // Returning a unit of a shared grant the session holds none of
+        // changes nothing.
+        s.refund(&policy, 2);
+        assert_eq!(s.held(2), 0);
+        assert_eq!(s.remaining(2), Some(Quota::Limited(0)));
+        assert!(s.consume(2) && s.consume(2));
+        assert_eq!(s.held(2), 2);
+        s.refund(&policy, 2);
+        assert_eq!(s.held(2), 1);
+        assert_eq!(s.hash(), s.to_ledger().hash());
+    }
+
+    #[test]
+    fn a_large_session_ledger_hashes_shared_grants_as_held() {
+        // 130 grants (a tree): grant 66 shared, its block's others limited
+        // or unlimited (`ledger`).
+        let mut base = ledger(130);
+        base.shared = vec![66];
+        base.remaining[66] = Quota::Limited(0);
+        let mut policy = crate::policy::Policy::empty("p");
+        for (i, q) in ledger(130).remaining.into_iter().enumerate() {
+            policy.grants.push(crate::policy::Grant {
+                name: format!("g{i}"),
+                agent: 0,
+                tool: 0,
+                resource: None,
+                args: vec![],
+                quota: q,
+                approval: false,
+                expires_at: None,
+                discovers: None,
+            });
+        }
+        policy.shared_grants = vec![66];
+        let tree = Arc::new(LedgerTree::new(&base));
+        let mut s = SessionLedger::new(Arc::new(base.clone()), tree);
+        let mut plain = base;
+        for g in [66, 67, 66, 1] {
+            assert_eq!(s.consume(g), plain.consume(g));
+            assert_eq!(s.hash(), plain.hash(), "consume {g}");
+        }
+        s.refund(&policy, 66);
+        plain.refund(&policy, 66);
+        assert_eq!(s.hash(), plain.hash(), "refund");
+        assert_eq!(s.to_ledger(), plain);
+    }
+
+    #[test]
+    fn session_ledgers_are_equal_when_every_count_is() {
+        let session = |n: usize| {
+            let base = ledger(n);
+            let tree = Arc::new(LedgerTree::new(&base));
+            SessionLedger::new(Arc::new(base), tree)
+        };
+        let a = session(3);
+        let mut b = session(3);
+        assert_eq!(a, b);
+        assert!(b.consume(1));
+        assert_ne!(a, b, "grant 1's count differs");
+        assert_ne!(session(3), session(4), "lengths differ");
+        assert_ne!(session(4), session(3), "lengths differ");
+    }
+
+    #[test]
     fn updating_a_tree_for_a_ledger_of_another_length_rehashes_it() {
         for (from, to) in [(130, 200), (200, 130), (4097, 130), (65, 3)] {
             let mut tree = LedgerTree::new(&ledger(from));
