@@ -114,6 +114,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn with_counts_changes_the_shared_counts_and_returns_what_f_returns() {
+        let pool = TenantPool::new();
+        let other = pool.clone();
+        let seen = pool.with_counts(|c| {
+            c.take("pay");
+            c.taken("pay") + 40
+        });
+        assert_eq!(seen, 41);
+        assert_eq!(other.snapshot().taken("pay"), 1, "every clone sees it");
+    }
+
+    #[test]
     fn counts_take_give_back_and_saturate() {
         let mut c = SharedCounts::default();
         assert_eq!(c.taken("pay"), 0);

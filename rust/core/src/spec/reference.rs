@@ -815,6 +815,109 @@ mod tests {
     use crate::value::ParamType;
     use serde_json::json;
 
+    /// A session with these task texts and (label, output) pairs.
+    fn with_sources(tasks: &[&str], outputs: Vec<(Label, serde_json::Value)>) -> Session {
+        let mut s = Session::new(&Policy::empty("p"));
+        s.tasks = tasks.iter().map(|t| t.to_string()).collect();
+        s.outputs = outputs;
+        s
+    }
+
+    #[test]
+    fn value_provenance_names_every_trusted_holder_once_and_joins_their_labels() {
+        use crate::label::CategorySet;
+        let low = Label::new(1, CategorySet::EMPTY, true);
+        let high = Label::new(2, CategorySet::EMPTY, true);
+        let s = with_sources(
+            &["mail bob"],
+            vec![
+                (low, json!("alice carol")),
+                (high, json!("alice")),
+                (Label::BOTTOM, json!("dave")),
+            ],
+        );
+        let v = |x: &str| Value::Str(x.into());
+        // In the task text: the task's label (bottom), the task as source.
+        assert_eq!(
+            s.value_provenance(&v("bob")),
+            Some((Label::BOTTOM, vec![ValueSource::Task(0)]))
+        );
+        // In two trusted outputs: both named, labels joined.
+        assert_eq!(
+            s.value_provenance(&v("alice")),
+            Some((
+                low.join(&high),
+                vec![ValueSource::Output(0), ValueSource::Output(1)]
+            ))
+        );
+        // A list: each scalar's sources, each named once.
+        let list = Value::List(vec![v("alice"), v("carol"), v("alice")]);
+        assert_eq!(
+            s.value_provenance(&list),
+            Some((
+                low.join(&high),
+                vec![ValueSource::Output(0), ValueSource::Output(1)]
+            ))
+        );
+        // Nowhere: no provenance.
+        assert_eq!(s.value_provenance(&v("eve")), None);
+        // One untrusted holder is enough to refuse it.
+        let untrusted = Label::new(0, CategorySet::EMPTY, false);
+        let s = with_sources(
+            &[],
+            vec![(low, json!("alice")), (untrusted, json!("alice"))],
+        );
+        assert_eq!(s.value_provenance(&v("alice")), None);
+    }
+
+    #[test]
+    fn an_untrusted_output_past_the_word_limit_turns_the_output_rule_off() {
+        use crate::label::CategorySet;
+        use crate::provenance::MAX_OUTPUT_WORDS;
+        let trusted = Label::new(1, CategorySet::EMPTY, true);
+        let untrusted = Label::new(0, CategorySet::EMPTY, false);
+        let words = |n: usize| json!(vec!["w"; n].join(" "));
+        let v = |x: &str| Value::Str(x.into());
+        // Exactly at the limit: every word counted, the rule stays on.
+        let s = with_sources(
+            &["bob"],
+            vec![
+                (trusted, json!("alice")),
+                (untrusted, words(MAX_OUTPUT_WORDS)),
+            ],
+        );
+        assert_eq!(
+            s.value_provenance(&v("alice")),
+            Some((trusted, vec![ValueSource::Output(0)]))
+        );
+        // One word more: what it hides past the limit could be the value,
+        // so outputs no longer vouch for any value; the task still does.
+        let s = with_sources(
+            &["bob"],
+            vec![
+                (trusted, json!("alice")),
+                (untrusted, words(MAX_OUTPUT_WORDS + 1)),
+            ],
+        );
+        assert_eq!(s.value_provenance(&v("alice")), None);
+        assert_eq!(
+            s.value_provenance(&v("bob")),
+            Some((Label::BOTTOM, vec![ValueSource::Task(0)]))
+        );
+        // A trusted output past the limit is cut there, and turns nothing off.
+        let mut long = vec!["w"; MAX_OUTPUT_WORDS];
+        long.push("zed");
+        let s = with_sources(
+            &[],
+            vec![(trusted, json!(long.join(" "))), (trusted, json!("alice"))],
+        );
+        assert_eq!(s.value_provenance(&v("zed")), None);
+        assert_eq!(
+            s.value_provenance(&v("alice")),
+            Some((trusted, vec![ValueSource::Output(1)]))
+        );
+    }
+
     pub(super) fn tool(name: &str, params: &[(&str, bool)]) -> Tool {
         Tool {
             name: name.into(),
