@@ -14,8 +14,17 @@
 //! * numbers: exact decimals (`98.70` is `98.7`), apart from strings;
 //! * anything else: as written (case matters).
 //!
+//! Two sentences glued without a space (`www.our-company.com.They`) are
+//! read both ways: a word in which `.`, `!` or `?` follows a letter or digit
+//! and comes before an upper-case letter is indexed whole and also as its
+//! parts on either side of each such mark (one-word values find the parts;
+//! phrases match whole words).
+//!
 //! A value with whitespace inside (a name, a subject line) occurs in a text
-//! when its words occur there in a row.
+//! when its words occur there in a row, compared without letter case
+//! (`Family Reunion` occurs in `the family reunion`): several words are
+//! prose, where capitals are style. A one-word value is an identifier, a
+//! code or a name, where case can matter, so it keeps its case.
 
 use crate::value::{Decimal, Value};
 
@@ -37,6 +46,30 @@ pub fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(is_separator)
         .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
         .filter(|w| !w.is_empty())
+}
+
+/// The parts of a word that glues sentences together (see the module
+/// doc), or `None` when it glues none (the common case: one byte scan, no
+/// allocation).
+fn glued_parts(w: &str) -> Option<Vec<&str>> {
+    let is_glue = |i: usize| {
+        matches!(w.as_bytes()[i], b'.' | b'!' | b'?')
+            && w[..i]
+                .chars()
+                .next_back()
+                .is_some_and(char::is_alphanumeric)
+            && w[i + 1..].chars().next().is_some_and(char::is_uppercase)
+    };
+    let mut marks = (1..w.len()).filter(|&i| is_glue(i)).peekable();
+    marks.peek()?;
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for i in marks {
+        parts.push(&w[start..i]);
+        start = i + 1;
+    }
+    parts.push(&w[start..]);
+    Some(parts)
 }
 
 fn looks_like_iban(compact: &str) -> bool {
@@ -109,10 +142,16 @@ pub enum Key {
 pub fn text_keys(text: &str) -> Vec<Key> {
     let ws: Vec<&str> = words(text).collect();
     let mut keys = Vec::with_capacity(ws.len());
-    for (i, w) in ws.iter().enumerate() {
+    let push_word = |keys: &mut Vec<Key>, w: &str| {
         keys.push(Key::Word(canonical(w)));
         if let Ok(d) = w.parse::<Decimal>() {
             keys.push(Key::Number(d));
+        }
+    };
+    for (i, w) in ws.iter().enumerate() {
+        push_word(&mut keys, w);
+        for part in glued_parts(w).into_iter().flatten() {
+            push_word(&mut keys, part);
         }
         // An IBAN printed in groups: `DE89 3704 0044 0532 0130 00`.
         if w.len() == 4 && looks_like_iban_start(w) {
@@ -157,9 +196,9 @@ pub fn phrase(v: &Value) -> Option<Vec<String>> {
     }
 }
 
-/// The canonical words of a string (`None` when it has none).
+/// The phrase words of a string (`None` when it has none).
 fn phrase_words(s: &str) -> Option<Vec<String>> {
-    let ws = canonical_words(s);
+    let ws = phrase_words_of(s);
     (!ws.is_empty()).then_some(ws)
 }
 
@@ -168,8 +207,8 @@ pub enum Lookup {
     /// A one-word string or a number: found under this key (in task texts
     /// and outputs).
     Key(Key),
-    /// A string of several words: found when these canonical words occur
-    /// in a row in a task text (never in outputs).
+    /// A string of several words: found when these phrase words occur in
+    /// a row in a task text (never in outputs).
     Phrase(Vec<String>),
     /// Booleans, `null`, empty strings: no provenance.
     Nothing,
@@ -193,15 +232,30 @@ pub fn lookup_of(v: &Value, phrases: bool) -> Lookup {
     }
 }
 
-/// The canonical words of a text, in order.
-pub fn canonical_words(text: &str) -> Vec<String> {
-    words(text).map(canonical).collect()
+/// The words of a text as phrases compare them, in order: each word in
+/// canonical form and then in lower case, so a phrase is found whatever
+/// its words' case. (Glued sentences are not cut here: their parts are
+/// extra one-word keys, and a phrase is a sequence of whole words.)
+pub fn phrase_words_of(text: &str) -> Vec<String> {
+    words(text).map(phrase_word).collect()
+}
+
+/// One word as phrases compare it (in place for ASCII: no second
+/// allocation on the common case).
+fn phrase_word(w: &str) -> String {
+    let mut c = canonical(w);
+    if c.is_ascii() {
+        c.make_ascii_lowercase();
+        c
+    } else {
+        c.to_lowercase()
+    }
 }
 
 /// Whether `phrase` occurs as consecutive words of `text`.
 pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
     !phrase.is_empty()
-        && canonical_words(text)
+        && phrase_words_of(text)
             .windows(phrase.len())
             .any(|w| w == phrase)
 }
@@ -281,8 +335,8 @@ mod tests {
         assert_eq!(ws, ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"]);
         assert_eq!(words("x-y/z").collect::<Vec<_>>(), ["x-y/z"]);
         assert_eq!(words(" . ").count(), 0);
-        assert_eq!(canonical_words("Hi, Bob!"), ["Hi", "Bob"]);
-        assert!(canonical_words("  ").is_empty());
+        assert_eq!(phrase_words_of("Hi, Bob!"), ["hi", "bob"]);
+        assert!(phrase_words_of("  ").is_empty());
     }
 
     #[test]
@@ -360,7 +414,7 @@ mod tests {
         assert_eq!(value_key(&Value::Null), None);
         assert_eq!(
             phrase(&s("Bob  Smith")),
-            Some(vec!["Bob".to_string(), "Smith".to_string()])
+            Some(vec!["bob".to_string(), "smith".to_string()])
         );
         assert_eq!(phrase(&s("Bob")), None);
         assert_eq!(phrase(&s(" , ")), None);
@@ -384,8 +438,61 @@ mod tests {
     }
 
     #[test]
+    fn glued_sentences_are_read_both_ways() {
+        let t = "post them to www.our-company.com.They sent 980.Then? Ok!Go";
+        for found in [
+            "www.our-company.com",
+            "They",
+            "www.our-company.com.They",
+            "Ok",
+            "Go",
+        ] {
+            assert!(has(t, Value::Str(found.into())), "{found}");
+        }
+        assert!(has(t, Value::Int(980)));
+        // The parts are extra one-word keys; phrases keep whole words.
+        assert!(has(t, Value::Str("www.our-company.com.They sent".into())));
+        assert!(!has(t, Value::Str("to www.our-company.com".into())));
+        // A dot before a lower-case letter or after a mark glues nothing.
+        for missing in ["www", "our-company", "com", "our-company.com"] {
+            assert!(!has(t, Value::Str(missing.into())), "{missing}");
+        }
+        assert_eq!(glued_parts("a.b"), None);
+        assert_eq!(glued_parts(".B"), None);
+        assert_eq!(glued_parts("a..B"), None);
+        assert_eq!(glued_parts("a!?B"), None);
+        assert_eq!(glued_parts("x.B"), Some(vec!["x", "B"]));
+        assert_eq!(glued_parts("U.S.A"), Some(vec!["U", "S", "A"]));
+        assert_eq!(glued_parts("é!Élan"), Some(vec!["é", "Élan"]));
+        assert_eq!(glued_parts("a.B."), Some(vec!["a", "B."]));
+    }
+
+    #[test]
+    fn phrases_ignore_case_and_one_words_do_not() {
+        let t = "Create an event for the family reunion, based on the mails.";
+        assert!(has(t, Value::Str("Family Reunion".into())));
+        assert!(has(t, Value::Str("FAMILY REUNION".into())));
+        assert!(!has(t, Value::Str("Family Reunions".into())));
+        assert!(has(t, Value::Str("family".into())));
+        assert!(!has(t, Value::Str("Family".into())));
+        assert!(has(
+            "Treffen in München heute",
+            Value::Str("TREFFEN IN MÜNCHEN".into())
+        ));
+        assert!(!has(
+            "Treffen in Munchen heute",
+            Value::Str("Treffen in München".into())
+        ));
+        // Canonical first: an address in a phrase, whatever its case.
+        assert!(has(
+            "mail Bob@Corp.com today",
+            Value::Str("mail bob@corp.COM".into())
+        ));
+    }
+
+    #[test]
     fn phrases_occur_as_consecutive_words() {
-        let p = |t: &str| canonical_words(t);
+        let p = |t: &str| phrase_words_of(t);
         assert!(text_has_phrase("to Bob Smith, today", &p("Bob Smith")));
         assert!(!text_has_phrase("to Bob and Smith", &p("Bob Smith")));
         assert!(!text_has_phrase("to Smith Bob", &p("Bob Smith")));

@@ -11,7 +11,7 @@
 
 use crate::graph::NodeId;
 use crate::label::Label;
-use crate::provenance::{canonical_words, lookup_of, output_keys, text_keys, Key, Lookup};
+use crate::provenance::{lookup_of, output_keys, phrase_words_of, text_keys, Key, Lookup};
 use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
@@ -31,7 +31,7 @@ struct Seen {
 pub(crate) struct ValueIndex {
     /// Word or number -> the first task whose text contains it.
     task_words: HashMap<Key, NodeId>,
-    /// Task texts as canonical words, for values of several words.
+    /// Task texts as phrase words, for values of several words.
     task_texts: Vec<(NodeId, Vec<String>)>,
     outputs: HashMap<Key, Seen>,
     /// An untrusted output was too large to index.
@@ -43,7 +43,7 @@ impl ValueIndex {
         for k in text_keys(text) {
             self.task_words.entry(k).or_insert(node);
         }
-        self.task_texts.push((node, canonical_words(text)));
+        self.task_texts.push((node, phrase_words_of(text)));
     }
 
     pub fn add_output(&mut self, node: NodeId, label: Label, output: &serde_json::Value) {
