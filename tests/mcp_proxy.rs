@@ -7,207 +7,19 @@
 //! the gateway's test client), by a timeout or by a cancellation. Every
 //! read has a timeout, so a hang fails the test instead of blocking it.
 
-use agenra_gateway::client::Client;
+#[path = "mcp/harness.rs"]
+mod harness;
+
+use harness::{is_error, mcp_dir, text, wait_for_approvals, Proxy, BIN};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::io::Write;
+use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_agenra");
-const TIMEOUT: Duration = Duration::from_secs(20);
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
-}
-
-struct Proxy {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Receiver<String>,
-    log: PathBuf,
-}
-
-impl Proxy {
-    fn start(test: &str) -> Proxy {
-        Proxy::start_with(test, &[])
-    }
-
-    /// Starts the proxy with extra flags (before `--`).
-    fn start_with(test: &str, flags: &[&str]) -> Proxy {
-        let log = std::env::temp_dir().join(format!(
-            "agenra-mcp-proxy-{}-{test}.log",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&log);
-        let mut child = Command::new(BIN)
-            .arg("mcp-proxy")
-            .arg("--policy")
-            .arg(dir().join("policy.agr"))
-            .args(flags)
-            .arg("--")
-            .arg("python3")
-            .arg(dir().join("fake_server.py"))
-            .env("MCP_FAKE_LOG", &log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agenra mcp-proxy");
-        let errout = child.stderr.take().unwrap();
-        let (etx, stderr) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(errout).lines() {
-                let Ok(line) = line else { break };
-                if etx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proxy {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            stderr,
-            log,
-        }
-    }
-
-    /// Starts the proxy in wait mode on a free port and connects to its
-    /// approval endpoints.
-    fn start_waiting(test: &str, timeout: &str) -> (Proxy, Client) {
-        let p = Proxy::start_with(
-            test,
-            &[
-                "--on-pause",
-                "wait",
-                "--approvals-listen",
-                "127.0.0.1:0",
-                "--pause-timeout",
-                timeout,
-            ],
-        );
-        let addr = p.approvals_addr();
-        let client = Client::connect(addr).expect("connect to the approval endpoints");
-        (p, client)
-    }
-
-    /// The address the proxy printed for its approval endpoints.
-    fn approvals_addr(&self) -> std::net::SocketAddr {
-        loop {
-            let line = self
-                .stderr
-                .recv_timeout(TIMEOUT)
-                .expect("the proxy printed no approvals address in time");
-            if let Some(rest) = line.split("approvals on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap();
-                return addr.parse().unwrap_or_else(|e| panic!("{e}: {line}"));
-            }
-        }
-    }
-
-    /// Sends a `tools/call` without waiting for its answer.
-    fn send_call(&mut self, id: i64, tool: &str, arguments: Value) {
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": tool, "arguments": arguments}});
-        self.send_line(&msg.to_string());
-    }
-
-    /// Asserts that the proxy sends nothing for a while.
-    fn assert_silent(&self) {
-        if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(300)) {
-            panic!("unexpected line from the proxy: {line}");
-        }
-    }
-
-    fn send_line(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn recv_line(&self) -> String {
-        self.lines
-            .recv_timeout(TIMEOUT)
-            .expect("no line from the proxy in time")
-    }
-
-    fn recv(&self) -> Value {
-        let line = self.recv_line();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": tool, "arguments": arguments}});
-        self.send_line(&msg.to_string());
-        let answer = self.recv();
-        assert_eq!(answer["id"], json!(id), "{answer}");
-        answer
-    }
-
-    /// The tool names the server received `tools/call`s for, in order.
-    fn server_calls(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                v["name"].as_str().unwrap().to_string()
-            })
-            .collect()
-    }
-
-    /// Closes the client side and waits for the proxy to exit.
-    fn finish(mut self) -> i32 {
-        drop(self.stdin.take());
-        for _ in 0..200 {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let _ = std::fs::remove_file(&self.log);
-                return status.code().unwrap_or(-1);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        panic!("the proxy did not exit after its input closed");
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn is_error(answer: &Value) -> bool {
-    answer["result"]["isError"] == json!(true)
-}
-
-fn text(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
 
 /// What the fake server itself answers, byte for byte, when asked directly.
 fn direct(lines: &[&str]) -> Vec<String> {
     let mut child = Command::new("python3")
-        .arg(dir().join("fake_server.py"))
+        .arg(mcp_dir().join("fake_server.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -363,7 +175,7 @@ fn garbage_lines_do_not_stop_the_proxy() {
     // Non-object JSON and invalid UTF-8 do not stop it either.
     p.send_line("[1,2,3]");
     p.send_line("42");
-    p.stdin.as_mut().unwrap().write_all(b"\xff\xfe\n").unwrap();
+    p.send_bytes(b"\xff\xfe\n");
     // The fake server answers the last one with a parse error.
     let answer = p.recv();
     assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
@@ -400,25 +212,6 @@ fn a_call_with_duplicate_keys_is_refused() {
 }
 
 // ---- `--on-pause wait`: paused calls wait for the approval endpoints ----
-
-/// `GET /v1/approvals`, polled until it lists `n` calls (the proxy decides
-/// a call as it reads it, so right after sending it may not be there yet).
-fn wait_for_approvals(http: &mut Client, n: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + TIMEOUT;
-    loop {
-        let (status, body) = http.get("/v1/approvals").unwrap();
-        assert_eq!(status, 200, "{body}");
-        let list = body["approvals"].as_array().unwrap().clone();
-        if list.len() == n {
-            return list;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "expected {n} approvals, have {body}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[test]
 fn approved_call_is_forwarded_and_its_result_comes_back() {
@@ -651,7 +444,7 @@ fn refused(flags: &[&str]) -> (i32, String) {
     let out = Command::new(BIN)
         .arg("mcp-proxy")
         .arg("--policy")
-        .arg(dir().join("policy.agr"))
+        .arg(mcp_dir().join("policy.agr"))
         .args(flags)
         .arg("--")
         .arg("python3")

@@ -12,20 +12,14 @@
 //! Real processes (the built binary, `tests/mcp/fake_server.py`, needs
 //! `python3`); every read has a timeout.
 
-use agenra_gateway::client::Client;
+#[path = "mcp/harness.rs"]
+mod harness;
+
+use harness::{fake_server, is_error, mcp_dir, text, wait_for_approvals, Proxy, BIN, TIMEOUT};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_agenra");
-const TIMEOUT: Duration = Duration::from_secs(20);
-
-fn mcp_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
-}
 
 /// A fresh temporary directory for one test.
 fn temp(test: &str) -> PathBuf {
@@ -47,147 +41,6 @@ fn silent_server(log: &Path) -> Vec<String> {
             .into(),
         log.display().to_string(),
     ]
-}
-
-fn fake_server() -> Vec<String> {
-    vec![
-        "python3".into(),
-        mcp_dir().join("fake_server.py").display().to_string(),
-    ]
-}
-
-struct Proxy {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    stderr: Receiver<String>,
-}
-
-impl Proxy {
-    /// `agenra mcp-proxy --policy tests/mcp/policy.agr FLAGS -- SERVER`.
-    fn start(flags: &[&str], server: &[String]) -> Proxy {
-        let mut child = Command::new(BIN)
-            .arg("mcp-proxy")
-            .arg("--policy")
-            .arg(mcp_dir().join("policy.agr"))
-            .args(flags)
-            .arg("--")
-            .args(server)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start agenra mcp-proxy");
-        let (tx, lines) = channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let (etx, stderr) = channel();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines() {
-                let Ok(line) = line else { break };
-                if etx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proxy {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    /// Waits for a line of standard error containing `needle`.
-    fn stderr_line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + TIMEOUT;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        panic!("the proxy wrote no line containing {needle:?} in time");
-    }
-
-    fn approvals_client(&self) -> Client {
-        let line = self.stderr_line("approvals on http://");
-        let addr = line
-            .split("approvals on http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap();
-        Client::connect(addr.parse().unwrap()).expect("connect to the approval endpoints")
-    }
-
-    fn send_call(&mut self, id: i64, tool: &str, arguments: Value) {
-        let msg = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                         "params": {"name": tool, "arguments": arguments}});
-        let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{msg}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn recv(&self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(TIMEOUT)
-            .expect("no answer from the proxy in time");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    fn call(&mut self, id: i64, tool: &str, arguments: Value) -> Value {
-        self.send_call(id, tool, arguments);
-        let answer = self.recv();
-        assert_eq!(answer["id"], json!(id), "{answer}");
-        answer
-    }
-
-    /// SIGKILL: nothing is flushed or settled on the way out.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// Closes the client's side and waits for the proxy to exit.
-    fn finish(mut self) -> i32 {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + TIMEOUT;
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the proxy did not exit after its input closed");
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn is_error(answer: &Value) -> bool {
-    answer["result"]["isError"] == json!(true)
-}
-
-fn text(answer: &Value) -> String {
-    answer["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// `agenra ARGS`: exit code, standard output and error.
@@ -246,7 +99,7 @@ fn wait_lines(log: &Path, n: usize) {
 /// refunded one still there.
 fn quota_survives_a_kill(store: &str) {
     let flags = ["--store", store];
-    let mut p = Proxy::start(&flags, &fake_server());
+    let mut p = Proxy::spawn(&flags, &fake_server());
     p.stderr_line("new session `mcp-proxy` of tenant `default`");
     let answer = p.call(1, "publish", json!({"text": "a"}));
     assert!(!is_error(&answer), "{answer}");
@@ -254,7 +107,7 @@ fn quota_survives_a_kill(store: &str) {
     assert_eq!(text(&answer), "flaky failed", "{answer}");
     p.kill();
 
-    let mut p = Proxy::start(&flags, &fake_server());
+    let mut p = Proxy::spawn(&flags, &fake_server());
     let line = p.stderr_line("resumed session `mcp-proxy`");
     assert!(line.contains("0 call(s) left running"), "{line}");
     // The unit spent before the kill is still spent...
@@ -299,7 +152,7 @@ fn a_call_left_running_is_reported_unknown_after_a_restart() {
     let store = dir.join("x.redb");
     let store = store.to_str().unwrap();
     let seen = dir.join("seen.jsonl");
-    let mut p = Proxy::start(&["--store", store], &silent_server(&seen));
+    let mut p = Proxy::spawn(&["--store", store], &silent_server(&seen));
     p.send_call(1, "publish", json!({"text": "a"}));
     p.send_call(2, "read_file", json!({"path": "docs/a.md"}));
     // Forwarded: their ALLOWs were durable before the server saw them.
@@ -319,7 +172,7 @@ fn a_call_left_running_is_reported_unknown_after_a_restart() {
     assert!(!err.contains("panicked"), "{err}");
     p.kill();
 
-    let mut p = Proxy::start(&["--store", store], &fake_server());
+    let mut p = Proxy::spawn(&["--store", store], &fake_server());
     let line = p.stderr_line("resumed session `mcp-proxy`");
     assert!(
         line.contains("2 call(s) left running reported `unknown`"),
@@ -356,21 +209,6 @@ fn a_call_left_running_is_reported_unknown_after_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `GET /v1/approvals`, polled until it lists `n` calls.
-fn approvals(http: &mut Client, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let (status, body) = http.get("/v1/approvals").unwrap();
-        assert_eq!(status, 200, "{body}");
-        let list = body["approvals"].as_array().unwrap().clone();
-        if list.len() == n {
-            return list;
-        }
-        assert!(Instant::now() < deadline, "expected {n} approvals: {body}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A PAUSE held in `--on-pause wait` mode and approved over HTTP is an
 /// audit record (with its place in the answer); a call still waiting when
 /// the proxy is killed is rejected on restart, its unit returned.
@@ -391,10 +229,10 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
         "--pause-timeout",
         "60",
     ];
-    let mut p = Proxy::start(&flags, &fake_server());
+    let mut p = Proxy::spawn(&flags, &fake_server());
     let mut http = p.approvals_client();
     p.send_call(1, "deploy", json!({"target": "prod"}));
-    let list = approvals(&mut http, 1);
+    let list = wait_for_approvals(&mut http, 1);
     assert_eq!(list[0]["call"], json!("mcp-1:1"), "{list:?}");
     assert_eq!(list[0]["session"], json!("agent-7"), "{list:?}");
     let (status, out) = http
@@ -408,7 +246,7 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
     assert!(!is_error(&answer), "{answer}");
     // `release` (quota 1, approval) waits, and the proxy is killed.
     p.send_call(2, "release", json!({"target": "v1"}));
-    approvals(&mut http, 1);
+    wait_for_approvals(&mut http, 1);
     p.kill();
 
     let records = events(&dir, store);
@@ -422,17 +260,17 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
     assert_eq!(approve["session"], json!("agent-7"), "{approve}");
     audit_verify(store);
 
-    let mut p = Proxy::start(&flags, &fake_server());
+    let mut p = Proxy::spawn(&flags, &fake_server());
     let line = p.stderr_line("resumed session `agent-7`");
     assert!(
         line.contains("1 call(s) left waiting for approval rejected"),
         "{line}"
     );
     let mut http = p.approvals_client();
-    assert!(approvals(&mut http, 0).is_empty());
+    assert!(wait_for_approvals(&mut http, 0).is_empty());
     // The rejection gave the unit back: `release` pauses again.
     p.send_call(3, "release", json!({"target": "v2"}));
-    let list = approvals(&mut http, 1);
+    let list = wait_for_approvals(&mut http, 1);
     assert_eq!(list[0]["call"], json!("mcp-3:3"), "{list:?}");
     let (status, out) = http
         .post("/v1/approvals/mcp-3:3/reject", &json!({}))
