@@ -627,3 +627,540 @@ pub enum StepError {
         set: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::{CategorySet, LabelPattern};
+    use crate::policy::{
+        Agent, CallRule, FlowEffect, FlowRule, Grant, Obligation, Param, PathKind, PathRule, Quota,
+        ReceiveRule, RuleEffect, Scope, StepPattern, Tool,
+    };
+    use crate::value::{ArgCond, NamedCond, ParamType};
+
+    /// A policy with two of everything a reason names, so that each name
+    /// is told apart from its neighbour (and an index past the end is `?`).
+    fn policy() -> Policy {
+        let mut p = Policy::empty("names");
+        p.levels = vec!["public".into(), "secret".into()];
+        p.categories = vec!["pii".into(), "web".into()];
+        p.sinks = vec!["email".into(), "network".into()];
+        p.sets = vec!["contacts".into(), "hosts".into()];
+        p.facts = vec!["tested".into(), "reviewed".into()];
+        let tool = |name: &str| Tool {
+            name: name.into(),
+            params: vec![Param {
+                name: "to".into(),
+                ty: ParamType::Str,
+                list: false,
+                optional: false,
+            }],
+            resource: None,
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        };
+        p.tools = vec![tool("web.fetch"), tool("email.send")];
+        p.agents.push(Agent {
+            name: "helper".into(),
+            parent: Some(0),
+            scope: Some(0),
+            own_context: false,
+        });
+        p.scopes = vec![
+            Scope {
+                name: "reading".into(),
+                tools: vec!["web.*".into()],
+            },
+            Scope {
+                name: "writing".into(),
+                tools: vec!["email.*".into()],
+            },
+        ];
+        let grant = |name: &str| Grant {
+            name: name.into(),
+            agent: 0,
+            tool: 1,
+            resource: None,
+            args: vec![],
+            quota: Quota::Limited(3),
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        };
+        p.grants = vec![grant("send_colleagues"), grant("send_reviewed")];
+        let flow = |name: &str, effect| FlowRule {
+            name: name.into(),
+            sink: 0,
+            effect,
+            when: NamedCond::TRUE,
+        };
+        p.flow_rules = vec![
+            flow("web_denied", FlowEffect::Deny(LabelPattern::default())),
+            flow("web_paused", FlowEffect::Pause(LabelPattern::default())),
+            flow("reports_ok", FlowEffect::Allow(Label::BOTTOM)),
+        ];
+        let path = |name: &str| PathRule {
+            name: name.into(),
+            effect: RuleEffect::Deny,
+            kind: PathKind::AtMost {
+                max: 2,
+                step: StepPattern::default(),
+            },
+            reset: None,
+        };
+        p.path_rules = vec![path("exfil"), path("few_sends")];
+        let obligation = |name: &str, since: Option<&str>| Obligation {
+            name: name.into(),
+            effect: RuleEffect::Deny,
+            fact: 0,
+            before: "deploy".into(),
+            since: since.map(String::from),
+        };
+        p.obligations = vec![
+            obligation("test_first", Some("edit")),
+            obligation("review_first", None),
+        ];
+        p.call_rules = vec![CallRule {
+            name: "no_ceo".into(),
+            effect: RuleEffect::Deny,
+            tool: 1,
+            when: ArgCond::TRUE,
+        }];
+        let receive = |name: &str, effect| ReceiveRule {
+            name: name.into(),
+            agent: 1,
+            effect,
+            when: NamedCond::TRUE,
+        };
+        p.receive_rules = vec![
+            receive("helper_denied", FlowEffect::Deny(LabelPattern::default())),
+            receive("helper_paused", FlowEffect::Pause(LabelPattern::default())),
+        ];
+        p
+    }
+
+    fn web() -> Label {
+        Label::new(1, CategorySet::from_indexes([0, 1]), false)
+    }
+
+    #[test]
+    fn verdicts_print_in_capitals() {
+        assert_eq!(Verdict::Allow.as_str(), "ALLOW");
+        assert_eq!(Verdict::Deny.as_str(), "DENY");
+        assert_eq!(Verdict::Pause.as_str(), "PAUSE");
+    }
+
+    #[test]
+    fn rules_are_named_by_the_policy_or_by_their_kind() {
+        let p = policy();
+        let cases = [
+            (Rule::WellFormed, "well-formed"),
+            (Rule::Scope(1), "writing"),
+            (Rule::Scope(2), "?"),
+            (Rule::TaskScope, "task-scope"),
+            (Rule::Flow(1), "web_paused"),
+            (Rule::Flow(3), "?"),
+            (Rule::Path(1), "few_sends"),
+            (Rule::Path(2), "?"),
+            (Rule::Obligation(1), "review_first"),
+            (Rule::Obligation(2), "?"),
+            (Rule::Call(0), "no_ceo"),
+            (Rule::Call(1), "?"),
+            (Rule::Receive(1), "helper_paused"),
+            (Rule::Receive(2), "?"),
+            (Rule::Grant(1), "send_reviewed"),
+            (Rule::Grant(2), "?"),
+            (Rule::NoGrant, "no-grant"),
+        ];
+        for (rule, name) in cases {
+            assert_eq!(rule.name(&p), name, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn decision_paths_hold_nodes_or_a_flow_trace() {
+        let nodes = vec![NodeId(3), NodeId(7)];
+        let path = DecisionPath::from_nodes(nodes.clone());
+        assert_eq!(path.nodes(), Some(&nodes[..]));
+        assert!(!path.is_empty());
+        assert!(path.trace().is_none());
+        assert_eq!(DecisionPath::from(nodes.clone()), path);
+        assert_ne!(path, DecisionPath::default());
+
+        let empty = DecisionPath::from(Vec::new());
+        assert!(empty.is_empty());
+        assert_eq!(empty.nodes(), Some(&[][..]));
+        assert_eq!(empty, DecisionPath::default());
+        assert!(DecisionPath::default().is_empty());
+
+        let trace = FlowTrace {
+            node: NodeId(9),
+            tool: 1,
+            sink_use: Some(0),
+            pattern: LabelPattern::default(),
+            context: true,
+            own_resource: false,
+            horizon: 4,
+        };
+        let flow = DecisionPath::flow(trace);
+        assert_eq!(flow.trace(), Some(&trace));
+        assert_eq!(flow.nodes(), None);
+        assert!(!flow.is_empty(), "a flow rule's path is never empty");
+        assert_ne!(flow, DecisionPath::default());
+    }
+
+    #[test]
+    fn every_reason_reads_as_a_sentence_with_the_policys_names() {
+        let p = policy();
+        let send = Some(1);
+        let cases: Vec<(Reason, Rule, Option<ToolId>, &str)> = vec![
+            (
+                Reason::UnknownTool("rm".into()),
+                Rule::WellFormed,
+                None,
+                "unknown tool `rm`",
+            ),
+            (
+                Reason::UnknownAgent("eve".into()),
+                Rule::WellFormed,
+                None,
+                "unknown agent `eve`",
+            ),
+            (
+                Reason::MissingArg { param: "to".into() },
+                Rule::WellFormed,
+                send,
+                "missing argument `to` of `email.send`",
+            ),
+            (
+                Reason::MissingArg { param: "to".into() },
+                Rule::WellFormed,
+                Some(5),
+                "missing argument `to` of `?`",
+            ),
+            (
+                Reason::UnknownArg { param: "cc".into() },
+                Rule::WellFormed,
+                Some(0),
+                "`web.fetch` has no parameter `cc`",
+            ),
+            (
+                Reason::IllTyped {
+                    param: "to".into(),
+                    expected: "string".into(),
+                    got: "int".into(),
+                },
+                Rule::WellFormed,
+                send,
+                "argument `to` of `email.send` must be string, got int",
+            ),
+            (
+                Reason::UnknownLineage {
+                    param: "to".into(),
+                    call: "c9".into(),
+                },
+                Rule::WellFormed,
+                send,
+                "lineage of `to` names unknown call `c9`",
+            ),
+            (
+                Reason::OutOfScope { agent: 1 },
+                Rule::Scope(0),
+                send,
+                "agent `helper` is confined to scope `reading`, which does not include `email.send`",
+            ),
+            (
+                Reason::OutOfScope { agent: 7 },
+                Rule::Scope(0),
+                send,
+                "agent `?` is confined to scope `reading`, which does not include `email.send`",
+            ),
+            (
+                Reason::OutOfTaskScope { forbidden: true },
+                Rule::TaskScope,
+                send,
+                "the task's scope forbids this `email.send` call",
+            ),
+            (
+                Reason::OutOfTaskScope { forbidden: false },
+                Rule::TaskScope,
+                send,
+                "the task's scope does not include this `email.send` call",
+            ),
+            (
+                Reason::Flow {
+                    sink: 0,
+                    label: web(),
+                    resource: None,
+                },
+                Rule::Flow(0),
+                send,
+                "flow of <secret, {pii, web}, untrusted> into sink `email` is denied by `web_denied`",
+            ),
+            (
+                Reason::Flow {
+                    sink: 1,
+                    label: Label::BOTTOM,
+                    resource: Some("a@b".into()),
+                },
+                Rule::Flow(1),
+                send,
+                "flow of <public, {}, trusted> into sink `network` needs a human approval under \
+                 `web_paused` (the call's own resource \"a@b\" carries the label)",
+            ),
+            (
+                Reason::Flow {
+                    sink: 2,
+                    label: Label::BOTTOM,
+                    resource: None,
+                },
+                Rule::Path(0),
+                send,
+                "flow of <public, {}, trusted> into sink `?` is denied by `exfil`",
+            ),
+            (
+                Reason::Received {
+                    agent: 1,
+                    label: web(),
+                },
+                Rule::Receive(0),
+                send,
+                "agent `helper` receiving <secret, {pii, web}, untrusted> is denied by `helper_denied`",
+            ),
+            (
+                Reason::Received {
+                    agent: 1,
+                    label: web(),
+                },
+                Rule::Receive(1),
+                send,
+                "agent `helper` receiving <secret, {pii, web}, untrusted> needs a human approval \
+                 under `helper_paused`",
+            ),
+            (
+                Reason::CallForbidden,
+                Rule::Call(0),
+                send,
+                "`no_ceo` forbids this `email.send` call",
+            ),
+            (
+                Reason::PathCompleted,
+                Rule::Path(0),
+                send,
+                "`email.send` would complete the forbidden path `exfil`",
+            ),
+            (
+                Reason::CountExceeded { max: 2 },
+                Rule::Path(1),
+                send,
+                "`few_sends` allows at most 2 such calls",
+            ),
+            (
+                Reason::ObligationUnmet {
+                    fact: 0,
+                    since: true,
+                },
+                Rule::Obligation(0),
+                send,
+                "`test_first` requires `tested` to have been seen after the last `edit` call \
+                 before `email.send`",
+            ),
+            (
+                Reason::ObligationUnmet {
+                    fact: 1,
+                    since: false,
+                },
+                Rule::Obligation(0),
+                send,
+                "`test_first` requires `reviewed` to have been seen before `email.send`",
+            ),
+            (
+                Reason::ObligationUnmet {
+                    fact: 0,
+                    since: true,
+                },
+                Rule::Obligation(1),
+                send,
+                "`review_first` requires `tested` to have been seen before `email.send`",
+            ),
+            (
+                Reason::ObligationUnmet {
+                    fact: 9,
+                    since: true,
+                },
+                Rule::Call(0),
+                send,
+                "`no_ceo` requires `?` to have been seen before `email.send`",
+            ),
+            (
+                Reason::NoGrant {
+                    agent: 1,
+                    exhausted: Some(1),
+                },
+                Rule::NoGrant,
+                send,
+                "grant `send_reviewed` of `helper` matches but has no quota left",
+            ),
+            (
+                Reason::NoGrant {
+                    agent: 0,
+                    exhausted: Some(4),
+                },
+                Rule::NoGrant,
+                send,
+                "grant `?` of `main` matches but has no quota left",
+            ),
+            (
+                Reason::NoGrant {
+                    agent: 1,
+                    exhausted: None,
+                },
+                Rule::NoGrant,
+                send,
+                "no grant of `helper` covers this `email.send` call",
+            ),
+            (
+                Reason::Granted {
+                    agent: 1,
+                    left: Some(2),
+                },
+                Rule::Grant(0),
+                send,
+                "granted to `helper` by `send_colleagues` (2 left)",
+            ),
+            (
+                Reason::Granted {
+                    agent: 0,
+                    left: None,
+                },
+                Rule::Grant(1),
+                send,
+                "granted to `main` by `send_reviewed`",
+            ),
+            (
+                Reason::NeedsApproval { grant: 1 },
+                Rule::Grant(1),
+                send,
+                "grant `send_reviewed` requires a human approval",
+            ),
+            (
+                Reason::NeedsApproval { grant: 3 },
+                Rule::Grant(3),
+                send,
+                "grant `?` requires a human approval",
+            ),
+            (
+                Reason::Approved,
+                Rule::Grant(0),
+                send,
+                "approved by a human: re-checked and admitted",
+            ),
+            (
+                Reason::RecheckFailed(Box::new(Reason::PathCompleted)),
+                Rule::Path(0),
+                send,
+                "re-checked at approval time: `email.send` would complete the forbidden path \
+                 `exfil`; reserved units returned",
+            ),
+        ];
+        for (reason, rule, tool, text) in cases {
+            assert_eq!(reason_text(&p, &reason, rule, tool), text, "{reason:?}");
+            let decision = Decision {
+                verdict: Verdict::Deny,
+                rule,
+                reason: reason.clone(),
+                node: NodeId(0),
+                tool,
+                path: DecisionPath::default(),
+                grants: vec![],
+                refunded: vec![],
+                ledger_hash: Hash([0; 32]),
+            };
+            assert_eq!(decision.reason_text(&p), text, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn notes_read_as_sentences_joined_in_order() {
+        let p = policy();
+        let cases = [
+            (Note::Failed, "failed with no effect: units returned"),
+            (
+                Note::Unknown,
+                "outcome unknown: units stay spent, output assumed read",
+            ),
+            (Note::Succeeded, "succeeded"),
+            (Note::Discovered { set: 1, new: 3 }, "3 new in `hosts`"),
+            (Note::Discovered { set: 2, new: 0 }, "0 new in `?`"),
+            (Note::FactSeen(1), "fact `reviewed` seen"),
+            (Note::FactSeen(2), "fact `?` seen"),
+            (Note::Rejected, "rejected: reserved units returned"),
+            (Note::TaskRecorded("t1".into()), "task `t1` recorded"),
+            (Note::Seeded { set: 0, new: 2 }, "2 seeded into `contacts`"),
+            (Note::Seeded { set: 5, new: 1 }, "1 seeded into `?`"),
+            (Note::ScopeOpened, "scope opened"),
+        ];
+        for (note, text) in &cases {
+            assert_eq!(note.text(&p), *text, "{note:?}");
+        }
+        let applied = |notes: Vec<Note>| Applied {
+            node: NodeId(1),
+            rule: None,
+            notes,
+            refunded: vec![],
+            ledger_hash: Hash([0; 32]),
+        };
+        assert_eq!(applied(vec![]).reason_text(&p), "");
+        assert_eq!(applied(vec![Note::Succeeded]).reason_text(&p), "succeeded");
+        assert_eq!(
+            applied(vec![
+                Note::Succeeded,
+                Note::Discovered { set: 0, new: 1 },
+                Note::FactSeen(0)
+            ])
+            .reason_text(&p),
+            "succeeded; 1 new in `contacts`; fact `tested` seen"
+        );
+    }
+
+    #[test]
+    fn stops_take_their_verdict_from_the_effect() {
+        let path = vec![NodeId(2), NodeId(5)];
+        let deny = Stop::new(
+            RuleEffect::Deny,
+            Rule::Call(0),
+            Reason::CallForbidden,
+            path.clone(),
+        );
+        assert_eq!(deny.verdict, Verdict::Deny);
+        assert_eq!(deny.rule, Rule::Call(0));
+        assert_eq!(deny.reason, Reason::CallForbidden);
+        assert_eq!(deny.path, path);
+        let pause = Stop::new(
+            RuleEffect::Pause,
+            Rule::Path(1),
+            Reason::PathCompleted,
+            vec![],
+        );
+        assert_eq!(pause.verdict, Verdict::Pause);
+        assert_eq!(pause.rule, Rule::Path(1));
+        assert_eq!(pause.reason, Reason::PathCompleted);
+        assert!(pause.path.is_empty());
+        let stop = Stop::deny(
+            Rule::TaskScope,
+            Reason::OutOfTaskScope { forbidden: true },
+            path.clone(),
+        );
+        assert_eq!(
+            stop,
+            Stop {
+                verdict: Verdict::Deny,
+                rule: Rule::TaskScope,
+                reason: Reason::OutOfTaskScope { forbidden: true },
+                path,
+            }
+        );
+    }
+}
