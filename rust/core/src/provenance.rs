@@ -462,6 +462,8 @@ mod tests {
         assert_eq!(glued_parts("a..B"), None);
         assert_eq!(glued_parts("a!?B"), None);
         assert_eq!(glued_parts("x.B"), Some(vec!["x", "B"]));
+        assert_eq!(glued_parts("Why?Because"), Some(vec!["Why", "Because"]));
+        assert_eq!(glued_parts("a:B"), None);
         assert_eq!(glued_parts("U.S.A"), Some(vec!["U", "S", "A"]));
         assert_eq!(glued_parts("é!Élan"), Some(vec!["é", "Élan"]));
         assert_eq!(glued_parts("a.B."), Some(vec!["a", "B."]));
