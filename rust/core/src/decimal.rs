@@ -204,6 +204,58 @@ mod tests {
     }
 
     #[test]
+    fn normalizing_strips_trailing_zeros_after_the_point_only() {
+        // Parsing strips them before, so only a direct call reaches the loop.
+        let n = Decimal::normalized;
+        assert_eq!(
+            n(9870, 2),
+            Decimal {
+                mantissa: 987,
+                scale: 1
+            }
+        );
+        assert_eq!(
+            n(-500, 2),
+            Decimal {
+                mantissa: -5,
+                scale: 0
+            }
+        );
+        assert_eq!(
+            n(1200, 3),
+            Decimal {
+                mantissa: 12,
+                scale: 1
+            }
+        );
+        assert_eq!(n(0, 4), Decimal::default());
+        assert_eq!(
+            n(-10, 1),
+            Decimal {
+                mantissa: -1,
+                scale: 0
+            }
+        );
+        // Zeros before the point stay: 100 is not 1.
+        assert_eq!(
+            n(100, 0),
+            Decimal {
+                mantissa: 100,
+                scale: 0
+            }
+        );
+        assert_eq!(
+            n(1205, 2),
+            Decimal {
+                mantissa: 1205,
+                scale: 2
+            }
+        );
+        assert_eq!(n(9870, 2), d("98.7"));
+        assert_eq!(n(9870, 2).to_string(), "98.7");
+    }
+
+    #[test]
     fn json_numbers_are_exact_or_refused() {
         let n = |t: &str| serde_json::from_str::<serde_json::Number>(t).unwrap();
         assert_eq!(Decimal::from_json_number(&n("98.70")), Some(d("98.7")));

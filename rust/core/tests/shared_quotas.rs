@@ -498,3 +498,26 @@ fn grant_left_reads_the_pool_and_a_pool_can_be_attached_after_a_replay() {
         .tenant_pool()
         .is_some_and(|p| p.same_as(&pool)));
 }
+
+/// Only shared grants are counted in the tenant's pool: a per-session grant
+/// that serves a call of a tool that also has a shared grant (so the pool
+/// is locked for the decision) takes its unit from the session's ledger
+/// alone, and the pool records nothing for it.
+#[test]
+fn a_per_session_grant_takes_nothing_from_the_pool() {
+    let compiled = CompiledPolicy::new(pay_policy(true)).unwrap();
+    let pool = TenantPool::new();
+    let mut s = compiled.session_with(SessionOptions::default().pool(pool.clone()));
+    assert_eq!(decide(&mut s, "a1").grants, vec![0]);
+    assert_eq!(decide(&mut s, "a2").grants, vec![0]);
+    let d = decide(&mut s, "a3");
+    assert_eq!((d.verdict, d.grants.clone()), (Verdict::Pause, vec![1]));
+    assert_eq!(
+        s.grant_left(1),
+        Some(Quota::Limited(0)),
+        "held by the pause"
+    );
+    let counts = pool.snapshot();
+    assert_eq!(counts.taken("pay_approved"), 0);
+    assert_eq!(counts.iter().collect::<Vec<_>>(), vec![("pay", 2)]);
+}
