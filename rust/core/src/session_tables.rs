@@ -508,20 +508,96 @@ mod tests {
 
     #[test]
     fn call_ids_keep_their_text_compact() {
+        // Both parities: removals drop the live count by one while the
+        // slots stay, so the garbage bound is crossed, not always met.
+        for n in [1000u32, 1001] {
+            let mut ids = CallIds::default();
+            for i in 0..n {
+                ids.insert(format!("id{i}"), NodeId(i));
+            }
+            let text = ids.text.len();
+            ids.insert("tmp", NodeId(n));
+            ids.remove("tmp");
+            assert_eq!(ids.text.len(), text, "a rolled-back id leaves no text");
+            for i in 0..900u32 {
+                ids.remove(&format!("id{i}"));
+                assert!(ids.slots.len() <= 2 * ids.len() + 64, "{n}: {i}");
+            }
+            assert_eq!(ids.get("id950"), Some(&NodeId(950)));
+            assert!(ids.table.len() * 3 > ids.len() * 4);
+        }
+    }
+
+    #[test]
+    fn call_ids_grow_their_table_by_doubling_only() {
         let mut ids = CallIds::default();
         for i in 0..1000u32 {
             ids.insert(format!("id{i}"), NodeId(i));
+            // At most 3/4 full, and at most 4 buckets (32 bytes) per id
+            // past the first 16.
+            assert!(ids.table.len() * 3 >= ids.len() * 4, "{i}");
+            assert!(ids.table.len() <= (4 * ids.len()).max(16), "{i}");
         }
-        let text = ids.text.len();
-        ids.insert("tmp", NodeId(1000));
-        ids.remove("tmp");
-        assert_eq!(ids.text.len(), text, "a rolled-back id leaves no text");
-        for i in 0..900u32 {
-            ids.remove(&format!("id{i}"));
+        assert_eq!(ids.table.len(), 2048);
+    }
+
+    #[test]
+    fn ids_whose_hashes_collide_are_told_apart_by_their_text() {
+        let mut ids = CallIds::default();
+        ids.insert("a", NodeId(1));
+        let h = ids.hash("a");
+        let b = ids.find_hashed("a", h).expect("found");
+        assert_eq!(ids.table[b].0, 0);
+        // "b" probed with a's 32-bit hash (a collision) meets a's bucket,
+        // whose text differs.
+        assert_eq!(ids.find_hashed("b", h), None);
+        // The same text under another hash is another bucket's business.
+        assert_eq!(ids.find_hashed("a", h ^ 1), None);
+    }
+
+    #[test]
+    fn ids_spread_over_the_table() {
+        // Keyed SipHash: 1000 ids take (almost) 1000 hashes, and linear
+        // probing from each id's home bucket stays short.
+        let mut ids = CallIds::default();
+        for i in 0..1000u32 {
+            ids.insert(format!("c{i}"), NodeId(i));
         }
-        assert!(ids.slots.len() <= 2 * ids.len() + 64);
-        assert_eq!(ids.get("id950"), Some(&NodeId(950)));
-        assert!(ids.table.len() * 3 > ids.len() * 4);
+        let hashes: std::collections::HashSet<u32> =
+            ids.iter().map(|(id, _)| ids.hash(id)).collect();
+        assert!(hashes.len() >= 990, "{}", hashes.len());
+        let mask = ids.table.len() - 1;
+        let longest = (0..ids.table.len())
+            .filter(|&i| ids.table[i].0 != EMPTY)
+            .map(|i| i.wrapping_sub(ids.table[i].1 as usize) & mask)
+            .max();
+        assert!(longest.is_some_and(|d| d < 64), "{longest:?}");
+    }
+
+    #[test]
+    fn a_node_table_squeezes_its_holes_out() {
+        // Both parities, as for call ids: the bound is crossed, not always
+        // met.
+        for n in [1000u32, 1001] {
+            let mut table: NodeTable<u32> = NodeTable::default();
+            for i in 0..n {
+                table.insert(NodeId(i), i);
+            }
+            for i in 0..900u32 {
+                assert_eq!(table.remove(&NodeId(i)), Some(i));
+                assert!(table.entries.len() <= 2 * table.len() + 64, "{n}: {i}");
+                // Squeezing gives the spare capacity back too.
+                assert!(
+                    table.entries.capacity() <= 4 * table.entries.len() + 64,
+                    "{n}: {i}: {} for {}",
+                    table.entries.capacity(),
+                    table.entries.len()
+                );
+            }
+            assert_eq!(table.get(&NodeId(950)), Some(&950));
+            assert_eq!(table.get(&NodeId(899)), None);
+            assert_eq!(table.values().count(), n as usize - 900);
+        }
     }
 
     #[test]
