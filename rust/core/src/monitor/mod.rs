@@ -1023,3 +1023,23 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Slots;
+
+    /// A slot past the asked length still exists once written, and reads
+    /// back what was written; unwritten slots read as the default.
+    #[test]
+    fn slots_grow_to_hold_the_slot_written() {
+        let mut s: Slots<u8> = Slots::default();
+        assert_eq!(s.at(3), None);
+        *s.slot(3, 0) = 7;
+        assert_eq!(s.at(3), Some(&7));
+        assert_eq!(s.value(3), 7);
+        assert_eq!(s.at(1), Some(&0));
+        assert_eq!(s.value(9), 0);
+        *s.slot(1, 10) = 2;
+        assert_eq!((s.value(1), s.at(9)), (2, None), "already long enough");
+    }
+}
