@@ -4,48 +4,14 @@
 //! labels of a sink bound to some arguments treated an absent argument
 //! like one that reads the context.)
 
+mod fixtures;
+
 use agenra_core::label::LabelPattern;
-use agenra_core::policy::{FlowEffect, FlowRule, Grant, Param, Policy, Quota, SinkUse, Tool};
-use agenra_core::{CategorySet, Cond, Event, Label, Monitor, ParamType, StepOutput, Verdict};
+use agenra_core::policy::{FlowEffect, FlowRule, Policy, SinkUse};
+use agenra_core::{CategorySet, Cond, Event, Label, Monitor, StepOutput, Verdict};
+use fixtures::{grant, optional, param, tool};
 use serde_json::{json, Value};
 
-fn param(name: &str, optional: bool) -> Param {
-    Param {
-        name: name.into(),
-        ty: ParamType::Str,
-        list: false,
-        optional,
-    }
-}
-
-fn tool(name: &str, params: Vec<Param>, output: Label) -> Tool {
-    Tool {
-        name: name.into(),
-        params,
-        resource: None,
-        sinks: vec![],
-        output,
-        sanitizer: None,
-        facts: vec![],
-    }
-}
-
-fn grant(tool: usize) -> Grant {
-    Grant {
-        name: format!("g{tool}"),
-        agent: 0,
-        tool,
-        resource: None,
-        args: vec![],
-        quota: Quota::Unlimited,
-        approval: false,
-        expires_at: None,
-        discovers: None,
-    }
-}
-
-/// `read` returns secret data; `send(to, body?)` reaches sink `mail`
-/// with `body` only; secret data never reaches `mail`.
 fn policy(by_value: bool) -> Policy {
     let mut p = Policy::empty("absent");
     p.levels = vec!["public".into(), "secret".into()];
@@ -53,11 +19,7 @@ fn policy(by_value: bool) -> Policy {
     let secret = Label::new(1, CategorySet::EMPTY, true);
     p.tools = vec![
         tool("read", vec![], secret),
-        tool(
-            "send",
-            vec![param("to", false), param("body", true)],
-            Label::BOTTOM,
-        ),
+        tool("send", vec![param("to"), optional("body")], Label::BOTTOM),
     ];
     p.tools[1].sinks = vec![SinkUse {
         sink: 0,
