@@ -163,3 +163,40 @@ fn a_task_scope_excludes_by_tool_and_resource() {
     );
     assert_eq!(scope.excludes("web.get", Some("/home/a")), Some(false));
 }
+
+/// `check_all` lists every rule that stops the call, not only the first:
+/// two deny call rules on `note` give two stops.
+#[test]
+fn check_all_lists_every_deny_rule() {
+    use agenra_core::decision::Rule;
+    use agenra_core::policy::{CallRule, RuleEffect};
+    use agenra_core::Cond;
+    let mut p = monitor().policy().clone();
+    p.call_rules = ["first", "second"]
+        .iter()
+        .map(|name| CallRule {
+            name: name.to_string(),
+            effect: RuleEffect::Deny,
+            tool: 1,
+            when: Cond::TRUE,
+        })
+        .collect();
+    let mut m = Monitor::new(p).expect("valid policy");
+    let e: Event =
+        serde_json::from_value(json!({"kind": "call", "id": "n0", "time": 1, "tool": "note"}))
+            .expect("event");
+    let Event::Call(c) = e else { unreachable!() };
+    let stops = m.check_all(&c).expect("checked");
+    let rules: Vec<Rule> = stops.iter().map(|s| s.rule).collect();
+    assert_eq!(rules, vec![Rule::Call(0), Rule::Call(1)]);
+    assert_eq!(m.state().call_node("n0"), None, "a check records nothing");
+}
+
+#[test]
+fn session_options_print_what_they_hold() {
+    let o = agenra_core::SessionOptions::compact(4);
+    assert_eq!(
+        format!("{o:?}"),
+        "SessionOptions { compact: Some(4), audit: false, pool: false }"
+    );
+}
