@@ -200,3 +200,36 @@ fn session_options_print_what_they_hold() {
         "SessionOptions { compact: Some(4), audit: false, pool: false }"
     );
 }
+
+/// A compact session with window 3 forgets nothing until its graph holds
+/// 2 × 3 nodes (the context and five calls), and then forgets at once.
+#[test]
+fn a_compact_session_compacts_when_the_graph_holds_twice_its_window() {
+    use agenra_core::SessionOptions;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let forgotten = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&forgotten);
+    let mut m = monitor()
+        .compiled()
+        .session_with(SessionOptions::compact(3).audit(move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        }));
+    let mut first = None;
+    for i in 0..8 {
+        let id = format!("n{i}");
+        call(&mut m, &id, "note");
+        step(
+            &mut m,
+            json!({"kind": "result", "call": id, "status": "succeeded"}),
+        );
+        if first.is_none() && forgotten.load(Ordering::Relaxed) > 0 {
+            first = Some(i + 1);
+        }
+    }
+    assert_eq!(
+        first,
+        Some(5),
+        "the first compaction comes with the fifth call"
+    );
+}
