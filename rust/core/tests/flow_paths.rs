@@ -130,3 +130,45 @@ fn a_flow_path_follows_only_the_arguments_bound_to_the_sink() {
     assert_eq!(v, Verdict::Deny);
     assert_eq!(path, vec![r1, ctx, node]);
 }
+
+/// A compact session forgets a denied call's node once the window has
+/// moved past it; its DENY path is then the typed error `Forgotten`,
+/// naming the node, never a path rebuilt from whatever is left.
+#[test]
+fn a_forgotten_deny_path_is_a_typed_error() {
+    use agenra_core::{CompiledPolicy, PathError, SessionOptions};
+    let compiled = CompiledPolicy::new(policy()).unwrap();
+    let mut m = compiled.session_with(SessionOptions::compact(2));
+    step(
+        &mut m,
+        json!({"kind": "call", "id": "r1", "time": 1, "tool": "read"}),
+    );
+    step(
+        &mut m,
+        json!({"kind": "result", "call": "r1", "status": "succeeded"}),
+    );
+    let StepOutput::Decision(d) = step(
+        &mut m,
+        json!({"kind": "call", "id": "s1", "time": 1, "tool": "send_a",
+               "args": {"a": "x", "b": "y"}, "lineage": {"a": ["r1"]}}),
+    ) else {
+        panic!("a call is decided")
+    };
+    assert_eq!(d.verdict, Verdict::Deny);
+    assert!(m.path(&d).is_ok(), "read right after the decision");
+    for i in 0..6 {
+        let StepOutput::Decision(r) = step(
+            &mut m,
+            json!({"kind": "call", "id": format!("p{i}"), "time": 1, "tool": "read"}),
+        ) else {
+            panic!("a call is decided")
+        };
+        assert_eq!(r.verdict, Verdict::Allow);
+        step(
+            &mut m,
+            json!({"kind": "result", "call": format!("p{i}"), "status": "succeeded"}),
+        );
+    }
+    assert!(m.state().graph.node(d.node).is_none(), "forgotten");
+    assert_eq!(m.path(&d), Err(PathError::Forgotten { node: d.node }));
+}
