@@ -1015,7 +1015,6 @@ impl Session {
     pub fn resolve_path(&self, path: &DecisionPath) -> Result<Vec<NodeId>, PathError> {
         match path.trace() {
             None => Ok(path.nodes().map(<[_]>::to_vec).unwrap_or_default()),
-            Some(t) if t.own_resource => Ok(vec![t.node]),
             Some(t) if self.state.graph.node(t.node).is_none() => {
                 Err(PathError::Forgotten { node: t.node })
             }
