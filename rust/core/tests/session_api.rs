@@ -233,3 +233,33 @@ fn a_compact_session_compacts_when_the_graph_holds_twice_its_window() {
         "the first compaction comes with the fifth call"
     );
 }
+
+/// `pause path`'s witness holds one call per step before the last: a call
+/// admitted as the last step (paused, then approved) does not join it, so
+/// the next PAUSE's path is the first step and the new call.
+#[test]
+fn a_path_witness_stops_before_the_last_step() {
+    use agenra_core::policy::{PathKind, PathRule, RuleEffect, StepPattern};
+    use agenra_core::Verdict;
+    let mut p = monitor().policy().clone();
+    let on = |t: &str| StepPattern {
+        tool: Some(t.into()),
+        ..StepPattern::default()
+    };
+    p.path_rules = vec![PathRule {
+        name: "note_then_ping".into(),
+        effect: RuleEffect::Pause,
+        kind: PathKind::Sequence(vec![on("note"), on("ping")]),
+        reset: None,
+    }];
+    let mut m = Monitor::new(p).expect("valid policy");
+    let n0 = call(&mut m, "n0", "note").node;
+    let d = call(&mut m, "p0", "ping");
+    assert_eq!(d.verdict, Verdict::Pause);
+    assert_eq!(m.path(&d).expect("path"), vec![n0, d.node]);
+    let approved = m.approve("p0").expect("approved");
+    assert_eq!(approved.verdict, Verdict::Allow);
+    let d = call(&mut m, "p1", "ping");
+    assert_eq!(d.verdict, Verdict::Pause);
+    assert_eq!(m.path(&d).expect("path"), vec![n0, d.node]);
+}
