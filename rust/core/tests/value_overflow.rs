@@ -96,3 +96,34 @@ fn a_trusted_output_past_the_limit_ends_nothing() {
         other => panic!("not a decision: {other:?}"),
     }
 }
+
+/// The output a value was found in is recorded as a `value` edge into the
+/// argument, once.
+#[test]
+fn a_value_found_in_an_output_is_an_edge_from_it() {
+    use agenra_core::graph::{EdgeKind, Trust};
+    let mut m = Monitor::new(policy()).expect("valid policy");
+    run(
+        &mut m,
+        "l",
+        "lookup",
+        json!("alice@example.com alice@example.com"),
+    );
+    run(&mut m, "f", "fetch", json!(["x"]));
+    let lookup = m.state().call_node("l").expect("node");
+    let StepOutput::Decision(d) = step(
+        &mut m,
+        json!({"kind": "call", "id": "s", "time": 1, "tool": "send",
+               "args": {"to": "alice@example.com"}}),
+    ) else {
+        panic!("a call is decided")
+    };
+    assert_eq!(d.verdict, Verdict::Allow);
+    let graph = &m.state().graph;
+    let by_value: Vec<_> = (0..graph.edge_count())
+        .filter_map(|i| graph.edge(i))
+        .filter(|e| e.to == d.node && e.kind == EdgeKind::Data && e.trust == Trust::Value)
+        .map(|e| (e.param, e.from))
+        .collect();
+    assert_eq!(by_value, vec![(0, lookup)]);
+}
