@@ -4,9 +4,12 @@
 //! (Found by mutation testing of `monitor/lineage.rs` and
 //! `monitor/wellformed.rs`: verdicts alone did not tell these apart.)
 
+mod fixtures;
+
 use agenra_core::graph::{EdgeKind, NodeId, NodeKind, Trust};
-use agenra_core::policy::{Grant, Param, Policy, Quota, ResourceLabel, Tool};
+use agenra_core::policy::{Param, Policy, ResourceLabel, Tool};
 use agenra_core::{CategorySet, Event, Label, Monitor, ParamType, Pattern, StepOutput, Verdict};
+use fixtures::grant;
 use serde_json::{json, Map, Value};
 
 fn tool(name: &str, params: &[&str], output: Label) -> Tool {
@@ -29,23 +32,6 @@ fn tool(name: &str, params: &[&str], output: Label) -> Tool {
     }
 }
 
-fn grant(tool: usize) -> Grant {
-    Grant {
-        name: format!("g{tool}"),
-        agent: 0,
-        tool,
-        resource: None,
-        args: vec![],
-        quota: Quota::Unlimited,
-        approval: false,
-        expires_at: None,
-        discovers: None,
-    }
-}
-
-/// `src` (no parameters), `secret` (a secret output), `read` (its `path`
-/// is its resource), `use` (parameters `z` then `a`), `big` (33
-/// parameters); every tool granted to `main`.
 fn policy(resource_labels: bool) -> Policy {
     let mut p = Policy::empty("shape");
     p.levels = vec!["public".into(), "secret".into()];
