@@ -10,6 +10,7 @@ command -v cargo-mutants >/dev/null 2>&1 || cargo install cargo-mutants --locked
 files=()
 for f in "$@"; do files+=(--file "$f"); done
 if [ ${#files[@]} -eq 0 ]; then files=(--dir rust/core); fi
+mkdir -p target  # cargo-mutants does not create the parent of --output
 # The core crate's tests only (the workspace's would take far longer and add
 # nothing for mutants of rust/core that the reference tests do not see).
 cargo mutants --package agenra-core --test-package agenra-core "${files[@]}" \
