@@ -22,3 +22,5 @@ if [ -f scripts/mutants-equivalent.txt ]; then
   grep -F -f <(grep -v '^#' scripts/mutants-equivalent.txt | cut -d'#' -f1 | sed 's/[[:space:]]*$//; /^$/d') \
     target/mutants/mutants.out/missed.txt 2>/dev/null || echo "(none)"
 fi
+echo "== score by file (exits 1 if any survivor is unlisted):"
+scripts/mutants-table target/mutants
