@@ -127,6 +127,70 @@ mod tests {
         ));
     }
 
+    fn prefix(s: &str) -> Pattern {
+        Pattern::Prefix(s.to_string())
+    }
+
+    fn glob(s: &str) -> Pattern {
+        Pattern::Glob(s.to_string())
+    }
+
+    /// `subset_is_sound` only proves that a `true` is never wrong; these pin
+    /// the cases each arm claims to decide, so a test that answers `false`
+    /// everywhere (sound, and useless for attenuation) fails here.
+    #[test]
+    fn subset_decides_the_cases_it_claims() {
+        let exact = |s: &str| Pattern::Exact(s.to_string());
+        let holds = [
+            (exact("a.txt"), glob("*.txt")),
+            (prefix("ab"), prefix("a")),
+            (prefix("ab"), prefix("ab")),
+            (prefix("ab"), glob("a*")),
+            (prefix("src/"), glob("*")),
+            (glob("ab*"), prefix("a")),
+            (glob("ab?c"), prefix("ab")),
+            (glob("a?b"), glob("a?b")),
+            (glob("a?b"), glob("*")),
+            (glob("ab?"), glob("a*")),
+        ];
+        for (a, b) in &holds {
+            assert!(a.is_subset_of(b), "{a:?} should be a subset of {b:?}");
+        }
+        let fails = [
+            (exact("a.rs"), glob("*.txt")),
+            (prefix("a"), prefix("ab")),
+            (prefix("a"), glob("ab*")),
+            // `a*b*` is not `literal*`: "ac" starts with "a" but has no `b`.
+            (prefix("ac"), glob("a*b*")),
+            (prefix("a"), exact("a")),
+            (glob("*"), prefix("a")),
+            (glob("?b"), prefix("a")),
+            (glob("a*"), prefix("ab")),
+            (glob("a*"), glob("ab*")),
+            (glob("a?"), glob("a?b")),
+            (glob("a"), exact("a")),
+        ];
+        for (a, b) in &fails {
+            assert!(
+                !a.is_subset_of(b),
+                "{a:?} must not count as a subset of {b:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn glob_literal_parts() {
+        assert_eq!(literal_prefix_star("src/*"), Some("src/"));
+        assert_eq!(literal_prefix_star("*"), Some(""));
+        assert_eq!(literal_prefix_star("a*b*"), None);
+        assert_eq!(literal_prefix_star("a?*"), None);
+        assert_eq!(literal_prefix_star("abc"), None);
+        assert_eq!(glob_literal_head("src/*.rs"), "src/");
+        assert_eq!(glob_literal_head("ab?c"), "ab");
+        assert_eq!(glob_literal_head("abc"), "abc");
+        assert_eq!(glob_literal_head("*x"), "");
+    }
+
     proptest! {
         #[test]
         fn glob_agrees_with_naive(g in "[aé*?]{0,6}", t in "[aé]{0,8}") {
