@@ -7,29 +7,13 @@
 mod fixtures;
 
 use agenra_core::graph::{EdgeKind, NodeId, NodeKind, Trust};
-use agenra_core::policy::{Param, Policy, ResourceLabel, Tool};
-use agenra_core::{CategorySet, Event, Label, Monitor, ParamType, Pattern, StepOutput, Verdict};
-use fixtures::grant;
+use agenra_core::policy::{Policy, ResourceLabel, Tool};
+use agenra_core::{CategorySet, Event, Label, Monitor, Pattern, StepOutput, Verdict};
+use fixtures::{grant, params};
 use serde_json::{json, Map, Value};
 
-fn tool(name: &str, params: &[&str], output: Label) -> Tool {
-    Tool {
-        name: name.into(),
-        params: params
-            .iter()
-            .map(|p| Param {
-                name: p.to_string(),
-                ty: ParamType::Str,
-                list: false,
-                optional: false,
-            })
-            .collect(),
-        resource: None,
-        sinks: vec![],
-        output,
-        sanitizer: None,
-        facts: vec![],
-    }
+fn tool(name: &str, names: &[&str], output: Label) -> Tool {
+    fixtures::tool(name, params(names), output)
 }
 
 fn policy(resource_labels: bool) -> Policy {

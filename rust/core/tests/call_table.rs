@@ -4,32 +4,19 @@
 //! session forgets old ids (the tables behind them are compact; see
 //! `session_tables.rs`).
 
+mod fixtures;
+
 use agenra_core::graph::{NodeId, Status};
-use agenra_core::policy::{Grant, Policy, Quota, Tool};
-use agenra_core::{Event, Monitor, SessionOptions, StepError, StepOutput, Verdict};
+use agenra_core::policy::{Grant, Policy};
+use agenra_core::{Event, Label, Monitor, SessionOptions, StepError, StepOutput, Verdict};
 use serde_json::{json, Value};
 
 fn policy() -> Policy {
     let mut p = Policy::empty("calls");
-    p.tools = vec![Tool {
-        name: "ping".into(),
-        params: vec![],
-        resource: None,
-        sinks: vec![],
-        output: agenra_core::Label::BOTTOM,
-        sanitizer: None,
-        facts: vec![],
-    }];
+    p.tools = vec![fixtures::tool("ping", vec![], Label::BOTTOM)];
     p.grants = vec![Grant {
         name: "pings".into(),
-        agent: 0,
-        tool: 0,
-        resource: None,
-        args: vec![],
-        quota: Quota::Unlimited,
-        approval: false,
-        expires_at: None,
-        discovers: None,
+        ..fixtures::grant(0)
     }];
     p
 }

@@ -3,6 +3,7 @@
 //! call gets the decision of the same call as JSON.
 
 mod common;
+mod fixtures;
 
 use agenra_core::decision::Reason;
 use agenra_core::decision::{StepOutput, Verdict};
@@ -241,22 +242,14 @@ proptest! {
 /// A handle from another policy is an error, not a decision.
 #[test]
 fn handles_of_another_policy_are_refused() {
-    use agenra_core::policy::{Param, Tool};
-    use agenra_core::{Label, ParamType};
     let mut a = Policy::empty("a");
-    a.tools.push(Tool {
-        name: "fs.read".into(),
-        params: vec![Param {
-            name: "path".into(),
-            ty: ParamType::Str,
-            list: false,
-            optional: false,
-        }],
+    a.tools.push(agenra_core::policy::Tool {
         resource: Some(0),
-        sinks: vec![],
-        output: Label::BOTTOM,
-        sanitizer: None,
-        facts: vec![],
+        ..fixtures::tool(
+            "fs.read",
+            fixtures::params(&["path"]),
+            agenra_core::Label::BOTTOM,
+        )
     });
     let mut b = a.clone();
     b.name = "b".into();
@@ -301,35 +294,14 @@ fn handles_of_another_policy_are_refused() {
 /// kept one (a call still running) too, and again when it is released.
 #[test]
 fn compact_sessions_audit_kept_nodes_and_their_edges() {
-    use agenra_core::policy::{Grant, Param, Quota, Tool};
-    use agenra_core::{Label, ParamType};
     use std::sync::Mutex;
     let mut p = Policy::empty("audit");
-    p.tools.push(Tool {
-        name: "ping".into(),
-        params: vec![Param {
-            name: "x".into(),
-            ty: ParamType::Str,
-            list: false,
-            optional: false,
-        }],
-        resource: None,
-        sinks: vec![],
-        output: Label::BOTTOM,
-        sanitizer: None,
-        facts: vec![],
-    });
-    p.grants.push(Grant {
-        name: "g".into(),
-        agent: 0,
-        tool: 0,
-        resource: None,
-        args: vec![],
-        quota: Quota::Unlimited,
-        approval: false,
-        expires_at: None,
-        discovers: None,
-    });
+    p.tools.push(fixtures::tool(
+        "ping",
+        fixtures::params(&["x"]),
+        agenra_core::Label::BOTTOM,
+    ));
+    p.grants.push(fixtures::grant(0));
     let compiled = CompiledPolicy::new(p).expect("valid policy");
     let ping = compiled.tool("ping").expect("tool");
     let x = compiled.param(ping, "x").expect("param");
@@ -403,35 +375,13 @@ fn compact_sessions_audit_kept_nodes_and_their_edges() {
 #[test]
 fn call_nodes_record_their_context_edge_control_edge_and_kind() {
     use agenra_core::graph::{EdgeKind, NodeId, NodeKind};
-    use agenra_core::policy::{Grant, Param, Quota, Tool};
-    use agenra_core::{Label, ParamType};
-    let param = |name: &str, optional| Param {
-        name: name.into(),
-        ty: ParamType::Str,
-        list: false,
-        optional,
-    };
     let mut p = Policy::empty("edges");
-    p.tools.push(Tool {
-        name: "ping".into(),
-        params: vec![param("x", false), param("y", true)],
-        resource: None,
-        sinks: vec![],
-        output: Label::BOTTOM,
-        sanitizer: None,
-        facts: vec![],
-    });
-    p.grants.push(Grant {
-        name: "g".into(),
-        agent: 0,
-        tool: 0,
-        resource: None,
-        args: vec![],
-        quota: Quota::Unlimited,
-        approval: false,
-        expires_at: None,
-        discovers: None,
-    });
+    p.tools.push(fixtures::tool(
+        "ping",
+        vec![fixtures::param("x"), fixtures::optional("y")],
+        agenra_core::Label::BOTTOM,
+    ));
+    p.grants.push(fixtures::grant(0));
     let compiled = CompiledPolicy::new(p).expect("valid policy");
     let ping = compiled.tool("ping").expect("tool");
     let (x, y) = (

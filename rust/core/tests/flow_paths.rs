@@ -4,25 +4,18 @@
 //! testing: `bound_params` and `trace_path`'s guard could change and no
 //! core test saw the path.)
 
+mod fixtures;
+
 use agenra_core::graph::NodeId;
 use agenra_core::label::{CategorySet, Label, LabelPattern};
-use agenra_core::policy::{FlowEffect, FlowRule, Grant, Param, Policy, Quota, SinkUse, Tool};
-use agenra_core::{Cond, Event, Monitor, ParamType, StepOutput, Verdict};
+use agenra_core::policy::{FlowEffect, FlowRule, Policy, SinkUse, Tool};
+use agenra_core::{Cond, Monitor, StepOutput, Verdict};
+use fixtures::{grant, params, step};
 use serde_json::{json, Value};
 
-fn tool(name: &str, params: &[&str], bound: Option<usize>, output: Label) -> Tool {
+/// A tool whose parameter `bound` (if any) alone reaches the sink `net`.
+fn tool(name: &str, names: &[&str], bound: Option<usize>, output: Label) -> Tool {
     Tool {
-        name: name.into(),
-        params: params
-            .iter()
-            .map(|p| Param {
-                name: p.to_string(),
-                ty: ParamType::Str,
-                list: false,
-                optional: false,
-            })
-            .collect(),
-        resource: None,
         sinks: bound
             .map(|p| SinkUse {
                 sink: 0,
@@ -30,9 +23,7 @@ fn tool(name: &str, params: &[&str], bound: Option<usize>, output: Label) -> Too
             })
             .into_iter()
             .collect(),
-        output,
-        sanitizer: None,
-        facts: vec![],
+        ..fixtures::tool(name, params(names), output)
     }
 }
 
@@ -47,19 +38,7 @@ fn policy() -> Policy {
         tool("send_a", &["a", "b"], Some(0), Label::BOTTOM),
         tool("send_b", &["a", "b"], Some(1), Label::BOTTOM),
     ];
-    p.grants = (0..3)
-        .map(|t| Grant {
-            name: format!("g{t}"),
-            agent: 0,
-            tool: t,
-            resource: None,
-            args: vec![],
-            quota: Quota::Unlimited,
-            approval: false,
-            expires_at: None,
-            discovers: None,
-        })
-        .collect();
+    p.grants = (0..3).map(grant).collect();
     p.flow_rules = vec![FlowRule {
         name: "no_secret_out".into(),
         sink: 0,
@@ -71,11 +50,6 @@ fn policy() -> Policy {
         when: Cond::TRUE,
     }];
     p
-}
-
-fn step(m: &mut Monitor, v: Value) -> StepOutput {
-    let e: Event = serde_json::from_value(v).expect("an event");
-    m.step(&e).expect("applies")
 }
 
 /// A `send_*` call with lineage; its verdict and DENY path.

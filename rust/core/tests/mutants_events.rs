@@ -4,43 +4,24 @@
 //! (Found by mutation testing: the differential test compares verdicts and
 //! the ledger, not these.)
 
+mod fixtures;
+
 use agenra_core::decision::{Applied, Note, Rule};
 use agenra_core::graph::{NodeId, Status};
-use agenra_core::policy::{FactRule, Grant, Param, Policy, Quota, Tool};
-use agenra_core::{Event, Monitor, ParamType, StepOutput, Verdict};
+use agenra_core::policy::{FactRule, Grant, Policy, Quota, Tool};
+use agenra_core::{Event, Label, Monitor, StepOutput, Verdict};
+use fixtures::params;
 use serde_json::{json, Value};
 
-fn tool(name: &str, params: &[&str]) -> Tool {
-    Tool {
-        name: name.into(),
-        params: params
-            .iter()
-            .map(|p| Param {
-                name: p.to_string(),
-                ty: ParamType::Str,
-                list: false,
-                optional: false,
-            })
-            .collect(),
-        resource: None,
-        sinks: vec![],
-        output: agenra_core::Label::BOTTOM,
-        sanitizer: None,
-        facts: vec![],
-    }
+fn tool(name: &str, names: &[&str]) -> Tool {
+    fixtures::tool(name, params(names), Label::BOTTOM)
 }
 
 fn grant(name: &str, tool: usize, quota: Quota) -> Grant {
     Grant {
         name: name.into(),
-        agent: 0,
-        tool,
-        resource: None,
-        args: vec![],
         quota,
-        approval: false,
-        expires_at: None,
-        discovers: None,
+        ..fixtures::grant(tool)
     }
 }
 

@@ -4,41 +4,31 @@
 //! scalar given to a list parameter. Each typed call is also checked
 //! against the JSON call that spells the same final arguments.
 
+mod fixtures;
+
 use agenra_core::decision::{Reason, Rule};
 use agenra_core::event::Report;
 use agenra_core::label::{CategorySet, LabelPattern};
-use agenra_core::policy::{FlowEffect, FlowRule, Grant, Param, Policy, Quota, SinkUse, Tool};
+use agenra_core::policy::{FlowEffect, FlowRule, Param, Policy, SinkUse, Tool};
 use agenra_core::{
-    Call, CompiledPolicy, Decision, Event, Label, NamedCond, ParamType, Session, TypedCall, Value,
-    Verdict,
+    Call, CompiledPolicy, Decision, Event, Label, NamedCond, Session, TypedCall, Value, Verdict,
 };
+use fixtures::{grant, list, params};
 use serde_json::json;
 
-fn param(name: &str, list: bool, optional: bool) -> Param {
-    Param {
-        name: name.into(),
-        ty: ParamType::Str,
-        list,
-        optional,
-    }
-}
-
+/// A tool that, with `sink`, reaches the sink `email` with all its arguments.
 fn tool(name: &str, params: Vec<Param>, output: Label, sink: bool) -> Tool {
+    let sinks = if sink {
+        vec![SinkUse {
+            sink: 0,
+            params: None,
+        }]
+    } else {
+        vec![]
+    };
     Tool {
-        name: name.into(),
-        params,
-        resource: None,
-        sinks: if sink {
-            vec![SinkUse {
-                sink: 0,
-                params: None,
-            }]
-        } else {
-            vec![]
-        },
-        output,
-        sanitizer: None,
-        facts: vec![],
+        sinks,
+        ..fixtures::tool(name, params, output)
     }
 }
 
@@ -49,43 +39,17 @@ fn policy() -> CompiledPolicy {
     let mut p = Policy::empty("typed");
     p.sinks = vec!["email".into()];
     let untrusted = Label::new(0, CategorySet::EMPTY, false);
+    let mut send = params(&["to", "body"]);
+    send.push(Param {
+        optional: true,
+        ..list("cc")
+    });
     p.tools = vec![
-        tool(
-            "web.fetch",
-            vec![param("url", false, false)],
-            untrusted,
-            false,
-        ),
-        tool(
-            "notes.read",
-            vec![param("id", false, false)],
-            Label::BOTTOM,
-            false,
-        ),
-        tool(
-            "email.send",
-            vec![
-                param("to", false, false),
-                param("body", false, false),
-                param("cc", true, true),
-            ],
-            Label::BOTTOM,
-            true,
-        ),
+        tool("web.fetch", params(&["url"]), untrusted, false),
+        tool("notes.read", params(&["id"]), Label::BOTTOM, false),
+        tool("email.send", send, Label::BOTTOM, true),
     ];
-    p.grants = (0..3)
-        .map(|tool| Grant {
-            name: format!("g{tool}"),
-            agent: 0,
-            tool,
-            resource: None,
-            args: vec![],
-            quota: Quota::Unlimited,
-            approval: false,
-            expires_at: None,
-            discovers: None,
-        })
-        .collect();
+    p.grants = (0..3).map(grant).collect();
     p.flow_rules = vec![FlowRule {
         name: "no_web_mail".into(),
         sink: 0,
