@@ -11,8 +11,9 @@
 //! (`docs/store.md`, "Several replicas").
 
 use crate::{fail, Failed};
+use agenra_gateway::auth::{Credentials, Role};
 use agenra_gateway::client::Client;
-use agenra_gateway::{Gateway, Server};
+use agenra_gateway::{Gateway, Perimeter, Server};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,11 +67,12 @@ fn pg_setup() -> Result<Option<(String, usize)>, String> {
 
 fn client_loop(
     addr: std::net::SocketAddr,
+    token: &str,
     index: usize,
     warmup_until: Instant,
     until: Instant,
 ) -> std::io::Result<Vec<Duration>> {
-    let mut c = Client::connect(addr)?;
+    let mut c = Client::connect(addr)?.with_token(token);
     let session = format!("bench-{index}");
     let (status, body) = c.post(
         "/v1/sessions",
@@ -90,7 +92,7 @@ fn client_loop(
         }
         n += 1;
         let body = format!(
-            r#"{{"session":"{session}","call":{{"id":"c{n}","time":1,"tool":"pay.send","args":{{"to":"bob@example.com","amount":{n}}}}}}}"#
+            r#"{{"session":"{session}","call":{{"id":"c{n}","tool":"pay.send","args":{{"to":"bob@example.com","amount":{n}}}}}}}"#
         );
         let start = Instant::now();
         let (status, answer) = c.request("POST", "/v1/authorize", body.as_bytes())?;
@@ -127,6 +129,14 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
     let result = (|| {
         let compiled = agenra::compile(POLICY, "bench").map_err(|e| e.to_string())?;
         let pg = pg_setup()?;
+        // Authentication on, as in production: an agent credential.
+        let tokens = dir.join("tokens.json");
+        let mut creds = Credentials::load_or_empty(&tokens).map_err(|e| e.to_string())?;
+        let token = creds
+            .add("bench", Role::Agent, vec!["default".into()])
+            .map_err(|e| e.to_string())?;
+        creds.save(&tokens).map_err(|e| e.to_string())?;
+        let perimeter = Arc::new(Perimeter::tokens(tokens, Vec::new()).map_err(|e| e.to_string())?);
         let mut servers = Vec::new();
         for _ in 0..pg.as_ref().map_or(1, |p| p.1) {
             let log = match &pg {
@@ -136,8 +146,9 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
             .map_err(|e| e.to_string())?;
             let gateway = Gateway::open(log, compiled.policy.clone(), "bench", false)
                 .map_err(|e| e.to_string())?;
-            servers
-                .push(Server::spawn(Arc::new(gateway), "127.0.0.1:0").map_err(|e| e.to_string())?);
+            let server = Server::spawn(Arc::new(gateway), Arc::clone(&perimeter), "127.0.0.1:0")
+                .map_err(|e| e.to_string())?;
+            servers.push(server);
         }
         let addrs: Vec<_> = servers.iter().map(Server::addr).collect();
         let stats = |servers: &[Server]| {
@@ -153,7 +164,8 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
         let threads: Vec<_> = (0..clients)
             .map(|i| {
                 let addr = addrs[i % addrs.len()];
-                std::thread::spawn(move || client_loop(addr, i, warmup_until, until))
+                let token = token.clone();
+                std::thread::spawn(move || client_loop(addr, &token, i, warmup_until, until))
             })
             .collect();
         let mut all = Vec::new();

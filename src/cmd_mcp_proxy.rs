@@ -81,6 +81,10 @@ pub struct PauseOptions {
     pub approvals_listen: Option<String>,
     /// `--pause-timeout`: seconds a paused call waits.
     pub pause_timeout: Option<u64>,
+    /// `--tokens`: the credentials file; approvers need a token of theirs.
+    pub tokens: Option<PathBuf>,
+    /// `--insecure-no-auth`: the approval endpoints take any request.
+    pub insecure_no_auth: bool,
 }
 
 /// Where the proxy keeps its session: `--store`, `--tenant`, `--session`.
@@ -95,10 +99,12 @@ pub struct StoreOptions {
     pub session: String,
 }
 
-/// Wait mode, validated: where to listen and how long to wait.
+/// Wait mode, validated: where to listen, how long to wait, and who may
+/// approve.
 struct WaitMode {
     listen: String,
     timeout: u64,
+    perimeter: Arc<agenra_gateway::Perimeter>,
 }
 
 impl PauseOptions {
@@ -116,6 +122,13 @@ impl PauseOptions {
                                 (error mode answers a PAUSE at once)"
                         .into());
                 }
+                if self.tokens.is_some() || self.insecure_no_auth {
+                    return Err(
+                        "--tokens and --insecure-no-auth are only used with --on-pause wait \
+                                (error mode serves no approval endpoints)"
+                            .into(),
+                    );
+                }
                 Ok(None)
             }
             OnPause::Wait => {
@@ -128,7 +141,25 @@ impl PauseOptions {
                 if timeout == 0 {
                     return Err("--pause-timeout must be at least 1 second".into());
                 }
-                Ok(Some(WaitMode { listen, timeout }))
+                // The agent can reach a loopback port: approvals need an
+                // approver's credential.
+                let mut config = agenra_gateway::ServeConfig::new(
+                    PathBuf::new(),
+                    PathBuf::new(),
+                    listen.clone(),
+                );
+                config.tokens = self.tokens.clone();
+                config.insecure = self.insecure_no_auth;
+                let perimeter = Arc::new(
+                    config
+                        .perimeter()
+                        .map_err(|e| format!("--on-pause wait serves approvals: {e}"))?,
+                );
+                Ok(Some(WaitMode {
+                    listen,
+                    timeout,
+                    perimeter,
+                }))
             }
         }
     }
@@ -157,7 +188,6 @@ struct Waiting {
     tool: String,
     rule: String,
     reason: String,
-    time: u64,
 }
 
 /// Why a paused call is rejected.
@@ -210,13 +240,6 @@ fn log(message: &str) {
     eprintln!("agenra mcp-proxy: {}", crate::render::escape(message));
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// An answer of the gateway once its record is durable, with its place in
 /// the audit log.
 fn durable(pending: Result<Pending<ApiOutcome>, ApiError>) -> Result<ApiOutcome, ApiError> {
@@ -262,20 +285,18 @@ impl Proxy {
     }
 
     /// Approves (re-checks) or rejects the paused call `call`.
-    fn resolve(
-        &self,
-        call: &str,
-        time: Option<u64>,
-        approve: bool,
-    ) -> Result<ApiOutcome, ApiError> {
+    fn resolve(&self, call: &str, by: &By, approve: bool) -> Result<ApiOutcome, ApiError> {
         durable(self.gateway.resolve(
             call.to_string(),
             ResolveIn {
                 tenant: Some(self.tenant.clone()),
                 session: Some(self.session.clone()),
-                time,
+                time: by.time,
+                digest: by.digest.clone(),
+                reason: by.reason.clone(),
             },
             approve,
+            &by.actor,
         ))
     }
 
@@ -362,7 +383,11 @@ fn resume(proxy: &Proxy, compiled: &CompiledPolicy, shown: &str) -> Result<(Stri
             proxy.report(call, Outcome::Unknown, Value::Null)
         } else {
             rejected += 1;
-            proxy.resolve(call, None, false)
+            proxy.resolve(
+                call,
+                &By::proxy("resumed: nobody was left to approve it"),
+                false,
+            )
         };
         settled.map_err(|e| {
             fail(format!(
@@ -413,6 +438,10 @@ pub fn run(
     let compiled =
         CompiledPolicy::new(policy).map_err(|e| fail(format!("{}: {e}", policy_path.display())))?;
     let gateway = open_gateway(store.store.as_deref(), compiled.clone(), policy_path)?;
+    if let Some(w) = &wait {
+        // An approval after the proxy's timeout is refused by the gateway.
+        gateway.set_pause_timeout(w.timeout);
+    }
     let shown = store
         .store
         .as_ref()
@@ -439,7 +468,7 @@ pub fn run(
     let desk = match &wait {
         Some(w) => {
             let desk: Arc<dyn ApprovalDesk> = Arc::clone(&proxy) as Arc<dyn ApprovalDesk>;
-            let server = DeskServer::spawn(desk, &w.listen)
+            let server = DeskServer::spawn(desk, Arc::clone(&w.perimeter), &w.listen)
                 .map_err(|e| fail(format!("mcp-proxy: --approvals-listen: {e}")))?;
             log(&format!(
                 "approvals on http://{} (tenant `{}`, session `{}`); \
@@ -563,7 +592,8 @@ fn client_to_server(proxy: &Arc<Proxy>) {
     drop(lock_in(proxy).take());
     let waiting: Vec<String> = lock(&proxy.state).waiting.keys().cloned().collect();
     for call in waiting {
-        let _ = settle(proxy, &call, Settle::Reject(Why::ClientGone), None);
+        let by = By::proxy("the client is gone");
+        let _ = settle(proxy, &call, Settle::Reject(Why::ClientGone), &by);
     }
 }
 
@@ -655,7 +685,8 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
         log(&format!(
             "call {call} cancelled by the client while waiting"
         ));
-        let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), None);
+        let by = By::proxy("cancelled by the client");
+        let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), &by);
         return Some(String::new());
     }
     let call = match tool_call(&message)? {
@@ -726,16 +757,6 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                  (POST /v1/approvals/{call_id}/approve or /reject) for {timeout} s",
                 call.name
             ));
-            // The call's time as the session recorded it.
-            let time = proxy
-                .gateway
-                .approvals(Some(proxy.tenant.clone()))
-                .ok()
-                .and_then(|list| {
-                    list.into_iter()
-                        .find(|p| p.session == proxy.session && p.call == call_id)
-                })
-                .map_or_else(now_secs, |p| p.time);
             let seq = st.seq;
             st.waiting.insert(
                 call_id.clone(),
@@ -747,7 +768,6 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                     tool: call.name.to_string(),
                     rule,
                     reason,
-                    time,
                 },
             );
             drop(st);
@@ -758,19 +778,22 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                 .spawn(move || {
                     std::thread::sleep(Duration::from_secs(timeout));
                     // Nothing happens if it was settled meanwhile.
-                    let _ = settle(&timer, &timed, Settle::Reject(Why::TimedOut(timeout)), None);
+                    let by = By::proxy("no approval came in time");
+                    let _ = settle(&timer, &timed, Settle::Reject(Why::TimedOut(timeout)), &by);
                 });
             if let Err(e) = started {
                 // Without a timer it could wait forever: rejected at once.
                 log(&format!("call {call_id}: cannot start its timeout ({e})"));
-                let _ = settle(proxy, &call_id, Settle::Reject(Why::TimedOut(0)), None);
+                let by = By::proxy("no timer for the pause");
+                let _ = settle(proxy, &call_id, Settle::Reject(Why::TimedOut(0)), &by);
             }
             Some(String::new())
         }
         Some(v) if v == Verdict::Pause.as_str() => {
             log(&format!("PAUSE {} by `{rule}`: {reason}", call.name));
             // Error mode: nobody approves through the proxy, the units go back.
-            if let Err(e) = proxy.resolve(&call_id, None, false) {
+            let by = By::proxy("--on-pause error: nobody approves through the proxy");
+            if let Err(e) = proxy.resolve(&call_id, &by, false) {
                 log(&format!(
                     "call {call_id}: cannot withdraw the paused call: {}",
                     e.error
@@ -816,17 +839,34 @@ enum Settle {
     Reject(Why),
 }
 
-/// Settles the waiting call `call` at `time` (default: the proxy's clock):
+/// Who settles a waiting call, with what they were shown and why.
+struct By {
+    /// `role:name` of the approver's credential, or `server:mcp-proxy`.
+    actor: String,
+    digest: Option<String>,
+    reason: Option<String>,
+    /// The time the approver's client claimed (recorded only).
+    time: Option<u64>,
+}
+
+impl By {
+    /// The proxy itself (a timeout, a cancellation, a resumed session).
+    fn proxy(reason: &str) -> By {
+        By {
+            actor: "server:mcp-proxy".into(),
+            digest: None,
+            reason: Some(reason.into()),
+            time: None,
+        }
+    }
+}
+
+/// Settles the waiting call `call` (the gateway's clock gives the time):
 /// the approval or rejection goes to the monitor, then the client gets
 /// its answer (an approved call admitted at re-check is forwarded, and
 /// answered by the server). `Err` (nothing changed) when the call is not
 /// waiting, or the monitor refuses the event.
-fn settle(
-    proxy: &Proxy,
-    call: &str,
-    how: Settle,
-    time: Option<u64>,
-) -> Result<ApiOutcome, ApiError> {
+fn settle(proxy: &Proxy, call: &str, how: Settle, by: &By) -> Result<ApiOutcome, ApiError> {
     let mut st = lock(&proxy.state);
     if !st.waiting.contains_key(call) {
         let known = proxy
@@ -849,7 +889,13 @@ fn settle(
             )
         });
     }
-    let outcome = proxy.resolve(call, time, matches!(how, Settle::Approve))?;
+    let outcome = proxy.resolve(call, by, matches!(how, Settle::Approve))?;
+    // An approval that came after the pause expired was turned into a
+    // rejection by the gateway.
+    let how = match (how, outcome.kind) {
+        (Settle::Approve, "reject") => Settle::Reject(Why::TimedOut(proxy.wait.unwrap_or(0))),
+        (how, _) => how,
+    };
     let Some(w) = st.waiting.remove(call) else {
         return Ok(outcome); // checked above, under the same lock
     };
@@ -953,24 +999,38 @@ impl ApprovalDesk for Proxy {
         if tenant != self.tenant {
             return Ok(Vec::new());
         }
+        // The gateway's view (digest, expiry, arguments) of the calls this
+        // proxy holds.
         let st = lock(&self.state);
-        let mut waiting: Vec<(&String, &Waiting)> = st.waiting.iter().collect();
-        waiting.sort_by_key(|(_, w)| w.seq);
-        Ok(waiting
+        let mut calls: Vec<PendingCall> = self
+            .gateway
+            .approvals(Some(tenant))?
             .into_iter()
-            .map(|(call, w)| PendingCall {
-                tenant: self.tenant.clone(),
-                session: self.session.clone(),
-                call: call.clone(),
-                tool: Some(w.tool.clone()),
-                rule: Some(w.rule.clone()),
-                reason: w.reason.clone(),
-                time: w.time,
-            })
-            .collect())
+            .filter(|p| p.session == self.session && st.waiting.contains_key(&p.call))
+            .collect();
+        calls.sort_by_key(|p| st.waiting.get(&p.call).map_or(0, |w| w.seq));
+        Ok(calls)
     }
 
-    fn resolve(&self, call: String, req: ResolveIn, approve: bool) -> Result<ApiOutcome, ApiError> {
+    fn refused(
+        &self,
+        actor: Option<String>,
+        tenant: Option<String>,
+        request: &str,
+        status: u16,
+        why: &str,
+    ) {
+        self.gateway
+            .record_refusal(actor, tenant, request, status, why);
+    }
+
+    fn resolve(
+        &self,
+        call: String,
+        req: ResolveIn,
+        approve: bool,
+        actor: &str,
+    ) -> Result<ApiOutcome, ApiError> {
         let tenant = req.tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         check_name("tenant", &tenant)?;
         if let Some(session) = &req.session {
@@ -999,7 +1059,13 @@ impl ApprovalDesk for Proxy {
         } else {
             Settle::Reject(Why::Human)
         };
-        settle(self, &call, how, req.time)
+        let by = By {
+            actor: actor.to_string(),
+            digest: req.digest,
+            reason: req.reason,
+            time: req.time,
+        };
+        settle(self, &call, how, &by)
     }
 }
 

@@ -6,22 +6,68 @@ use agenra_gateway::ServeConfig;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Serves until SIGINT or SIGTERM; prints one line when it listens.
-pub fn run(
+/// `agenra serve`'s flags.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The policy (`.agr`, or compiled `.json`/`.cbor`); SIGHUP reloads it.
+    #[arg(long)]
     policy: PathBuf,
+    /// The embedded store (created if missing; sessions are recovered from it), or
+    /// `postgres://user@host:port/db`: one log shared by several replicas (docs/store.md).
+    #[arg(long, default_value = "agenra.redb")]
     store: PathBuf,
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
+    /// The credentials file (`agenra token add`): every route but /health needs a bearer
+    /// token of the right role (agent, approver, admin). SIGHUP re-reads it.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<PathBuf>,
+    /// Run with no credentials at all: every request may approve, reload the policy and act
+    /// for any tenant. For a local experiment only; never the default.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// Serve the approver's and admin's routes (approvals, policy, metrics) on this address
+    /// only, apart from the agent's (`--listen`).
+    #[arg(long, value_name = "ADDR")]
+    control_listen: Option<String>,
+    /// A host name approvers and admins reach the server by (repeatable); IP addresses and
+    /// `localhost` are always accepted. Other `Host` headers are refused on control routes.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
+    /// Seconds a paused call waits for an approver; then it is rejected and its units return.
+    #[arg(long, value_name = "SECS", default_value_t = agenra_gateway::state::DEFAULT_PAUSE_TIMEOUT,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pause_timeout: u64,
+    /// Seconds a client's `time` may differ from the server's clock (the server's clock
+    /// decides; a client time farther off is refused).
+    #[arg(long, value_name = "SECS", default_value_t = agenra_gateway::state::DEFAULT_MAX_SKEW)]
+    max_clock_skew: u64,
+    /// Refuse a policy revision that `agenra certify` does not certify against the running
+    /// one, or that may allow what the running one did not (unless allowed, see below).
+    #[arg(long)]
     require_certified: bool,
-) -> Result<(), Failed> {
-    let config = ServeConfig {
-        policy,
-        store,
-        listen,
-        require_certified,
-        // Revisions that change rules are certified with Z3, as `agenra
-        // certify` does.
-        rules: Some(&agenra_smt::rules::RuleChecker),
-    };
+    /// With --require-certified: the policy file (at start and on SIGHUP) may widen what the
+    /// last one allowed. API revisions say so with `allow_widening` in their body.
+    #[arg(long)]
+    allow_widening: bool,
+}
+
+/// Serves until SIGINT or SIGTERM; prints one line when it listens.
+pub fn run(args: ServeArgs) -> Result<(), Failed> {
+    let mut config = ServeConfig::new(args.policy, args.store, args.listen);
+    config.require_certified = args.require_certified;
+    config.allow_widening = args.allow_widening;
+    // Revisions that change rules are certified with Z3, as `agenra
+    // certify` does.
+    config.rules = Some(&agenra_smt::rules::RuleChecker);
+    config.tokens = args.tokens;
+    config.insecure = args.insecure_no_auth;
+    config.control_listen = args.control_listen;
+    config.allow_hosts = args.allow_hosts;
+    config.pause_timeout = args.pause_timeout;
+    config.max_clock_skew = args.max_clock_skew;
+    let control = config.control_listen.clone();
     agenra_gateway::run(&config, |addr, gateway| {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(
@@ -31,6 +77,9 @@ pub fn run(
             agenra_store::redact(&config.store.display().to_string()),
             gateway.session_count()
         );
+        if let Some(c) = control {
+            let _ = writeln!(out, "agenra serve: approvals and policy on {c}");
+        }
         let _ = out.flush();
     })
     .map_err(fail)

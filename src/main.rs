@@ -5,6 +5,7 @@ mod cmd_audit;
 mod cmd_ir;
 mod cmd_mcp_proxy;
 mod cmd_serve;
+mod cmd_token;
 use agenra::bench;
 use agenra::render;
 use agenra::replay::{Record, ReplayError, Stepper};
@@ -171,20 +172,11 @@ enum Command {
         emit_lean: Option<PathBuf>,
     },
     /// The HTTP decision API on the durable store (docs/http-api.md).
-    Serve {
-        /// The policy (`.agr`, or compiled `.json`/`.cbor`); SIGHUP reloads it.
-        #[arg(long)]
-        policy: PathBuf,
-        /// The embedded store (created if missing; sessions are recovered from it), or
-        /// `postgres://user@host:port/db`: one log shared by several replicas (docs/store.md).
-        #[arg(long, default_value = "agenra.redb")]
-        store: PathBuf,
-        /// Address to listen on (port 0: any free port).
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
-        /// Refuse a policy revision that `agenra certify` does not certify against the running one.
-        #[arg(long)]
-        require_certified: bool,
+    Serve(cmd_serve::ServeArgs),
+    /// Credentials for `serve` and `mcp-proxy`: agent, approver, admin (docs/http-api.md).
+    Token {
+        #[command(subcommand)]
+        which: cmd_token::TokenCmd,
     },
     /// Stdio MCP proxy: decides every `tools/call` before the server sees it (docs/mcp-proxy.md).
     McpProxy {
@@ -204,6 +196,15 @@ enum Command {
         /// (`--on-pause wait`; default 300).
         #[arg(long, value_name = "SECS")]
         pause_timeout: Option<u64>,
+        /// The credentials file (`agenra token add`) for `--on-pause wait`: approving or
+        /// rejecting needs an approver's token for `--tenant` (the agent can reach a loopback
+        /// port, so the endpoints are never open by default).
+        #[arg(long, value_name = "FILE")]
+        tokens: Option<PathBuf>,
+        /// With `--on-pause wait`: serve the approval endpoints without credentials (anyone who
+        /// reaches the port, the agent included, may approve). Local experiments only.
+        #[arg(long)]
+        insecure_no_auth: bool,
         /// Keep the session durable, as `agenra serve` does: the embedded store's file
         /// (created if missing) or `postgres://user@host:port/db`. A proxy restarted on
         /// the same store resumes its session: units spent stay spent; calls its last run
@@ -433,17 +434,15 @@ struct Failed(u8);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve {
-            policy,
-            store,
-            listen,
-            require_certified,
-        } => cmd_serve::run(policy, store, listen, require_certified),
+        Command::Serve(args) => cmd_serve::run(args),
+        Command::Token { which } => cmd_token::run(which),
         Command::McpProxy {
             policy,
             on_pause,
             approvals_listen,
             pause_timeout,
+            tokens,
+            insecure_no_auth,
             store,
             tenant,
             session,
@@ -455,6 +454,8 @@ fn main() -> ExitCode {
                 on_pause,
                 approvals_listen,
                 pause_timeout,
+                tokens,
+                insecure_no_auth,
             },
             &cmd_mcp_proxy::StoreOptions {
                 store,

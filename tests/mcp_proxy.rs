@@ -10,7 +10,9 @@
 #[path = "mcp/harness.rs"]
 mod harness;
 
-use harness::{is_error, mcp_dir, text, wait_for_approvals, Proxy, BIN};
+use harness::{
+    approval, approve, is_error, mcp_dir, text, wait_for_approvals, Credentials, Proxy, BIN,
+};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -230,9 +232,7 @@ fn approved_call_is_forwarded_and_its_result_comes_back() {
     p.assert_silent();
     assert!(p.server_calls().is_empty());
 
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
-        .unwrap();
+    let (status, out) = approve(&mut http, "mcp-1:1");
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["kind"], json!("approve"));
     assert_eq!(out["decision"], json!("ALLOW"), "{out}");
@@ -243,9 +243,7 @@ fn approved_call_is_forwarded_and_its_result_comes_back() {
     assert_eq!(text(&answer), r#"deploy ok: {"target": "prod"}"#);
     assert_eq!(p.server_calls(), ["deploy"]);
     // Settled: approving again is a conflict, and nothing waits.
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
-        .unwrap();
+    let (status, out) = approve(&mut http, "mcp-1:1");
     assert_eq!(status, 409, "{out}");
     assert_eq!(out["field"], json!("call"));
     assert!(wait_for_approvals(&mut http, 0).is_empty());
@@ -277,12 +275,9 @@ fn rejected_call_never_runs_and_its_unit_comes_back() {
     p.send_call(2, "release", json!({"target": "v2"}));
     let list = wait_for_approvals(&mut http, 1);
     assert_eq!(list[0]["call"], json!("mcp-2:2"), "{list:?}");
-    let (status, out) = http
-        .post(
-            "/v1/approvals/mcp-2:2/approve",
-            &json!({"tenant": "default"}),
-        )
-        .unwrap();
+    let mut body = approval(&mut http, "mcp-2:2");
+    body["tenant"] = json!("default");
+    let (status, out) = http.post("/v1/approvals/mcp-2:2/approve", &body).unwrap();
     assert_eq!((status, &out["decision"]), (200, &json!("ALLOW")), "{out}");
     let answer = p.recv();
     assert_eq!(answer["id"], json!(2), "{answer}");
@@ -309,9 +304,7 @@ fn a_call_nobody_approves_times_out() {
     assert!(t.contains("timed out"), "{t}");
     assert!(p.server_calls().is_empty());
     assert!(wait_for_approvals(&mut http, 0).is_empty());
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
-        .unwrap();
+    let (status, out) = approve(&mut http, "mcp-1:1");
     assert_eq!(status, 409, "{out}");
     // The timeout refunded the unit: the next release pauses again.
     p.send_call(2, "release", json!({"target": "v2"}));
@@ -339,9 +332,7 @@ fn a_waiting_call_does_not_block_other_traffic() {
     assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
     assert_eq!(p.server_calls(), ["read_file"]);
 
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
-        .unwrap();
+    let (status, out) = approve(&mut http, "mcp-1:1");
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["decision"], json!("DENY"), "{out}");
     assert_eq!(out["rule"], json!("no_untrusted_mail"), "{out}");
@@ -381,9 +372,7 @@ fn a_cancelled_waiting_call_is_rejected() {
 #[test]
 fn bad_approval_requests_get_json_errors() {
     let (mut p, mut http) = Proxy::start_waiting("wait-errors", "30");
-    let (status, out) = http
-        .post("/v1/approvals/mcp-9:9/approve", &json!({}))
-        .unwrap();
+    let (status, out) = approve(&mut http, "mcp-9:9");
     assert_eq!(status, 404, "{out}");
     assert_eq!(out["field"], json!("call"), "{out}");
     assert!(out["error"].as_str().unwrap().contains("mcp-9:9"), "{out}");
@@ -402,12 +391,13 @@ fn bad_approval_requests_get_json_errors() {
         )
         .unwrap();
     assert_eq!((status, &out["field"]), (404, &json!("session")), "{out}");
+    // A tenant the approver's credential does not serve: 403.
     let (status, out) = http
         .post("/v1/approvals/mcp-1:1/approve", &json!({"tenant": "acme"}))
         .unwrap();
-    assert_eq!(status, 404, "{out}");
+    assert_eq!((status, &out["field"]), (403, &json!("tenant")), "{out}");
     let (status, out) = http.get("/v1/approvals?tenant=acme").unwrap();
-    assert_eq!((status, out), (200, json!({"approvals": []})));
+    assert_eq!((status, &out["field"]), (403, &json!("tenant")), "{out}");
     // Bodies and names are checked like the gateway's.
     let (status, out) = http
         .post("/v1/approvals/mcp-1:1/approve", &json!({"bogus": 1}))
@@ -416,16 +406,32 @@ fn bad_approval_requests_get_json_errors() {
     let (status, out) = http
         .post("/v1/approvals/mcp-1:1/approve", &json!({"tenant": "a/b"}))
         .unwrap();
-    assert_eq!((status, &out["field"]), (422, &json!("tenant")), "{out}");
+    assert_eq!((status, &out["field"]), (403, &json!("tenant")), "{out}");
     let (status, body) = http
         .request("POST", "/v1/approvals/mcp-1:1/approve", b"{not json")
         .unwrap();
     assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
-    // A time before the session's last event.
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({"time": 0}))
-        .unwrap();
+    // A claimed time far from the server's clock.
+    let mut body = approval(&mut http, "mcp-1:1");
+    body["time"] = json!(0);
+    let (status, out) = http.post("/v1/approvals/mcp-1:1/approve", &body).unwrap();
     assert_eq!((status, &out["field"]), (422, &json!("time")), "{out}");
+    // An approval names the digest it was shown, and a reason.
+    let (status, out) = http
+        .post("/v1/approvals/mcp-1:1/approve", &json!({"reason": "ok"}))
+        .unwrap();
+    assert_eq!((status, &out["field"]), (422, &json!("digest")), "{out}");
+    let mut body = approval(&mut http, "mcp-1:1");
+    body["reason"] = json!("  ");
+    let (status, out) = http.post("/v1/approvals/mcp-1:1/approve", &body).unwrap();
+    assert_eq!((status, &out["field"]), (422, &json!("reason")), "{out}");
+    let (status, out) = http
+        .post(
+            "/v1/approvals/mcp-1:1/approve",
+            &json!({"digest": "sha256:00", "reason": "looks fine"}),
+        )
+        .unwrap();
+    assert_eq!((status, &out["field"]), (409, &json!("digest")), "{out}");
     // Only the approval endpoints are served.
     let (status, out) = http.post("/v1/authorize", &json!({})).unwrap();
     assert_eq!((status, &out["field"]), (404, &json!("path")), "{out}");
@@ -489,7 +495,139 @@ fn pause_flags_are_validated() {
     let (code, err) = refused(&["--on-pause", "later"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("later"), "{err}");
-    let (code, err) = refused(&["--on-pause", "wait", "--approvals-listen", "not-an-address"]);
+    let (code, err) = refused(&[
+        "--on-pause",
+        "wait",
+        "--approvals-listen",
+        "not-an-address",
+        "--insecure-no-auth",
+    ]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("cannot listen on not-an-address"), "{err}");
+}
+
+/// Finding 2 and 3 of the perimeter issue: the agent reaches the proxy's
+/// loopback approval port, and so does any web page the user opens. Only
+/// an approver's credential settles a call; a cross-site request never
+/// does, whatever its content type.
+#[test]
+fn only_an_approver_settles_and_never_cross_site() {
+    let (mut p, mut http, creds) = Proxy::start_waiting_with("wait-perimeter", "30");
+    p.send_call(1, "deploy", json!({"target": "prod"}));
+    let list = wait_for_approvals(&mut http, 1);
+    let digest = list[0]["digest"].clone();
+    assert!(digest.as_str().unwrap().starts_with("sha256:"), "{list:?}");
+    assert_eq!(list[0]["args"], json!({"target": "prod"}), "{list:?}");
+    assert!(list[0]["expires"].as_u64().unwrap() > list[0]["time"].as_u64().unwrap());
+    let body = json!({"digest": digest, "reason": "self-approval"}).to_string();
+    let addr = http.addr();
+    let raw = |request: String| -> (u16, String) {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, out)
+    };
+    let post = |headers: &str, content_type: &str| {
+        raw(format!(
+            "POST /v1/approvals/mcp-1:1/approve HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ))
+    };
+    // No credential, a wrong one, the agent's own, another tenant's approver.
+    let (status, out) = post("", "application/json");
+    assert_eq!(status, 401, "{out}");
+    assert!(
+        out.contains("WWW-Authenticate: Bearer") || out.contains("www-authenticate: Bearer"),
+        "{out}"
+    );
+    assert!(out.contains("\"field\":\"authorization\""), "{out}");
+    let (status, out) = post("Authorization: Bearer agr_0000\r\n", "application/json");
+    assert_eq!(status, 401, "{out}");
+    let agent = format!("Authorization: Bearer {}\r\n", creds.agent);
+    let (status, out) = post(&agent, "application/json");
+    assert_eq!(status, 403, "{out}");
+    assert!(out.contains("approver"), "{out}");
+    let admin = format!("Authorization: Bearer {}\r\n", creds.admin);
+    assert_eq!(post(&admin, "application/json").0, 403);
+    // Another tenant's approver finds nothing of its own, and may not
+    // name this tenant.
+    let bob = format!("Authorization: Bearer {}\r\n", creds.other_approver);
+    let (status, out) = post(&bob, "application/json");
+    assert_eq!(status, 404, "{out}");
+    let (status, out) = raw(format!(
+        "GET /v1/approvals?tenant=default HTTP/1.1\r\nHost: {addr}\r\n{bob}Connection: close\r\n\r\n"
+    ));
+    assert_eq!(status, 403, "{out}");
+    // A web page: a simple (text/plain) cross-site POST, with or without
+    // the approver's credential, from a foreign Origin or a rebound Host.
+    let alice = format!("Authorization: Bearer {}\r\n", creds.approver);
+    let (status, out) = post("Origin: https://evil.example\r\n", "text/plain");
+    assert_eq!(status, 403, "{out}");
+    let (status, out) = post(
+        &format!("{alice}Origin: https://evil.example\r\n"),
+        "application/json",
+    );
+    assert_eq!(status, 403, "{out}");
+    assert!(out.contains("\"field\":\"origin\""), "{out}");
+    let (status, out) = post(
+        &format!("{alice}Sec-Fetch-Site: cross-site\r\n"),
+        "application/json",
+    );
+    assert_eq!(status, 403, "{out}");
+    let (status, out) = post(&alice, "text/plain");
+    assert_eq!(status, 415, "{out}");
+    let (status, out) = raw(format!(
+        "POST /v1/approvals/mcp-1:1/approve HTTP/1.1\r\nHost: evil.example:{}\r\n{alice}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        addr.port(),
+        body.len()
+    ));
+    assert_eq!(status, 403, "{out}");
+    assert!(out.contains("\"field\":\"host\""), "{out}");
+    // None of it settled the call; listing needs the approver too.
+    p.assert_silent();
+    let (status, _) = raw(format!(
+        "GET /v1/approvals HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    ));
+    assert_eq!(status, 401);
+    assert_eq!(wait_for_approvals(&mut http, 1).len(), 1);
+    assert!(p.server_calls().is_empty());
+    // The approver's own approval, same-origin, works once.
+    let (status, out) = post(
+        &format!("{alice}Origin: http://{addr}\r\n"),
+        "application/json",
+    );
+    assert_eq!(status, 200, "{out}");
+    assert!(out.contains("\"decision\":\"ALLOW\""), "{out}");
+    let answer = p.recv();
+    assert!(!is_error(&answer), "{answer}");
+    assert_eq!(post(&alice, "application/json").0, 409);
+    assert_eq!(p.finish(), 0);
+}
+
+#[test]
+fn the_approval_endpoints_need_credentials() {
+    let wait = ["--on-pause", "wait", "--approvals-listen", "127.0.0.1:0"];
+    let (code, err) = refused(&wait);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no credentials: pass --tokens FILE"), "{err}");
+    let (code, err) = refused(&["--insecure-no-auth"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("only used with --on-pause wait"), "{err}");
+    let creds = Credentials::for_test("need-credentials");
+    let file = creds.file.to_str().unwrap();
+    let (code, err) = refused(&[&wait[..], &["--tokens", file, "--insecure-no-auth"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("exclude each other"), "{err}");
+    std::fs::write(&creds.file, "{}").unwrap();
+    let (code, err) = refused(&[&wait[..], &["--tokens", file]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not a credentials file"), "{err}");
 }

@@ -15,7 +15,10 @@
 #[path = "mcp/harness.rs"]
 mod harness;
 
-use harness::{fake_server, is_error, mcp_dir, text, wait_for_approvals, Proxy, BIN, TIMEOUT};
+use harness::{
+    approve, fake_server, is_error, mcp_dir, text, wait_for_approvals, Credentials, Proxy, BIN,
+    TIMEOUT,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -217,6 +220,7 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
     let dir = temp("approve");
     let store = dir.join("x.redb");
     let store = store.to_str().unwrap();
+    let creds = Credentials::for_test("store-approve");
     let flags = [
         "--store",
         store,
@@ -228,16 +232,17 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
         "127.0.0.1:0",
         "--pause-timeout",
         "60",
+        "--tokens",
+        creds.file.to_str().unwrap(),
     ];
     let mut p = Proxy::spawn(&flags, &fake_server());
-    let mut http = p.approvals_client();
+    let mut http = p.approvals_client().with_token(&creds.approver);
     p.send_call(1, "deploy", json!({"target": "prod"}));
     let list = wait_for_approvals(&mut http, 1);
     assert_eq!(list[0]["call"], json!("mcp-1:1"), "{list:?}");
     assert_eq!(list[0]["session"], json!("agent-7"), "{list:?}");
-    let (status, out) = http
-        .post("/v1/approvals/mcp-1:1/approve", &json!({}))
-        .unwrap();
+    let digest = list[0]["digest"].clone();
+    let (status, out) = approve(&mut http, "mcp-1:1");
     assert_eq!(status, 200, "{out}");
     assert_eq!(out["decision"], json!("ALLOW"), "{out}");
     let seq = out["audit_seq"].as_u64().expect("the approval's audit_seq");
@@ -258,6 +263,10 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
     assert_eq!(approve["event"]["call"], json!("mcp-1:1"), "{approve}");
     assert_eq!(approve["verdict"], json!("ALLOW"), "{approve}");
     assert_eq!(approve["session"], json!("agent-7"), "{approve}");
+    // Who approved, what they were shown, and why.
+    assert_eq!(approve["actor"], json!("approver:alice"), "{approve}");
+    assert_eq!(approve["digest"], digest, "{approve}");
+    assert_eq!(approve["note"], json!("reviewed by the test"), "{approve}");
     audit_verify(store);
 
     let mut p = Proxy::spawn(&flags, &fake_server());
@@ -266,7 +275,7 @@ fn an_approval_is_durable_and_a_waiting_call_is_rejected_on_restart() {
         line.contains("1 call(s) left waiting for approval rejected"),
         "{line}"
     );
-    let mut http = p.approvals_client();
+    let mut http = p.approvals_client().with_token(&creds.approver);
     assert!(wait_for_approvals(&mut http, 0).is_empty());
     // The rejection gave the unit back: `release` pauses again.
     p.send_call(3, "release", json!({"target": "v2"}));

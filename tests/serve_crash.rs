@@ -37,7 +37,7 @@ fn free_port() -> u16 {
 
 fn start(policy: &Path, store: &Path, addr: SocketAddr) -> Child {
     let mut child = Command::new(BIN)
-        .args(["serve", "--policy"])
+        .args(["serve", "--insecure-no-auth", "--policy"])
         .arg(policy)
         .arg("--store")
         .arg(store)
@@ -138,7 +138,7 @@ fn kill_9_loses_no_unit_and_spends_none_twice() {
                     let call = json!({
                         "tenant": "crash",
                         "session": session,
-                        "call": {"id": format!("c{n}"), "time": n, "tool": "pay.send",
+                        "call": {"id": format!("c{n}"), "tool": "pay.send",
                                  "args": {"to": "bob@example.com", "amount": n}}
                     });
                     let (status, answer) =

@@ -55,8 +55,11 @@ fn serve(name: &str, extra: &[&str]) -> Server {
         .unwrap()
         .port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // These tests exercise the API itself: every role, every tenant
+    // (tests/serve_perimeter.rs runs it with credentials).
     let child = Command::new(BIN)
         .arg("serve")
+        .arg("--insecure-no-auth")
         .arg("--policy")
         .arg(dir.join("policy.agr"))
         .arg("--store")
@@ -294,7 +297,7 @@ fn bad_input_on_every_endpoint_is_a_4xx_naming_the_field() {
         c.post("/v1/authorize", &call(json!({"id": "c2", "time": 0})))
             .unwrap(),
         422,
-        "time",
+        "call.time",
     );
 
     // A 100 MB body: refused without reading it all, on a connection the
@@ -417,7 +420,12 @@ fn tenants_sessions_approvals_and_results() {
     let (_, list) = c.get("/v1/approvals?tenant=t1").unwrap();
     assert_eq!(list["approvals"].as_array().unwrap().len(), 1, "{list}");
     assert_eq!(list["approvals"][0]["call"], "c3");
-    let ok = post(&mut c, "/v1/approvals/c3/approve", json!({"tenant": "t1"}));
+    let digest = list["approvals"][0]["digest"].clone();
+    let ok = post(
+        &mut c,
+        "/v1/approvals/c3/approve",
+        json!({"tenant": "t1", "digest": digest, "reason": "known payee"}),
+    );
     assert_eq!(ok["decision"], "ALLOW", "{ok}");
     let no = post(
         &mut c,
@@ -459,6 +467,14 @@ fn reload(c: &mut Client, source: &str) -> (u16, Value) {
         .unwrap()
 }
 
+fn reload_widening(c: &mut Client, source: &str) -> (u16, Value) {
+    c.post(
+        "/v1/policy",
+        &json!({"source": source, "name": "rev", "allow_widening": true}),
+    )
+    .unwrap()
+}
+
 #[test]
 fn policy_reload_runs_new_sessions_and_certification_guards_it() {
     let s = serve("serve-reload", &["--require-certified"]);
@@ -475,11 +491,20 @@ fn policy_reload_runs_new_sessions_and_certification_guards_it() {
     let (_, h) = c.get("/health").unwrap();
     assert_eq!(h["policy_hash"], first);
 
-    // Raising it preserves every workflow: certified, and new sessions run it.
+    // Raising it preserves every workflow, but allows a third payment: a
+    // widening, refused unless the admin says so explicitly.
     let raise = POLICY.replace("quota 2;", "quota 4;");
     let (status, body) = reload(&mut c, &raise);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["field"], "allow_widening", "{body}");
+    assert!(body["error"].as_str().unwrap().contains("widens"), "{body}");
+    let (_, h) = c.get("/health").unwrap();
+    assert_eq!(h["policy_hash"], first);
+    // With allow_widening: certified, and new sessions run it.
+    let (status, body) = reload_widening(&mut c, &raise);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["changed"], true);
+    assert_eq!(body["widens"], true);
     assert_eq!(body["certificate"]["verdict"], "certified", "{body}");
     open(&mut c, "t", "new");
     let (_, old) = c.get("/v1/sessions/old?tenant=t").unwrap();
@@ -497,11 +522,22 @@ fn policy_reload_runs_new_sessions_and_certification_guards_it() {
     let looser = raise.replace("deny flow no_web_in_shell: untrusted -> shell;\n", "");
     assert_ne!(looser, raise);
     let (status, body) = reload(&mut c, &looser);
+    assert_eq!(
+        (status, &body["field"]),
+        (409, &json!("allow_widening")),
+        "{body}"
+    );
+    let (status, body) = reload_widening(&mut c, &looser);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["certificate"]["verdict"], "certified", "{body}");
-    // ... and putting it back loses one (web, then shell): refused.
-    let (status, body) = reload(&mut c, &raise);
-    assert_eq!(status, 409, "{body}");
+    // ... and putting it back loses one (web, then shell): refused, even
+    // when widening is allowed.
+    let (status, body) = reload_widening(&mut c, &raise);
+    assert_eq!((status, &body["field"]), (409, &json!("source")), "{body}");
+    // The running policy again (only a newline added): nothing changes.
+    let renamed = looser.clone() + "\n";
+    let (status, body) = reload(&mut c, &renamed);
+    assert_eq!(status, 200, "{body}");
 }
 
 #[test]

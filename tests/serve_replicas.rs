@@ -41,7 +41,7 @@ impl Drop for Replica {
 
 fn start(policy: &Path, url: &str, addr: SocketAddr) -> Replica {
     let child = Command::new(BIN)
-        .args(["serve", "--policy"])
+        .args(["serve", "--insecure-no-auth", "--policy"])
         .arg(policy)
         .args(["--store", url, "--listen", &addr.to_string()])
         .stdout(Stdio::null())

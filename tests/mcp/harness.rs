@@ -102,9 +102,16 @@ impl Proxy {
         Proxy::spawn_logged(flags, &fake_server(), Some(log))
     }
 
-    /// `start` in wait mode on a free port, connected to its approval
-    /// endpoints.
+    /// `start` in wait mode on a free port, with an approver's credential
+    /// for tenant `default`, connected to its approval endpoints with it.
     pub fn start_waiting(test: &str, timeout: &str) -> (Proxy, Client) {
+        let (p, client, _) = Proxy::start_waiting_with(test, timeout);
+        (p, client)
+    }
+
+    /// `start_waiting`, and the credentials it made.
+    pub fn start_waiting_with(test: &str, timeout: &str) -> (Proxy, Client, Credentials) {
+        let creds = Credentials::for_test(test);
         let p = Proxy::start_with(
             test,
             &[
@@ -114,10 +121,12 @@ impl Proxy {
                 "127.0.0.1:0",
                 "--pause-timeout",
                 timeout,
+                "--tokens",
+                creds.file.to_str().unwrap(),
             ],
         );
-        let client = p.approvals_client();
-        (p, client)
+        let client = p.approvals_client().with_token(&creds.approver);
+        (p, client, creds)
     }
 
     /// Waits for a line of standard error containing `needle`.
@@ -249,6 +258,60 @@ pub fn text(answer: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+/// A credentials file with an approver (tenant `default`), an approver of
+/// another tenant, an agent and an admin.
+pub struct Credentials {
+    pub file: PathBuf,
+    pub approver: String,
+    pub other_approver: String,
+    pub agent: String,
+    pub admin: String,
+}
+
+impl Credentials {
+    pub fn for_test(test: &str) -> Credentials {
+        use agenra_gateway::auth::{Credentials as File, Role};
+        let file = std::env::temp_dir().join(format!(
+            "agenra-mcp-tokens-{}-{test}.json",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&file);
+        let mut c = File::load_or_empty(&file).unwrap();
+        let approver = c
+            .add("alice", Role::Approver, vec!["default".into()])
+            .unwrap();
+        let other_approver = c.add("bob", Role::Approver, vec!["acme".into()]).unwrap();
+        let agent = c.add("bot", Role::Agent, vec!["default".into()]).unwrap();
+        let admin = c.add("ops", Role::Admin, vec![]).unwrap();
+        c.save(&file).unwrap();
+        Credentials {
+            file,
+            approver,
+            other_approver,
+            agent,
+            admin,
+        }
+    }
+}
+
+/// The body of an approval of `call`: the digest `GET /v1/approvals`
+/// shows for it (a made-up one when it is not listed) and a reason.
+pub fn approval(http: &mut Client, call: &str) -> Value {
+    let (_, body) = http.get("/v1/approvals").unwrap();
+    let digest = body["approvals"]
+        .as_array()
+        .and_then(|l| l.iter().find(|a| a["call"] == json!(call)))
+        .map_or(json!("sha256:not-listed"), |a| a["digest"].clone());
+    json!({"digest": digest, "reason": "reviewed by the test"})
+}
+
+/// Approves `call` with the digest listed for it.
+pub fn approve(http: &mut Client, call: &str) -> (u16, Value) {
+    let body = approval(http, call);
+    http.post(&format!("/v1/approvals/{call}/approve"), &body)
+        .unwrap()
 }
 
 /// `GET /v1/approvals`, polled until it lists `n` calls (the proxy decides

@@ -31,6 +31,6 @@ pub use decision::{Decision, DecisionPath, PathError, StepError, StepOutput, Sto
 pub use event::{Call, Event, Report, Resolve, Task, TaskScope};
 pub use monitor::{
     AgentHandle, AuditSink, CallArg, CompiledPolicy, Forgotten, LookupError, Monitor, MonitorError,
-    ParamHandle, Session, SessionOptions, ToolHandle, TypedCall,
+    ParamHandle, Session, SessionOptions, ToolHandle, TypedCall, WeakPolicy,
 };
 pub use pool::{SharedCounts, TenantPool};

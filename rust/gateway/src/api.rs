@@ -19,14 +19,15 @@ pub struct NewSession {
     pub agent: Option<String>,
 }
 
-/// A call as the API takes it: an event `call` (`docs/events.md`) whose
-/// `time` may be left out (the server's clock then gives it).
+/// A call as the API takes it: an event `call` (`docs/events.md`); its
+/// time is the server's clock (a `time` the client sends is recorded).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallIn {
     /// Unique within the session.
     pub id: String,
-    /// Seconds; default: now (never before the session's last event).
+    /// Recorded, never used to decide: the server's clock gives the call's
+    /// time; a time far from it is a 422.
     #[serde(default)]
     pub time: Option<u64>,
     /// The calling agent of the policy (default `main`).
@@ -69,7 +70,8 @@ pub struct ReportIn {
     pub session: String,
     /// The admitted call this is the result of.
     pub call: String,
-    /// Seconds; default: now.
+    /// Recorded, never used to decide (the server's clock decides); a
+    /// time far from the server's clock is a 422.
     #[serde(default)]
     pub time: Option<u64>,
     /// `succeeded`, `failed` or `unknown`.
@@ -93,7 +95,8 @@ pub struct TaskIn {
     pub session: String,
     /// Unique within the session, like call ids.
     pub id: String,
-    /// Seconds; default: now.
+    /// Recorded, never used to decide (the server's clock decides); a
+    /// time far from the server's clock is a 422.
     #[serde(default)]
     pub time: Option<u64>,
     /// What the user asked.
@@ -117,9 +120,18 @@ pub struct ResolveIn {
     /// is paused).
     #[serde(default)]
     pub session: Option<String>,
-    /// Seconds; default: now.
+    /// Recorded, never used to decide (the server's clock decides); a
+    /// time far from the server's clock is a 422.
     #[serde(default)]
     pub time: Option<u64>,
+    /// The digest of the paused call as `GET /v1/approvals` showed it:
+    /// required to approve (the approval is bound to exactly that call);
+    /// checked when a rejection names it.
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Why: required to approve, optional to reject; recorded.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// `POST /v1/policy`: a policy revision to run from now on.
@@ -131,6 +143,10 @@ pub struct PolicyIn {
     /// A name for it in the audit log (default `api`).
     #[serde(default)]
     pub name: Option<String>,
+    /// Under `--require-certified`: run the revision even if it may allow
+    /// what the running policy did not (an explicit, recorded admin act).
+    #[serde(default)]
+    pub allow_widening: bool,
 }
 
 /// What the server answers to an event (a call, a result, an approval, a

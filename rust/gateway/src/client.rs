@@ -11,6 +11,8 @@ pub struct Client {
     addr: SocketAddr,
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    /// Sent as `Authorization: Bearer …` with every request.
+    token: Option<String>,
 }
 
 impl Client {
@@ -24,7 +26,19 @@ impl Client {
             addr,
             reader: BufReader::new(stream),
             writer,
+            token: None,
         })
+    }
+
+    /// Sends `token` as the bearer credential from now on.
+    pub fn with_token(mut self, token: &str) -> Client {
+        self.token = Some(token.to_string());
+        self
+    }
+
+    /// Changes the bearer credential (`None`: none).
+    pub fn set_token(&mut self, token: Option<&str>) {
+        self.token = token.map(str::to_string);
     }
 
     /// The server's address.
@@ -34,8 +48,13 @@ impl Client {
 
     /// Sends a request and reads the answer: its status and body.
     pub fn request(&mut self, method: &str, path: &str, body: &[u8]) -> io::Result<(u16, Vec<u8>)> {
+        let auth = self
+            .token
+            .as_ref()
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
             self.addr,
             body.len()
         );

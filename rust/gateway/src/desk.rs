@@ -9,12 +9,14 @@
 //! with the same requests as the gateway's.
 
 use crate::api::{self, ApiError, Outcome};
-use crate::http::{json, path, query, read_body, Health, TenantQuery};
+use crate::auth::Principal;
+use crate::http::{expired, json, path, query, resolve_body, scoped, Health, TenantQuery};
+use crate::perimeter::{self, Perimeter, RefusalSink};
 use crate::state::PendingCall;
 use crate::ServeError;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
@@ -28,20 +30,49 @@ pub trait ApprovalDesk: Send + Sync + 'static {
     fn health(&self) -> Health;
     /// `GET /v1/approvals?tenant=T`: the tenant's paused calls.
     fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError>;
-    /// `POST /v1/approvals/{call}/approve` (`approve` true) or `/reject`.
-    /// May block briefly (it runs off the async workers).
+    /// `POST /v1/approvals/{call}/approve` (`approve` true) or `/reject`,
+    /// by `actor` (the approver's `role:name`). May block briefly (it runs
+    /// off the async workers).
     fn resolve(
         &self,
         call: String,
         req: api::ResolveIn,
         approve: bool,
+        actor: &str,
     ) -> Result<Outcome, ApiError>;
+    /// Records a request the perimeter refused.
+    fn refused(
+        &self,
+        actor: Option<String>,
+        tenant: Option<String>,
+        request: &str,
+        status: u16,
+        why: &str,
+    );
 }
 
 type Desk = Arc<dyn ApprovalDesk>;
 
-/// The approval routes over `desk`.
-pub fn router(desk: Desk) -> Router {
+/// A desk's refusals, as the perimeter records them.
+struct DeskSink(Desk);
+
+impl RefusalSink for DeskSink {
+    fn refused(
+        &self,
+        actor: Option<String>,
+        tenant: Option<String>,
+        request: &str,
+        status: u16,
+        why: &str,
+    ) {
+        self.0.refused(actor, tenant, request, status, why);
+    }
+}
+
+/// The approval routes over `desk`, behind `perimeter` (an approver's
+/// credential, no cross-site request).
+pub fn router(desk: Desk, perimeter: Arc<Perimeter>) -> Router {
+    let sink: Arc<dyn RefusalSink> = Arc::new(DeskSink(Arc::clone(&desk)));
     Router::new()
         .route("/health", get(health))
         .route("/v1/approvals", get(approvals))
@@ -49,6 +80,14 @@ pub fn router(desk: Desk) -> Router {
         .route("/v1/approvals/{call}/reject", post(reject))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            (
+                perimeter,
+                sink,
+                perimeter::need_approvals as perimeter::Needs,
+            ),
+            perimeter::guard,
+        ))
         .with_state(desk)
 }
 
@@ -68,9 +107,23 @@ struct Approvals {
 
 async fn approvals(
     State(desk): State<Desk>,
+    Extension(p): Extension<Principal>,
     q: Result<Query<TenantQuery>, QueryRejection>,
 ) -> Response {
-    match query(q).and_then(|q| desk.approvals(q.tenant)) {
+    let sink = DeskSink(Arc::clone(&desk));
+    let list = || {
+        let given = query(q)?.tenant;
+        let all = given.is_none();
+        let tenant = scoped(&sink, &p, "GET /v1/approvals", given)?;
+        let calls = desk.approvals(tenant)?;
+        // Only what the credential serves, when it named no tenant.
+        Ok::<_, ApiError>(if all {
+            calls.into_iter().filter(|c| p.serves(&c.tenant)).collect()
+        } else {
+            calls
+        })
+    };
+    match list() {
         Ok(approvals) => json(200, &Approvals { approvals }),
         Err(e) => error(&e),
     }
@@ -78,21 +131,24 @@ async fn approvals(
 
 async fn resolve(
     desk: Desk,
+    p: Principal,
     call: Result<Path<String>, PathRejection>,
     body: Body,
     approve: bool,
 ) -> Response {
     let run = async {
         let call = path(call)?;
-        let bytes = read_body(body).await?;
-        let req: api::ResolveIn = if bytes.iter().all(u8::is_ascii_whitespace) {
-            api::ResolveIn::default()
-        } else {
-            api::parse(&bytes)?
-        };
-        tokio::task::spawn_blocking(move || desk.resolve(call, req, approve))
+        let mut req = resolve_body(body).await?;
+        let sink = DeskSink(Arc::clone(&desk));
+        req.tenant = scoped(&sink, &p, "POST /v1/approvals/{call}", req.tenant)?;
+        let actor = p.actor();
+        let out = tokio::task::spawn_blocking(move || desk.resolve(call, req, approve, &actor))
             .await
-            .map_err(|e| ApiError::new(500, e.to_string()))?
+            .map_err(|e| ApiError::new(500, e.to_string()))??;
+        match expired(approve, &out) {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     };
     match run.await {
         Ok(out) => json(200, &out),
@@ -102,18 +158,20 @@ async fn resolve(
 
 async fn approve(
     State(desk): State<Desk>,
+    Extension(p): Extension<Principal>,
     call: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    resolve(desk, call, body, true).await
+    resolve(desk, p, call, body, true).await
 }
 
 async fn reject(
     State(desk): State<Desk>,
+    Extension(p): Extension<Principal>,
     call: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    resolve(desk, call, body, false).await
+    resolve(desk, p, call, body, false).await
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {
@@ -139,9 +197,14 @@ pub struct DeskServer {
 }
 
 impl DeskServer {
-    /// Serves `desk` on `listen` (port 0 picks a free one).
-    pub fn spawn(desk: Arc<dyn ApprovalDesk>, listen: &str) -> Result<DeskServer, ServeError> {
-        let (addr, serving) = crate::Serving::spawn(router(desk), listen, "approvals")?;
+    /// Serves `desk` behind `perimeter` on `listen` (port 0 picks a free
+    /// one).
+    pub fn spawn(
+        desk: Arc<dyn ApprovalDesk>,
+        perimeter: Arc<Perimeter>,
+        listen: &str,
+    ) -> Result<DeskServer, ServeError> {
+        let (addr, serving) = crate::Serving::spawn(router(desk, perimeter), listen, "approvals")?;
         Ok(DeskServer { addr, serving })
     }
 

@@ -3,10 +3,12 @@
 //! 5xx (the server) status.
 
 use crate::api::{self, ApiError, Outcome};
+use crate::auth::Principal;
+use crate::perimeter::{self, Perimeter, RefusalSink};
 use crate::state::{Gateway, Pending};
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -18,23 +20,64 @@ use std::time::Instant;
 /// The largest request body accepted (1 MiB); larger ones get 413.
 pub const MAX_BODY: usize = 1 << 20;
 
-/// The API's routes over `gateway`.
-pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
+/// Which routes a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routes {
+    /// Every route (one listener).
+    All,
+    /// The agent's routes (sessions, calls, results, tasks) and `/health`.
+    Agent,
+    /// The approver's and admin's routes (approvals, policy, metrics), the
+    /// session view and `/health` (`--control-listen`).
+    Control,
+}
+
+/// The API's routes over `gateway`, behind `perimeter` (every route but
+/// `/health` needs a credential of the right role; `docs/http-api.md`).
+pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) -> Router {
+    let agent = routes != Routes::Control;
+    let control = routes != Routes::Agent;
+    let mut r = Router::new()
         .route("/health", get(health))
-        .route("/metrics", get(metrics))
-        .route("/v1/sessions", post(create_session))
-        .route("/v1/sessions/{session}", get(get_session))
-        .route("/v1/authorize", post(authorize))
-        .route("/v1/report", post(report))
-        .route("/v1/tasks", post(task))
-        .route("/v1/approvals", get(approvals))
-        .route("/v1/approvals/{call}/approve", post(approve))
-        .route("/v1/approvals/{call}/reject", post(reject))
-        .route("/v1/policy", post(reload))
-        .fallback(not_found)
+        .route("/v1/sessions/{session}", get(get_session));
+    if agent {
+        r = r
+            .route("/v1/sessions", post(create_session))
+            .route("/v1/authorize", post(authorize))
+            .route("/v1/report", post(report))
+            .route("/v1/tasks", post(task));
+    }
+    if control {
+        r = r
+            .route("/metrics", get(metrics))
+            .route("/v1/approvals", get(approvals))
+            .route("/v1/approvals/{call}/approve", post(approve))
+            .route("/v1/approvals/{call}/reject", post(reject))
+            .route("/v1/policy", post(reload));
+    }
+    let sink: Arc<dyn RefusalSink> = Arc::clone(&gateway) as Arc<dyn RefusalSink>;
+    r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            (perimeter, sink, perimeter::need as perimeter::Needs),
+            perimeter::guard,
+        ))
         .with_state(gateway)
+}
+
+/// The tenant `p` acts for in a request naming `given`; a refusal (403)
+/// is recorded.
+pub(crate) fn scoped(
+    sink: &dyn RefusalSink,
+    p: &Principal,
+    request: &str,
+    given: Option<String>,
+) -> Result<Option<String>, ApiError> {
+    perimeter::tenant_for(p, given.clone()).inspect_err(|e| {
+        if e.status == 403 {
+            sink.refused(Some(p.actor()), given, request, e.status, &e.error);
+        }
+    })
 }
 
 pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> Response {
@@ -177,7 +220,11 @@ async fn answer(gw: &Gateway, start: Instant, pending: Pending<Outcome>) -> Resp
     }
 }
 
-async fn create_session(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+async fn create_session(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Response {
     let run = async {
         let bytes = read_body(body).await?;
         let req: api::NewSession = if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -189,7 +236,8 @@ async fn create_session(State(gw): State<Arc<Gateway>>, body: Body) -> Response 
         } else {
             api::parse(&bytes)?
         };
-        gw.create_session(req.tenant, req.session, req.agent)?
+        let tenant = scoped(&*gw, &p, "POST /v1/sessions", req.tenant)?;
+        gw.create_session(tenant, req.session, req.agent)?
             .durable()
             .await
     };
@@ -201,12 +249,14 @@ async fn create_session(State(gw): State<Arc<Gateway>>, body: Body) -> Response 
 
 async fn get_session(
     State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
     session: Result<Path<String>, PathRejection>,
     q: Result<Query<TenantQuery>, QueryRejection>,
 ) -> Response {
     let run = || -> Result<_, ApiError> {
         let session = path(session)?;
-        gw.session_view(query(q)?.tenant, &session)
+        let tenant = scoped(&*gw, &p, "GET /v1/sessions", query(q)?.tenant)?;
+        gw.session_view(tenant, &session)
     };
     match run() {
         Ok(v) => json(200, &v),
@@ -214,11 +264,17 @@ async fn get_session(
     }
 }
 
-async fn authorize(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+async fn authorize(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Response {
     let start = Instant::now();
     let pending = async {
         let bytes = read_body(body).await?;
-        gw.authorize(api::parse(&bytes)?)
+        let mut req: api::Authorize = api::parse(&bytes)?;
+        req.tenant = scoped(&*gw, &p, "POST /v1/authorize", req.tenant)?;
+        gw.authorize(req)
     };
     match pending.await {
         Ok(p) => answer(&gw, start, p).await,
@@ -226,11 +282,17 @@ async fn authorize(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
     }
 }
 
-async fn report(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+async fn report(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Response {
     let start = Instant::now();
     let pending = async {
         let bytes = read_body(body).await?;
-        gw.report(api::parse(&bytes)?)
+        let mut req: api::ReportIn = api::parse(&bytes)?;
+        req.tenant = scoped(&*gw, &p, "POST /v1/report", req.tenant)?;
+        gw.report(req)
     };
     match pending.await {
         Ok(p) => answer(&gw, start, p).await,
@@ -238,11 +300,17 @@ async fn report(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
     }
 }
 
-async fn task(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+async fn task(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Response {
     let start = Instant::now();
     let pending = async {
         let bytes = read_body(body).await?;
-        gw.task(api::parse(&bytes)?)
+        let mut req: api::TaskIn = api::parse(&bytes)?;
+        req.tenant = scoped(&*gw, &p, "POST /v1/tasks", req.tenant)?;
+        gw.task(req)
     };
     match pending.await {
         Ok(p) => answer(&gw, start, p).await,
@@ -257,54 +325,108 @@ struct Approvals {
 
 async fn approvals(
     State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
     q: Result<Query<TenantQuery>, QueryRejection>,
 ) -> Response {
-    match query(q).and_then(|q| gw.approvals(q.tenant)) {
+    let list = || match query(q)?.tenant {
+        // Every tenant the credential serves.
+        None => gw.approvals_where(|t| p.serves(t)),
+        given => {
+            let t = scoped(&*gw, &p, "GET /v1/approvals", given)?;
+            gw.approvals(t)
+        }
+    };
+    match list() {
         Ok(approvals) => json(200, &Approvals { approvals }),
         Err(e) => error(&gw, e),
     }
 }
 
+/// The body of an approval or rejection (an empty body is an empty
+/// object: a rejection needs nothing).
+pub(crate) async fn resolve_body(body: Body) -> Result<api::ResolveIn, ApiError> {
+    let bytes = read_body(body).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        Ok(api::ResolveIn::default())
+    } else {
+        api::parse(&bytes)
+    }
+}
+
+/// An approval answered with a rejection: the pause had expired.
+pub(crate) fn expired(approve: bool, out: &Outcome) -> Option<ApiError> {
+    (approve && out.kind == "reject").then(|| {
+        ApiError::field(
+            410,
+            "call",
+            format!(
+                "the pause of call `{}` expired: it was rejected and its units returned",
+                out.call
+            ),
+        )
+    })
+}
+
 async fn resolve(
     gw: Arc<Gateway>,
+    p: Principal,
     call: Result<Path<String>, PathRejection>,
     body: Body,
     approve: bool,
 ) -> Response {
     let start = Instant::now();
+    let request = if approve {
+        "POST /v1/approvals/{call}/approve"
+    } else {
+        "POST /v1/approvals/{call}/reject"
+    };
     let pending = async {
         let call = path(call)?;
-        let bytes = read_body(body).await?;
-        let req: api::ResolveIn = if bytes.iter().all(u8::is_ascii_whitespace) {
-            api::ResolveIn::default()
-        } else {
-            api::parse(&bytes)?
-        };
-        gw.resolve(call, req, approve)
+        let mut req = resolve_body(body).await?;
+        req.tenant = scoped(&*gw, &p, request, req.tenant)?;
+        gw.resolve(call, req, approve, &p.actor())
     };
-    match pending.await {
-        Ok(p) => answer(&gw, start, p).await,
+    let pending = match pending.await {
+        Ok(p) => p,
+        Err(e) => return error(&gw, e),
+    };
+    match pending.durable().await {
+        Ok((mut out, seq)) => {
+            if let Some(e) = expired(approve, &out) {
+                return error(&gw, e);
+            }
+            out.audit_seq = seq;
+            gw.metrics
+                .observe(out.decision, out.replayed, start.elapsed());
+            json(200, &out)
+        }
         Err(e) => error(&gw, e),
     }
 }
 
 async fn approve(
     State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
     call: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    resolve(gw, call, body, true).await
+    resolve(gw, p, call, body, true).await
 }
 
 async fn reject(
     State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
     call: Result<Path<String>, PathRejection>,
     body: Body,
 ) -> Response {
-    resolve(gw, call, body, false).await
+    resolve(gw, p, call, body, false).await
 }
 
-async fn reload(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
+async fn reload(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    body: Body,
+) -> Response {
     let run = async {
         let bytes = read_body(body).await?;
         let req: api::PolicyIn = api::parse(&bytes)?;
@@ -320,7 +442,8 @@ async fn reload(State(gw): State<Arc<Gateway>>, body: Body) -> Response {
             .policy;
         // Certification can take a while: off the async workers.
         let gw2 = Arc::clone(&gw);
-        let pending = tokio::task::spawn_blocking(move || gw2.reload(policy, &name))
+        let (actor, widen) = (p.actor(), req.allow_widening);
+        let pending = tokio::task::spawn_blocking(move || gw2.reload(policy, &name, &actor, widen))
             .await
             .map_err(|e| ApiError::new(500, e.to_string()))??;
         pending.durable().await

@@ -10,12 +10,15 @@
 //! monitor (`docs/store.md`).
 
 pub mod api;
+pub mod auth;
 pub mod client;
 pub mod desk;
 pub mod http;
 pub mod metrics;
+pub mod perimeter;
 pub mod state;
 
+pub use perimeter::Perimeter;
 pub use state::{Certification, Gateway, OpenError};
 
 use agenra_core::{CompiledPolicy, Policy};
@@ -42,6 +45,63 @@ pub struct ServeConfig {
     /// rules (`agenra_smt::rules::RuleChecker`; without one they are
     /// `unknown`, so refused under `require_certified`).
     pub rules: Option<&'static (dyn agenra_certify::RuleOracle + Send + Sync)>,
+    /// Under `require_certified`: the policy file may widen what the last
+    /// one allowed, at start and on SIGHUP (`--allow-widening`).
+    pub allow_widening: bool,
+    /// The credentials file (`--tokens`); `None` only with `insecure`.
+    pub tokens: Option<PathBuf>,
+    /// `--insecure-no-auth`: no credentials, every request has every role.
+    pub insecure: bool,
+    /// Where the approver's and admin's routes listen, apart from the
+    /// agent's (`--control-listen`); `None`: on `listen` too.
+    pub control_listen: Option<String>,
+    /// Host names control requests may name besides IP addresses and
+    /// `localhost` (`--allow-host`).
+    pub allow_hosts: Vec<String>,
+    /// Seconds a paused call waits before it expires (`--pause-timeout`).
+    pub pause_timeout: u64,
+    /// Seconds a client's claimed time may be off (`--max-clock-skew`).
+    pub max_clock_skew: u64,
+}
+
+impl ServeConfig {
+    /// A configuration with the defaults of `agenra serve`'s flags, and
+    /// neither credentials nor `insecure` (it then refuses to start).
+    pub fn new(policy: PathBuf, store: PathBuf, listen: String) -> ServeConfig {
+        ServeConfig {
+            policy,
+            store,
+            listen,
+            require_certified: false,
+            rules: None,
+            allow_widening: false,
+            tokens: None,
+            insecure: false,
+            control_listen: None,
+            allow_hosts: Vec::new(),
+            pause_timeout: state::DEFAULT_PAUSE_TIMEOUT,
+            max_clock_skew: state::DEFAULT_MAX_SKEW,
+        }
+    }
+
+    /// The perimeter its flags describe: credentials from `tokens`, or
+    /// `insecure`; neither is an error (the server never starts open by
+    /// default).
+    pub fn perimeter(&self) -> Result<Perimeter, ServeError> {
+        match (&self.tokens, self.insecure) {
+            (Some(_), true) => Err(ServeError::Auth(
+                "--tokens and --insecure-no-auth exclude each other".into(),
+            )),
+            (Some(path), false) => Perimeter::tokens(path.clone(), self.allow_hosts.clone())
+                .map_err(|e| ServeError::Auth(e.to_string())),
+            (None, true) => Ok(Perimeter::insecure(self.allow_hosts.clone())),
+            (None, false) => Err(ServeError::Auth(
+                "no credentials: pass --tokens FILE (create it with `agenra token add --file FILE \
+                 --role admin NAME`), or --insecure-no-auth for a local experiment"
+                    .into(),
+            )),
+        }
+    }
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -55,6 +115,13 @@ impl std::fmt::Debug for ServeConfig {
             .field("listen", &self.listen)
             .field("require_certified", &self.require_certified)
             .field("rules", &self.rules.map(|_| "rule oracle"))
+            .field("allow_widening", &self.allow_widening)
+            .field("tokens", &self.tokens)
+            .field("insecure", &self.insecure)
+            .field("control_listen", &self.control_listen)
+            .field("allow_hosts", &self.allow_hosts)
+            .field("pause_timeout", &self.pause_timeout)
+            .field("max_clock_skew", &self.max_clock_skew)
             .finish()
     }
 }
@@ -65,6 +132,9 @@ pub enum ServeError {
     /// The policy file.
     #[error("{0}")]
     Policy(String),
+    /// The credentials (`--tokens`, `--insecure-no-auth`).
+    #[error("{0}")]
+    Auth(String),
     /// Opening or recovering the store.
     #[error(transparent)]
     Open(#[from] OpenError),
@@ -106,7 +176,9 @@ pub fn load_policy_file(path: &Path) -> Result<Policy, String> {
 /// A running server: its address, and how to stop it.
 pub struct Server {
     addr: SocketAddr,
+    control: Option<(SocketAddr, Serving)>,
     gateway: Arc<Gateway>,
+    perimeter: Arc<Perimeter>,
     serving: Serving,
 }
 
@@ -178,12 +250,47 @@ impl Drop for Serving {
 }
 
 impl Server {
-    /// Serves `gateway` on `listen` from a runtime on its own threads.
-    pub fn spawn(gateway: Arc<Gateway>, listen: &str) -> Result<Server, ServeError> {
-        let (addr, serving) = Serving::spawn(http::router(Arc::clone(&gateway)), listen, "serve")?;
+    /// Serves `gateway` behind `perimeter` on `listen` (every route) from a
+    /// runtime on its own threads.
+    pub fn spawn(
+        gateway: Arc<Gateway>,
+        perimeter: Arc<Perimeter>,
+        listen: &str,
+    ) -> Result<Server, ServeError> {
+        Server::spawn_split(gateway, perimeter, listen, None)
+    }
+
+    /// Like [`Server::spawn`]; with `control`, the approver's and admin's
+    /// routes listen there, and `listen` serves the agent's alone.
+    pub fn spawn_split(
+        gateway: Arc<Gateway>,
+        perimeter: Arc<Perimeter>,
+        listen: &str,
+        control: Option<&str>,
+    ) -> Result<Server, ServeError> {
+        let routes = if control.is_some() {
+            http::Routes::Agent
+        } else {
+            http::Routes::All
+        };
+        let app = http::router(Arc::clone(&gateway), Arc::clone(&perimeter), routes);
+        let (addr, serving) = Serving::spawn(app, listen, "serve")?;
+        let control = match control {
+            Some(c) => {
+                let app = http::router(
+                    Arc::clone(&gateway),
+                    Arc::clone(&perimeter),
+                    http::Routes::Control,
+                );
+                Some(Serving::spawn(app, c, "control")?)
+            }
+            None => None,
+        };
         Ok(Server {
             addr,
+            control,
             gateway,
+            perimeter,
             serving,
         })
     }
@@ -193,6 +300,16 @@ impl Server {
         self.addr
     }
 
+    /// Where the approver's and admin's routes listen, when apart.
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.control.as_ref().map(|(a, _)| *a)
+    }
+
+    /// The perimeter in front of it.
+    pub fn perimeter(&self) -> &Arc<Perimeter> {
+        &self.perimeter
+    }
+
     /// The gateway it serves.
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
@@ -200,6 +317,9 @@ impl Server {
 
     /// Stops accepting, finishes the requests in flight, and returns.
     pub fn stop(mut self) {
+        if let Some((_, mut c)) = self.control.take() {
+            c.shutdown();
+        }
         self.serving.shutdown();
     }
 }
@@ -233,6 +353,7 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
         Certification {
             required: config.require_certified,
             rules: config.rules,
+            allow_widening: config.allow_widening,
         },
     )?)
 }
@@ -245,11 +366,28 @@ pub fn run(
     config: &ServeConfig,
     ready: impl FnOnce(SocketAddr, &Gateway),
 ) -> Result<(), ServeError> {
+    // Refuses to start without credentials (or an explicit
+    // --insecure-no-auth), before anything is opened.
+    let perimeter = Arc::new(config.perimeter()?);
     let gateway = Arc::new(open(config)?);
-    let server = Server::spawn(Arc::clone(&gateway), &config.listen)?;
+    gateway.set_pause_timeout(config.pause_timeout);
+    gateway.set_max_clock_skew(config.max_clock_skew);
+    let server = Server::spawn_split(
+        Arc::clone(&gateway),
+        Arc::clone(&perimeter),
+        &config.listen,
+        config.control_listen.as_deref(),
+    )?;
+    if perimeter.is_insecure() {
+        eprintln!(
+            "agenra serve: WARNING: --insecure-no-auth: every request may approve, reload the policy \
+             and act for any tenant; never expose this server"
+        );
+    }
     ready(server.addr(), &gateway);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
+        .enable_time()
         .build()
         .map_err(|source| ServeError::Io {
             what: "cannot start the signal runtime".into(),
@@ -265,9 +403,25 @@ pub fn run(
         let mut hup = signal(SignalKind::hangup()).map_err(io)?;
         let mut term = signal(SignalKind::terminate()).map_err(io)?;
         let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+        // Expired pauses are rejected (their units return) within a second.
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tokio::select! {
-                _ = hup.recv() => reload_file(&gateway, &policy_path).await,
+                _ = hup.recv() => {
+                    reload_file(&gateway, &policy_path).await;
+                    match perimeter.reload() {
+                        Ok(n) if !perimeter.is_insecure() => {
+                            eprintln!("agenra serve: SIGHUP: {n} credential(s) loaded")
+                        }
+                        Ok(_) => {}
+                        Err(e) => eprintln!("agenra serve: SIGHUP: credentials kept: {e}"),
+                    }
+                }
+                _ = tick.tick() => {
+                    let gw = Arc::clone(&gateway);
+                    let _ = tokio::task::spawn_blocking(move || gw.expire_pauses()).await;
+                }
                 _ = term.recv() => break,
                 _ = int.recv() => break,
             }
@@ -288,7 +442,10 @@ async fn reload_file(gateway: &Arc<Gateway>, path: &Path) {
     };
     let gw = Arc::clone(gateway);
     let source = path.display().to_string();
-    let pending = tokio::task::spawn_blocking(move || gw.reload(policy, &source)).await;
+    let widen = gw.allow_widening();
+    let pending =
+        tokio::task::spawn_blocking(move || gw.reload(policy, &source, "operator:SIGHUP", widen))
+            .await;
     match pending {
         Ok(Ok(p)) => match p.durable().await {
             Ok((r, _)) if r.changed => eprintln!(

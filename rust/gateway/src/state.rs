@@ -13,7 +13,7 @@ use agenra_core::decision::{Rule, StepError, StepOutput, Verdict};
 use agenra_core::event::{Call, Event, Report, Resolve, Task};
 use agenra_core::graph::NodeId;
 use agenra_core::policy::Quota;
-use agenra_core::{CompiledPolicy, Hash, Policy, Session, SessionOptions, TenantPool};
+use agenra_core::{CompiledPolicy, Hash, Policy, Session, SessionOptions, TenantPool, WeakPolicy};
 use agenra_store::{Committer, Done, Head, Kind, Log, Record, StoreError};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -120,8 +120,77 @@ pub struct PendingCall {
     pub rule: Option<String>,
     /// Why it paused.
     pub reason: String,
-    /// The call's time (seconds).
+    /// The call's time (seconds, the server's clock).
     pub time: u64,
+    /// The call's arguments, as the monitor decided on them.
+    pub args: serde_json::Value,
+    /// The session's policy.
+    pub policy_hash: String,
+    /// What an approval must name: the SHA-256 of the call as shown here
+    /// (tenant, session, call, tool, canonical arguments, policy hash;
+    /// [`call_digest`]).
+    pub digest: String,
+    /// When the pause expires (seconds): an approval after it is refused
+    /// and the call is rejected, its units returned.
+    pub expires: u64,
+}
+
+/// The digest an approval names: SHA-256 over the canonical JSON (keys
+/// sorted, no spaces) of `{"args", "call", "policy_hash", "session",
+/// "tenant", "tool"}`, as `sha256:` and 64 hex digits.
+pub fn call_digest(
+    tenant: &str,
+    session: &str,
+    call: &str,
+    tool: &str,
+    args: &serde_json::Value,
+    policy_hash: &str,
+) -> String {
+    let shown = serde_json::json!({
+        "args": args,
+        "call": call,
+        "policy_hash": policy_hash,
+        "session": session,
+        "tenant": tenant,
+        "tool": tool,
+    });
+    let mut text = String::new();
+    canonical_json(&shown, &mut text);
+    let digest = Sha256::digest(text.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// JSON with object keys sorted at every level and no insignificant
+/// space (whatever order the map type keeps).
+fn canonical_json(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical_json(&m[k], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_json(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 /// A session as `GET /v1/sessions/{id}` shows it.
@@ -160,6 +229,11 @@ pub struct Reloaded {
     /// The certify report, when certification was asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certificate: Option<serde_json::Value>,
+    /// Under `--require-certified`: whether the revision may allow what
+    /// the running policy did not (then it ran only with
+    /// `allow_widening`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub widens: Option<bool>,
     /// The audit record of the revision.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit_seq: Option<u64>,
@@ -183,17 +257,55 @@ struct Entry {
 
 struct Policies {
     current: CompiledPolicy,
-    by_hash: HashMap<Hash, CompiledPolicy>,
+    /// Every revision the log holds, held weakly: one that is not current
+    /// and that no session uses is freed (only its hash stays known).
+    by_hash: HashMap<Hash, WeakPolicy>,
+    /// Strong references while the log is being recovered (a session
+    /// record may name a revision that a later one replaced); dropped once
+    /// open.
+    pinned: Vec<CompiledPolicy>,
+}
+
+impl Policies {
+    /// Records `policy` as a known revision, forgetting freed ones.
+    fn remember(&mut self, policy: &CompiledPolicy, pin: bool) {
+        self.by_hash.retain(|_, w| w.upgrade().is_some());
+        self.by_hash.insert(policy.hash(), policy.downgrade());
+        if pin {
+            self.pinned.push(policy.clone());
+        }
+    }
+
+    /// The revision with `hash`, while something still uses it.
+    fn find(&self, hash: &str) -> Option<CompiledPolicy> {
+        if self.current.hash().to_string() == hash {
+            return Some(self.current.clone());
+        }
+        self.by_hash
+            .iter()
+            .find(|(h, _)| h.to_string() == hash)
+            .and_then(|(_, w)| w.upgrade())
+    }
 }
 
 type Key = (String, String);
 
 /// What a request does to its session.
 enum Step {
-    /// Apply the event.
-    Apply(Event),
+    /// Apply the event; `Meta` goes into its audit record.
+    Apply(Event, Box<Meta>),
     /// Answer a retried call with its recorded answer.
     Replay(String),
+}
+
+/// What an event's audit record says besides the event: who sent it, the
+/// time the client claimed, and for an approval what was approved and why.
+#[derive(Clone, Debug, Default)]
+struct Meta {
+    actor: Option<String>,
+    client_time: Option<u64>,
+    digest: Option<String>,
+    note: Option<String>,
 }
 
 /// What the gateway knows, shared with the store's writer thread (which
@@ -207,6 +319,8 @@ struct Shared {
     /// changes only when a session applies an event, and every applied
     /// event is logged in the order the pool saw it.
     pools: Mutex<HashMap<String, TenantLane>>,
+    /// Seconds a paused call waits before it expires.
+    pause_timeout: AtomicU64,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -255,7 +369,33 @@ pub struct Gateway {
     nonce: u32,
     /// Counters for `GET /metrics`.
     pub metrics: Metrics,
+    /// The largest distance (seconds) between a client's claimed time and
+    /// the server's clock; farther is a 422.
+    max_skew: AtomicU64,
+    /// Refusal records written in the current second, and refusals not
+    /// recorded since the last record (a flood of bad credentials must not
+    /// fill the disk).
+    refusals: Mutex<RefusalBudget>,
 }
+
+/// At most [`REFUSALS_PER_SECOND`] refusal records a second; the others
+/// are counted, and the next record says how many were left out.
+#[derive(Default)]
+struct RefusalBudget {
+    second: u64,
+    written: u32,
+    left_out: u64,
+}
+
+/// Refusal records written per second at most.
+pub const REFUSALS_PER_SECOND: u32 = 20;
+
+/// How long a paused call waits by default (`--pause-timeout`): one hour.
+pub const DEFAULT_PAUSE_TIMEOUT: u64 = 3600;
+
+/// How far a client's claimed time may be from the server's clock by
+/// default (`--max-clock-skew`): five minutes.
+pub const DEFAULT_MAX_SKEW: u64 = 300;
 
 /// Seconds since the Unix epoch.
 pub fn now_secs() -> u64 {
@@ -323,6 +463,9 @@ pub struct Certification {
     pub required: bool,
     /// The rule side of `agenra certify` (`agenra_smt::rules::RuleChecker`).
     pub rules: Option<&'static (dyn agenra_certify::RuleOracle + Send + Sync)>,
+    /// The policy the server starts with (or reloads on SIGHUP) may widen
+    /// what the last one allowed (`agenra serve --allow-widening`).
+    pub allow_widening: bool,
 }
 
 impl From<bool> for Certification {
@@ -331,6 +474,7 @@ impl From<bool> for Certification {
         Certification {
             required,
             rules: None,
+            allow_widening: false,
         }
     }
 }
@@ -340,6 +484,7 @@ impl std::fmt::Debug for Certification {
         f.debug_struct("Certification")
             .field("required", &self.required)
             .field("rules", &self.rules.map(|_| "rule oracle"))
+            .field("allow_widening", &self.allow_widening)
             .finish()
     }
 }
@@ -355,6 +500,43 @@ impl Certification {
             serde_json::to_value(&report).unwrap_or(serde_json::Value::Null),
             ok,
         )
+    }
+
+    /// `--require-certified`'s test of a revision: `new` must preserve every
+    /// workflow of `old` (`certify old new`), and must not allow what `old`
+    /// did not (`certify new old`: every workflow of `new` is one of `old`)
+    /// unless `allow_widening`. The forward report and whether it may
+    /// widen; `Err` says why it is refused (`widens…` for a widening).
+    pub fn check_revision(
+        &self,
+        old: &Policy,
+        new: &Policy,
+        allow_widening: bool,
+    ) -> Result<(serde_json::Value, bool), String> {
+        let (report, ok) = self.certify(old, new);
+        if !ok {
+            return Err(format!("not certified: {report}"));
+        }
+        let rules = self.rules.map(|r| r as &dyn agenra_certify::RuleOracle);
+        let reverse = agenra_certify::certify_with(new, old, rules);
+        let widens = reverse.verdict != agenra_certify::Verdict::Certified;
+        if widens && !allow_widening {
+            let witness = match (&reverse.lost_workflow, reverse.verdict) {
+                (Some(events), _) => format!(
+                    "it allows a workflow the running policy does not: {}",
+                    serde_json::to_string(events).unwrap_or_default()
+                ),
+                (None, v) => format!(
+                    "no proof that it allows nothing new ({}: {})",
+                    v.as_str(),
+                    reverse.reasons.join("; ")
+                ),
+            };
+            return Err(format!(
+                "widens what is allowed ({witness}); an admin runs it only with allow_widening"
+            ));
+        }
+        Ok((report, widens))
     }
 }
 
@@ -445,7 +627,7 @@ pub fn describe(
 impl Entry {
     /// Applies `event` and describes it (the answer, and the audit record
     /// without its position).
-    fn apply(&mut self, event: &Event) -> Result<(Outcome, Record), StepError> {
+    fn apply(&mut self, event: &Event, meta: Meta) -> Result<(Outcome, Record), StepError> {
         let out = self.session.step(event)?;
         let outcome = describe(&self.session, &self.tenant, &self.id, event, &out);
         let mut stored = event.clone();
@@ -473,6 +655,10 @@ impl Entry {
                 outcome.grants.clone()
             },
             ledger_hash: Some(outcome.ledger_hash.clone()),
+            actor: meta.actor,
+            client_time: meta.client_time,
+            digest: meta.digest,
+            note: meta.note,
             ..Record::default()
         };
         if let Event::Call(c) = event {
@@ -584,7 +770,14 @@ impl Shared {
             }
             return Ok(sink.emit(None, e.view(false)));
         }
-        let compiled = self.current_policy();
+        // The policy table stays read-locked until the record is emitted: a
+        // revision cannot be recorded in between, so a session record
+        // always names the policy current at its place in the log.
+        let policies = self
+            .policies
+            .read()
+            .map_err(|_| ApiError::new(500, "policy table poisoned"))?;
+        let compiled = policies.current.clone();
         let lane = self.lane(&tenant);
         let entry = Entry {
             tenant: tenant.clone(),
@@ -607,7 +800,9 @@ impl Shared {
         };
         // Emitted under the table's lock: the session's record precedes
         // every event of it in the log.
-        Ok(sink.emit(Some(record), view))
+        let emitted = sink.emit(Some(record), view);
+        drop(policies);
+        Ok(emitted)
     }
 
     fn run(
@@ -621,8 +816,8 @@ impl Shared {
         let mut e = entry
             .lock()
             .map_err(|_| ApiError::new(500, "session poisoned"))?;
-        let event = match make(&e)? {
-            Step::Apply(event) => event,
+        let (event, meta) = match make(&e)? {
+            Step::Apply(event, meta) => (event, *meta),
             Step::Replay(id) => {
                 // A retried call: its recorded answer, once durable (the
                 // first attempt may still be committing).
@@ -645,9 +840,10 @@ impl Shared {
         } else {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))
         };
-        let (outcome, record) = e.apply(&event).map_err(step_error)?;
+        let (outcome, record) = e.apply(&event, meta).map_err(step_error)?;
         if let Ok(mut p) = self.pending.lock() {
-            track_pending(&mut p, &event, &outcome, e.session.state().time);
+            let timeout = self.pause_timeout.load(Ordering::Relaxed);
+            track_pending(&mut p, &event, &outcome, timeout);
         }
         // Emitted under the session's lock: the log holds the session's
         // events in the order they were applied.
@@ -660,7 +856,7 @@ impl Shared {
     /// becomes the policy new sessions get, a session record opens the
     /// session, an event is replayed through the monitor and must give the
     /// recorded decision and ledger hash. Returns a policy record's policy.
-    fn replay(&self, line: &[u8]) -> Result<Option<CompiledPolicy>, String> {
+    fn replay(&self, line: &[u8], recovering: bool) -> Result<Option<CompiledPolicy>, String> {
         let r: Record =
             serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
         match r.kind {
@@ -677,7 +873,8 @@ impl Shared {
                     ));
                 }
                 let mut policies = self.policies.write().map_err(|_| "poisoned")?;
-                policies.by_hash.insert(c.hash(), c.clone());
+                let pin = recovering;
+                policies.remember(&c, pin);
                 policies.current = c.clone();
                 Ok(Some(c))
             }
@@ -688,10 +885,7 @@ impl Shared {
                 let compiled = {
                     let policies = self.policies.read().map_err(|_| "poisoned")?;
                     policies
-                        .by_hash
-                        .values()
-                        .find(|c| c.hash().to_string() == r.policy_hash)
-                        .cloned()
+                        .find(&r.policy_hash)
                         .ok_or_else(|| format!("unknown policy {}", r.policy_hash))?
                 };
                 let lane = self.lane(&tenant);
@@ -725,7 +919,7 @@ impl Shared {
                     .ok_or_else(|| format!("event of unknown session {tenant}/{id}"))?;
                 let mut entry = entry.lock().map_err(|_| "poisoned")?;
                 let (outcome, _) = entry
-                    .apply(&event)
+                    .apply(&event, Meta::default())
                     .map_err(|e| format!("the event no longer applies: {e}"))?;
                 if outcome.decision.map(str::to_string) != r.verdict
                     || Some(&outcome.ledger_hash) != r.ledger_hash.as_ref()
@@ -739,9 +933,12 @@ impl Shared {
                     ));
                 }
                 let mut pending = self.pending.lock().map_err(|_| "poisoned")?;
-                track_pending(&mut pending, &event, &outcome, entry.session.state().time);
+                let timeout = self.pause_timeout.load(Ordering::Relaxed);
+                track_pending(&mut pending, &event, &outcome, timeout);
                 Ok(None)
             }
+            // Nothing was decided.
+            Kind::Refused => Ok(None),
         }
     }
 
@@ -764,21 +961,24 @@ impl Shared {
         }
         let certificate = if recorded && certification.required {
             let old = &policies.current;
-            let (report, ok) = certification.certify(old.policy(), policy.policy());
-            if !ok {
-                return Err(OpenError::NotCertified(format!(
-                    "--require-certified: {} is not certified against the policy the store last ran ({}): {}",
-                    policy.hash(),
-                    old.hash(),
-                    report
-                )));
-            }
+            let (report, _) = certification
+                .check_revision(old.policy(), policy.policy(), certification.allow_widening)
+                .map_err(|why| {
+                    OpenError::NotCertified(format!(
+                        "--require-certified: {} against the policy the store last ran ({}): {why}",
+                        policy.hash(),
+                        old.hash(),
+                    ))
+                })?;
             Some(report)
         } else {
             None
         };
-        let record = policy_record(policy, source, certificate)?;
-        policies.by_hash.insert(policy.hash(), policy.clone());
+        let previous = recorded.then(|| policies.current.hash().to_string());
+        let mut record = policy_record(policy, source, certificate)?;
+        record.actor = Some("operator:start".into());
+        record.previous = previous;
+        policies.remember(policy, false);
         policies.current = policy.clone();
         Ok(Some(record))
     }
@@ -805,10 +1005,12 @@ impl Gateway {
             policies: RwLock::new(Policies {
                 current: policy.clone(),
                 by_hash: HashMap::new(),
+                pinned: Vec::new(),
             }),
             sessions: RwLock::new(HashMap::new()),
             pending: Mutex::new(BTreeMap::new()),
             pools: Mutex::new(HashMap::new()),
+            pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
         });
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
@@ -817,7 +1019,7 @@ impl Gateway {
                 return Ok(());
             }
             shared
-                .replay(line)
+                .replay(line, true)
                 .map(|_| ())
                 .map_err(|reason| StoreError::Diverged { seq, reason })
         })
@@ -825,6 +1027,10 @@ impl Gateway {
             StoreError::Diverged { seq, reason } => OpenError::Recover { seq, reason },
             other => OpenError::Store(other),
         })?;
+        // Recovered: revisions that no session uses are freed from now on.
+        if let Ok(mut p) = shared.policies.write() {
+            p.pinned.clear();
+        }
         let replicated = log.is_shared();
         let failed = Arc::new(AtomicBool::new(false));
         let committer = if replicated {
@@ -833,7 +1039,7 @@ impl Gateway {
                 log,
                 1024,
                 Box::new(move |seq, line| {
-                    s.replay(line)
+                    s.replay(line, false)
                         .map(|_| ())
                         .map_err(|reason| StoreError::Diverged { seq, reason })
                 }),
@@ -888,7 +1094,15 @@ impl Gateway {
                 h.finish() as u32
             },
             metrics: Metrics::default(),
+            max_skew: AtomicU64::new(DEFAULT_MAX_SKEW),
+            refusals: Mutex::new(RefusalBudget::default()),
         })
+    }
+
+    /// Whether the policy file may widen what the last one allowed
+    /// (`--allow-widening`, for SIGHUP reloads).
+    pub fn allow_widening(&self) -> bool {
+        self.certification.allow_widening
     }
 
     /// Whether the store is shared with other replicas (PostgreSQL).
@@ -1082,8 +1296,46 @@ impl Gateway {
         Ok(t)
     }
 
-    fn time(e: &Entry, given: Option<u64>) -> u64 {
-        given.unwrap_or_else(|| now_secs().max(e.session.state().time))
+    /// Sets how long a paused call waits (seconds, at least 1) before it
+    /// expires; applies to pauses tracked from now on.
+    pub fn set_pause_timeout(&self, secs: u64) {
+        self.shared
+            .pause_timeout
+            .store(secs.max(1), Ordering::Relaxed);
+    }
+
+    /// Sets how far (seconds) a client's claimed time may be from the
+    /// server's clock.
+    pub fn set_max_clock_skew(&self, secs: u64) {
+        self.max_skew.store(secs, Ordering::Relaxed);
+    }
+
+    /// The time an event of `e` gets: the server's clock, never before the
+    /// session's last event (a clock that steps back does not stop the
+    /// session; the monitor's times stay monotone).
+    fn server_time(e: &Entry) -> u64 {
+        now_secs().max(e.session.state().time)
+    }
+
+    /// A client's claimed time: recorded, never used to decide; one far
+    /// from the server's clock is refused (a client whose clock is that
+    /// wrong, or one that tries to move the session's time).
+    fn claimed(&self, field: &str, given: Option<u64>) -> Result<Option<u64>, ApiError> {
+        if let Some(t) = given {
+            let now = now_secs();
+            let skew = self.max_skew.load(Ordering::Relaxed);
+            if t.abs_diff(now) > skew {
+                return Err(ApiError::field(
+                    422,
+                    field,
+                    format!(
+                        "{field} is {t}, but the server's clock says {now}: more than {skew} s apart \
+                         (the server's clock decides; leave {field} out)"
+                    ),
+                ));
+            }
+        }
+        Ok(given)
     }
 
     /// `POST /v1/authorize`.
@@ -1098,11 +1350,12 @@ impl Gateway {
                 "call.id must be 1 to 1024 bytes",
             ));
         }
+        let client_time = self.claimed("call.time", c.time)?;
         self.run(&tenant, &req.session, move |e| {
             let call = Call {
                 session: None,
                 id: c.id,
-                time: Self::time(e, c.time),
+                time: Self::server_time(e),
                 agent: c.agent,
                 tool: c.tool,
                 args: c.args,
@@ -1122,7 +1375,11 @@ impl Gateway {
                     ),
                 ));
             }
-            Ok(Step::Apply(Event::Call(call)))
+            let meta = Meta {
+                client_time,
+                ..Meta::default()
+            };
+            Ok(Step::Apply(Event::Call(call), Box::new(meta)))
         })
     }
 
@@ -1130,15 +1387,21 @@ impl Gateway {
     pub fn report(&self, req: crate::api::ReportIn) -> Result<Pending<Outcome>, ApiError> {
         let tenant = Self::tenant(req.tenant)?;
         check_name("session", &req.session)?;
+        let client_time = self.claimed("time", req.time)?;
         self.run(&tenant, &req.session, move |e| {
-            Ok(Step::Apply(Event::Result(Report {
+            let event = Event::Result(Report {
                 session: None,
                 call: req.call,
-                time: Some(Self::time(e, req.time)),
+                time: Some(Self::server_time(e)),
                 status: req.status,
                 output: req.output,
                 discovered: req.discovered,
-            })))
+            });
+            let meta = Meta {
+                client_time,
+                ..Meta::default()
+            };
+            Ok(Step::Apply(event, Box::new(meta)))
         })
     }
 
@@ -1146,70 +1409,162 @@ impl Gateway {
     pub fn task(&self, req: crate::api::TaskIn) -> Result<Pending<Outcome>, ApiError> {
         let tenant = Self::tenant(req.tenant)?;
         check_name("session", &req.session)?;
+        let client_time = self.claimed("time", req.time)?;
         self.run(&tenant, &req.session, move |e| {
-            Ok(Step::Apply(Event::Task(Task {
+            let event = Event::Task(Task {
                 session: None,
                 id: req.id,
-                time: Some(Self::time(e, req.time)),
+                time: Some(Self::server_time(e)),
                 text: req.text,
                 sets: req.sets,
                 scope: req.scope,
-            })))
+            });
+            let meta = Meta {
+                client_time,
+                ..Meta::default()
+            };
+            Ok(Step::Apply(event, Box::new(meta)))
         })
     }
 
+    /// The paused call `call` of `tenant` (in `session`, or in the one
+    /// session where it waits).
+    fn paused(
+        &self,
+        tenant: &str,
+        session: Option<&str>,
+        call: &str,
+    ) -> Result<Option<PendingCall>, ApiError> {
+        let p = self
+            .shared
+            .pending
+            .lock()
+            .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
+        if let Some(s) = session {
+            let key = (tenant.to_string(), s.to_string(), call.to_string());
+            return Ok(p.get(&key).cloned());
+        }
+        let found: Vec<&PendingCall> = p
+            .values()
+            .filter(|pc| pc.tenant == tenant && pc.call == call)
+            .collect();
+        match found.as_slice() {
+            [one] => Ok(Some((*one).clone())),
+            [] => Err(ApiError::field(
+                404,
+                "call",
+                format!("no call `{call}` of tenant `{tenant}` waits for approval"),
+            )),
+            many => {
+                let names: Vec<&str> = many.iter().map(|p| p.session.as_str()).collect();
+                Err(ApiError::field(
+                    409,
+                    "session",
+                    format!(
+                        "call `{call}` waits in several sessions ({}): name the session",
+                        names.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
     /// `POST /v1/approvals/{call}/approve` (or `/reject` with `approve`
-    /// false).
+    /// false), by `actor` (`role:name` of the approver's credential).
+    ///
+    /// An approval must name the digest of the paused call it was shown
+    /// and a reason; it is taken once, and only before the pause expires:
+    /// past that, the call is rejected (its units return) and the answer
+    /// is the rejection. A rejection may name the digest (then it must
+    /// match) and a reason.
     pub fn resolve(
         &self,
         call: String,
         req: crate::api::ResolveIn,
         approve: bool,
+        actor: &str,
     ) -> Result<Pending<Outcome>, ApiError> {
         let tenant = Self::tenant(req.tenant)?;
-        let session = match req.session {
-            Some(s) => {
-                check_name("session", &s)?;
-                s
+        if let Some(s) = &req.session {
+            check_name("session", s)?;
+        }
+        let client_time = self.claimed("time", req.time)?;
+        let waiting = self.paused(&tenant, req.session.as_deref(), &call)?;
+        let note = req
+            .reason
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty());
+        if approve && note.is_none() && waiting.is_some() {
+            return Err(ApiError::field(
+                422,
+                "reason",
+                "an approval carries a reason: say why this call may run",
+            ));
+        }
+        if let Some(n) = &note {
+            if n.chars().count() > 1000 || n.chars().any(char::is_control) {
+                return Err(ApiError::field(
+                    422,
+                    "reason",
+                    "reason must be at most 1000 characters, without control characters",
+                ));
             }
-            None => {
-                let p = self
-                    .shared
-                    .pending
-                    .lock()
-                    .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
-                let found: Vec<&PendingCall> = p
-                    .values()
-                    .filter(|pc| pc.tenant == tenant && pc.call == call)
-                    .collect();
-                match found.as_slice() {
-                    [one] => one.session.clone(),
-                    [] => {
-                        return Err(ApiError::field(
-                            404,
-                            "call",
-                            format!("no call `{call}` of tenant `{tenant}` waits for approval"),
-                        ))
-                    }
-                    many => {
-                        let names: Vec<&str> = many.iter().map(|p| p.session.as_str()).collect();
-                        return Err(ApiError::field(
-                            409,
-                            "session",
-                            format!(
-                                "call `{call}` waits in several sessions ({}): name the session",
-                                names.join(", ")
-                            ),
-                        ));
-                    }
-                }
+        }
+        let session = match (&req.session, &waiting) {
+            (Some(s), _) => s.clone(),
+            (None, Some(w)) => w.session.clone(),
+            (None, None) => {
+                return Err(ApiError::field(
+                    404,
+                    "call",
+                    format!("no call `{call}` of tenant `{tenant}` waits for approval"),
+                ))
             }
+        };
+        let digest = match (&waiting, req.digest) {
+            (Some(w), Some(d)) if d != w.digest => {
+                return Err(ApiError::field(
+                    409,
+                    "digest",
+                    format!(
+                        "the call waiting is not the one you were shown: its digest is {}, you approved {d} \
+                         (list the approvals again)",
+                        w.digest
+                    ),
+                ))
+            }
+            (Some(_), None) if approve => {
+                return Err(ApiError::field(
+                    422,
+                    "digest",
+                    "an approval names the digest of the call it approves, as GET /v1/approvals shows it",
+                ))
+            }
+            (_, d) => d,
+        };
+        let expired = waiting.as_ref().is_some_and(|w| now_secs() >= w.expires);
+        let (approve, actor, note) = if expired {
+            let w = waiting.as_ref().map_or(0, |w| w.expires);
+            (
+                false,
+                "server:pause-timeout".to_string(),
+                Some(format!(
+                    "the pause expired at {w}; {} by {actor} came too late",
+                    if approve {
+                        "an approval"
+                    } else {
+                        "a rejection"
+                    }
+                )),
+            )
+        } else {
+            (approve, actor.to_string(), note)
         };
         self.run(&tenant, &session, move |e| {
             let r = Resolve {
                 session: None,
                 call,
-                time: Some(Self::time(e, req.time)),
+                time: Some(Self::server_time(e)),
             };
             if e.session.state().call_node(&r.call).is_none() {
                 return Err(ApiError::field(
@@ -1221,26 +1576,133 @@ impl Gateway {
                     ),
                 ));
             }
-            Ok(Step::Apply(if approve {
-                Event::Approve(r)
-            } else {
-                Event::Reject(r)
-            }))
+            if approve && digest.is_none() {
+                // Nothing waits under this id (or its pause is not tracked
+                // yet): never an approval without the digest checked.
+                return Err(ApiError::field(
+                    409,
+                    "call",
+                    format!(
+                        "call `{}` of session `{}` does not wait for approval",
+                        r.call, e.id
+                    ),
+                ));
+            }
+            let meta = Meta {
+                actor: Some(actor),
+                client_time,
+                digest,
+                note,
+            };
+            Ok(Step::Apply(
+                if approve {
+                    Event::Approve(r)
+                } else {
+                    Event::Reject(r)
+                },
+                Box::new(meta),
+            ))
         })
+    }
+
+    /// Rejects every paused call whose pause has expired (their units
+    /// return); the number rejected. `agenra serve` runs it every second.
+    pub fn expire_pauses(&self) -> usize {
+        let now = now_secs();
+        let due: Vec<PendingCall> = match self.shared.pending.lock() {
+            Ok(p) => p.values().filter(|w| now >= w.expires).cloned().collect(),
+            Err(_) => return 0,
+        };
+        let mut done = 0;
+        for w in due {
+            let note = format!("the pause expired at {}", w.expires);
+            let pending = self.run(&w.tenant, &w.session, move |e| {
+                let r = Resolve {
+                    session: None,
+                    call: w.call,
+                    time: Some(Self::server_time(e)),
+                };
+                let meta = Meta {
+                    actor: Some("server:pause-timeout".into()),
+                    note: Some(note),
+                    ..Meta::default()
+                };
+                Ok(Step::Apply(Event::Reject(r), Box::new(meta)))
+            });
+            // Another request may have settled it meanwhile (a 409).
+            if pending.is_ok() {
+                done += 1;
+            }
+        }
+        done
     }
 
     /// `GET /v1/approvals`: the calls of `tenant` waiting for a human.
     pub fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
         let tenant = Self::tenant(tenant)?;
+        self.approvals_where(|t| t == tenant)
+    }
+
+    /// The calls waiting for a human in the tenants `keep` accepts, newest
+    /// first.
+    pub fn approvals_where(
+        &self,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<PendingCall>, ApiError> {
         let p = self
             .shared
             .pending
             .lock()
             .map_err(|_| ApiError::new(500, "approvals poisoned"))?;
-        Ok(p.values()
-            .filter(|pc| pc.tenant == tenant)
-            .cloned()
-            .collect())
+        let mut out: Vec<PendingCall> = p.values().filter(|pc| keep(&pc.tenant)).cloned().collect();
+        out.sort_by_key(|c| std::cmp::Reverse(c.time));
+        Ok(out)
+    }
+
+    /// Records a request the perimeter refused (at most
+    /// [`REFUSALS_PER_SECOND`] records a second; the next record counts
+    /// the ones left out). Best effort: a refusal is answered whether or
+    /// not its record could be written.
+    pub fn record_refusal(
+        &self,
+        actor: Option<String>,
+        tenant: Option<String>,
+        request: &str,
+        status: u16,
+        why: &str,
+    ) {
+        self.metrics.error(status);
+        let left_out = {
+            let Ok(mut b) = self.refusals.lock() else {
+                return;
+            };
+            let now = now_secs();
+            if b.second != now {
+                b.second = now;
+                b.written = 0;
+            }
+            if b.written >= REFUSALS_PER_SECOND {
+                b.left_out += 1;
+                return;
+            }
+            b.written += 1;
+            std::mem::take(&mut b.left_out)
+        };
+        let mut reason = format!("{status} {request}: {why}");
+        if left_out > 0 {
+            reason.push_str(&format!(
+                " ({left_out} earlier refusal(s) not recorded: more than {REFUSALS_PER_SECOND} a second)"
+            ));
+        }
+        let record = Record {
+            time_ms: now_ms(),
+            kind: Kind::Refused,
+            tenant,
+            actor,
+            reason: Some(reason),
+            ..Record::default()
+        };
+        let _ = self.exec(move |_, sink| Ok(sink.emit(Some(record), ())));
     }
 
     /// The calls of a session (recovered ones included) and the status of
@@ -1281,35 +1743,48 @@ impl Gateway {
     }
 
     /// Runs `policy` for new sessions from now on (sessions already open
-    /// keep the policy they were opened with). With `--require-certified`,
-    /// only a revision that `agenra certify` certifies against the running
-    /// policy is accepted. The revision is durable before it runs.
-    pub fn reload(&self, policy: Policy, source: &str) -> Result<Pending<Reloaded>, ApiError> {
+    /// keep the policy they were opened with), as an act of `actor` (the
+    /// admin's `role:name`). With `--require-certified`, only a revision
+    /// that `agenra certify` certifies against the running policy is
+    /// accepted, and one that may widen what is allowed (the reverse
+    /// certification does not certify) only with `allow_widening`. The
+    /// revision is durable before it runs.
+    pub fn reload(
+        &self,
+        policy: Policy,
+        source: &str,
+        actor: &str,
+        allow_widening: bool,
+    ) -> Result<Pending<Reloaded>, ApiError> {
         self.check_ok()?;
         let compiled = CompiledPolicy::new(policy)
             .map_err(|e| ApiError::field(422, "source", format!("invalid policy: {e}")))?;
         let running = self.shared.current_policy();
-        let certificate = if self.certification.required && compiled.hash() != running.hash() {
-            let (report, ok) = self
-                .certification
-                .certify(running.policy(), compiled.policy());
-            if !ok {
-                return Err(ApiError {
-                    status: 409,
-                    error: format!(
-                        "--require-certified: the revision {} is not certified against the running policy {}: {report}",
+        let (certificate, widens) =
+            if self.certification.required && compiled.hash() != running.hash() {
+                let checked = self
+                    .certification
+                    .check_revision(running.policy(), compiled.policy(), allow_widening)
+                    .map_err(|why| ApiError {
+                        status: 409,
+                        error: format!(
+                        "--require-certified: the revision {} against the running policy {}: {why}",
                         compiled.hash(),
                         running.hash()
                     ),
-                    field: Some("source".into()),
-                });
-            }
-            Some(report)
-        } else {
-            None
-        };
+                        field: Some(if why.starts_with("widens") {
+                            "allow_widening".into()
+                        } else {
+                            "source".into()
+                        }),
+                    })?;
+                (Some(checked.0), Some(checked.1))
+            } else {
+                (None, None)
+            };
         let certified_against = running.hash();
         let source = source.to_string();
+        let actor = actor.to_string();
         self.exec(move |shared, sink| {
             let mut policies = shared
                 .policies
@@ -1324,6 +1799,7 @@ impl Gateway {
                         policy_hash: previous.clone(),
                         previous,
                         certificate: None,
+                        widens: None,
                         audit_seq: None,
                     },
                 ));
@@ -1337,9 +1813,11 @@ impl Gateway {
                     ),
                 ));
             }
-            let record = policy_record(&compiled, &source, certificate.clone())
+            let mut record = policy_record(&compiled, &source, certificate.clone())
                 .map_err(|e| ApiError::new(500, e.to_string()))?;
-            policies.by_hash.insert(compiled.hash(), compiled.clone());
+            record.actor = Some(actor);
+            record.previous = Some(previous.clone());
+            policies.remember(&compiled, false);
             policies.current = compiled.clone();
             Ok(sink.emit(
                 Some(record),
@@ -1348,10 +1826,21 @@ impl Gateway {
                     policy_hash: compiled.hash().to_string(),
                     previous,
                     certificate,
+                    widens,
                     audit_seq: None,
                 },
             ))
         })
+    }
+
+    /// Revisions the server still holds (the running one, and past ones a
+    /// session still uses).
+    pub fn policies_held(&self) -> usize {
+        self.shared
+            .policies
+            .read()
+            .map(|p| p.by_hash.values().filter(|w| w.upgrade().is_some()).count())
+            .unwrap_or(0)
     }
 }
 
@@ -1376,7 +1865,7 @@ fn track_pending(
     pending: &mut BTreeMap<(String, String, String), PendingCall>,
     event: &Event,
     outcome: &Outcome,
-    time: u64,
+    timeout: u64,
 ) {
     let key = (
         outcome.tenant.clone(),
@@ -1385,6 +1874,15 @@ fn track_pending(
     );
     match event {
         Event::Call(c) if outcome.decision == Some(Verdict::Pause.as_str()) => {
+            let args = serde_json::Value::Object(c.args.clone());
+            let digest = call_digest(
+                &outcome.tenant,
+                &outcome.session,
+                &outcome.call,
+                &c.tool,
+                &args,
+                &outcome.policy_hash,
+            );
             pending.insert(
                 key,
                 PendingCall {
@@ -1394,7 +1892,11 @@ fn track_pending(
                     tool: Some(c.tool.clone()),
                     rule: outcome.rule.clone(),
                     reason: outcome.reason.clone(),
-                    time,
+                    time: c.time,
+                    args,
+                    policy_hash: outcome.policy_hash.clone(),
+                    digest,
+                    expires: c.time.saturating_add(timeout),
                 },
             );
         }

@@ -38,7 +38,12 @@ fn replica(url: &str) -> Server {
     let log = Log::open_pg(url).unwrap();
     let gateway = Gateway::open(log, policy(), "replicas.agr", false).unwrap();
     assert!(gateway.is_replicated());
-    Server::spawn(Arc::new(gateway), "127.0.0.1:0").unwrap()
+    Server::spawn(
+        Arc::new(gateway),
+        Arc::new(agenra_gateway::Perimeter::insecure(Vec::new())),
+        "127.0.0.1:0",
+    )
+    .unwrap()
 }
 
 fn pay(session: &str, id: &str) -> serde_json::Value {

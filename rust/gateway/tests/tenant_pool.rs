@@ -21,7 +21,12 @@ fn serve(store: &Path) -> Server {
     let compiled = agenra_policy::compile(&text, "pool").unwrap();
     let policy = CompiledPolicy::new(compiled.policy).unwrap();
     let gateway = Gateway::open(Log::open_redb(store).unwrap(), policy, "pool.agr", false).unwrap();
-    Server::spawn(Arc::new(gateway), "127.0.0.1:0").unwrap()
+    Server::spawn(
+        Arc::new(gateway),
+        Arc::new(agenra_gateway::Perimeter::insecure(Vec::new())),
+        "127.0.0.1:0",
+    )
+    .unwrap()
 }
 
 #[test]

@@ -32,6 +32,10 @@ pub enum Kind {
     /// An event was applied to a session, with what the monitor answered.
     #[default]
     Event,
+    /// A request the perimeter refused (no or a wrong credential, a role or
+    /// tenant it does not hold, a cross-site request): who, what, why.
+    /// Recovery skips it; nothing was decided.
+    Refused,
 }
 
 /// One audit record. Fields that do not apply to a kind are absent.
@@ -97,6 +101,27 @@ pub struct Record {
     /// did not ask for certification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate: Option<serde_json::Value>,
+    /// Who made the request, as `role:name` of its credential (approvals,
+    /// rejections, policy revisions, refusals); `server:…` for what the
+    /// server did by itself (an expired pause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// The time the client claimed (seconds), when it sent one: recorded,
+    /// never used to decide (the server's clock decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_time: Option<u64>,
+    /// For an approval or rejection: the digest of the paused call the
+    /// approver was shown (`docs/http-api.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The approver's (or admin's) own words: why they approved, rejected
+    /// or revised. For a policy revision also the hash it replaced, in
+    /// `previous`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// For a policy revision: the policy hash it replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
 }
 
 /// A position in the log: the last record's sequence number and hash.

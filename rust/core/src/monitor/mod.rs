@@ -263,6 +263,18 @@ impl SessionState {
 #[derive(Clone, Debug)]
 pub struct CompiledPolicy(Arc<Compiled>);
 
+/// A [`CompiledPolicy`] that may have been freed (see
+/// [`CompiledPolicy::downgrade`]).
+#[derive(Clone, Debug)]
+pub struct WeakPolicy(std::sync::Weak<Compiled>);
+
+impl WeakPolicy {
+    /// The policy, while a session (or anyone) still holds it.
+    pub fn upgrade(&self) -> Option<CompiledPolicy> {
+        self.0.upgrade().map(CompiledPolicy)
+    }
+}
+
 /// What a [`CompiledPolicy`] shares, behind one reference count: a new
 /// session clones one `Arc`, not one per table.
 #[derive(Debug)]
@@ -293,6 +305,12 @@ impl CompiledPolicy {
             initial_tree,
             initial_ledger,
         })))
+    }
+
+    /// A reference that does not keep the policy alive: a server keeps its
+    /// past revisions this way, so that one no session uses is freed.
+    pub fn downgrade(&self) -> WeakPolicy {
+        WeakPolicy(Arc::downgrade(&self.0))
     }
 
     /// A new, empty session under this policy.
