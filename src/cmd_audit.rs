@@ -433,15 +433,27 @@ impl<'a> Report<'a> {
                     || "still waiting".to_string(),
                     |x| {
                         let kind = Self::event_field(x, "kind");
+                        // Who settled it and why (records before the
+                        // perimeter have neither).
+                        let by = x
+                            .actor
+                            .as_ref()
+                            .map(|a| format!(" by {a}"))
+                            .unwrap_or_default();
+                        let note = x
+                            .note
+                            .as_ref()
+                            .map(|n| format!(", because \"{n}\""))
+                            .unwrap_or_default();
                         if kind == "approve" {
                             format!(
-                                "approved (record {}), re-checked: {} — {}",
+                                "approved{by} (record {}{note}), re-checked: {} — {}",
                                 x.seq,
                                 x.verdict.clone().unwrap_or_default(),
                                 x.reason.clone().unwrap_or_default()
                             )
                         } else {
-                            format!("rejected (record {}): units returned", x.seq)
+                            format!("rejected{by} (record {}{note}): units returned", x.seq)
                         }
                     },
                 );

@@ -56,10 +56,15 @@ pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) 
             .route("/v1/policy", post(reload));
     }
     let sink: Arc<dyn RefusalSink> = Arc::clone(&gateway) as Arc<dyn RefusalSink>;
+    let needs: perimeter::Needs = match routes {
+        Routes::All => perimeter::need,
+        Routes::Agent => perimeter::need_agent,
+        Routes::Control => perimeter::need_control,
+    };
     r.fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
-            (perimeter, sink, perimeter::need as perimeter::Needs),
+            (perimeter, sink, needs),
             perimeter::guard,
         ))
         .with_state(gateway)

@@ -95,6 +95,24 @@ pub fn need_approvals(method: &Method, path: &str) -> Need {
     }
 }
 
+/// The routes of the agent's listener alone (`--control-listen` given):
+/// the control routes are not served there (a 404 for anyone).
+pub fn need_agent(method: &Method, path: &str) -> Need {
+    match need(method, path) {
+        Need::Roles { control: true, .. } => Need::Open,
+        n => n,
+    }
+}
+
+/// The routes of the control listener alone (`--control-listen`): the
+/// agent's routes are not served there, but the session view is.
+pub fn need_control(method: &Method, path: &str) -> Need {
+    match need(method, path) {
+        Need::Roles { roles, .. } if roles == [Role::Agent] => Need::Open,
+        n => n,
+    }
+}
+
 /// The role a route needs (`docs/http-api.md`, "Who may call what").
 pub fn need(method: &Method, path: &str) -> Need {
     const AGENT: &[Role] = &[Role::Agent];

@@ -1314,7 +1314,7 @@ impl Gateway {
     /// session's last event (a clock that steps back does not stop the
     /// session; the monitor's times stay monotone).
     fn server_time(e: &Entry) -> u64 {
-        now_secs().max(e.session.state().time)
+        monotone(now_secs(), e.session.state().time)
     }
 
     /// A client's claimed time: recorded, never used to decide; one far
@@ -1844,6 +1844,12 @@ impl Gateway {
     }
 }
 
+/// The time an event gets from the server's clock `now` in a session whose
+/// last event had time `last`: never earlier.
+fn monotone(now: u64, last: u64) -> u64 {
+    now.max(last)
+}
+
 fn failed_error() -> ApiError {
     ApiError::new(
         503,
@@ -1904,5 +1910,45 @@ fn track_pending(
             pending.remove(&key);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clock_that_steps_back_keeps_times_monotone() {
+        assert_eq!(monotone(100, 90), 100);
+        assert_eq!(monotone(80, 90), 90, "a clock stepped back: the last time");
+        assert_eq!(monotone(90, 90), 90);
+    }
+
+    #[test]
+    fn the_digest_is_canonical_and_covers_what_is_shown() {
+        let args = serde_json::json!({"b": [1, {"y": 2, "x": 1}], "a": "s"});
+        let d = call_digest("t", "s", "c1", "pay", &args, "sha256:p");
+        assert!(d.starts_with("sha256:") && d.len() == 71, "{d}");
+        // Key order does not matter; every shown part does.
+        let reordered: serde_json::Value =
+            serde_json::from_str(r#"{"a":"s","b":[1,{"x":1,"y":2}]}"#).unwrap();
+        assert_eq!(
+            d,
+            call_digest("t", "s", "c1", "pay", &reordered, "sha256:p")
+        );
+        let changed = serde_json::json!({"b": [1, {"y": 3, "x": 1}], "a": "s"});
+        for other in [
+            call_digest("u", "s", "c1", "pay", &args, "sha256:p"),
+            call_digest("t", "x", "c1", "pay", &args, "sha256:p"),
+            call_digest("t", "s", "c2", "pay", &args, "sha256:p"),
+            call_digest("t", "s", "c1", "pax", &args, "sha256:p"),
+            call_digest("t", "s", "c1", "pay", &changed, "sha256:p"),
+            call_digest("t", "s", "c1", "pay", &args, "sha256:q"),
+        ] {
+            assert_ne!(d, other);
+        }
+        let mut text = String::new();
+        canonical_json(&reordered, &mut text);
+        assert_eq!(text, r#"{"a":"s","b":[1,{"x":1,"y":2}]}"#);
     }
 }
