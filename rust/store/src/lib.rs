@@ -44,6 +44,15 @@ pub enum StoreError {
         /// The engine's message.
         message: String,
     },
+    /// The store's file is corrupt, truncated, empty or not a store: redb
+    /// refused it (or panicked on it), or it lacks the log's tables.
+    #[error("the store file {path} is corrupt: {message}")]
+    Corrupt {
+        /// The store's path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A record could not be encoded.
     #[error("cannot encode audit record: {0}")]
     Encode(#[from] serde_json::Error),
@@ -236,33 +245,66 @@ impl Log {
     }
 
     /// Calls `f` with every stored line from sequence number `from` on, in
-    /// order.
+    /// order, each after it checked: this is [`Log::read`] (the whole chain
+    /// is read and checked from the first record, and the first record that
+    /// does not check is an error; none after it is visited).
     pub fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
-        self.backend.scan(from, f)
+        self.read(from, f).map(|_| ())
     }
 
-    /// Checks the whole chain, and that it ends at the stored head. On a
-    /// shared log, records appended after this log's head was read (by
-    /// other replicas, meanwhile) are left for the next check.
+    /// Checks the whole chain, and that it ends at the stored head (this is
+    /// [`Log::read`] visiting nothing). On a shared log, records appended
+    /// after this log's head was read (by other replicas, meanwhile) are
+    /// left for the next check.
     pub fn verify(&self) -> Result<Head, StoreError> {
-        let mut err = None;
+        self.read(u64::MAX, &mut |_, _| Ok(()))
+    }
+
+    /// The one reader of the log, used by recovery and by `agenra audit
+    /// verify` alike. Reads the records in key order from the first and
+    /// checks each: that it is stored under the next key (1, 2, 3, …),
+    /// that its own `seq` is that key, that its `prev` is the hash of the
+    /// record before, and that its contents hash to the hash it claims.
+    /// Only a record that checks is handed to `f` (when its key is `from`
+    /// or later). The first record that does not check stops the read: the
+    /// error names it and what disagreed, and no record is skipped.
+    ///
+    /// The chain must end at the stored head: a record past it, or a head
+    /// that the chain does not reach, is an error. On a shared log the read
+    /// ends at the head this log last saw (other replicas may have
+    /// appended meanwhile: [`Log::begin`] catches up with those).
+    ///
+    /// Returns the head the chain ends at.
+    pub fn read(&self, from: u64, f: Visit<'_>) -> Result<Head, StoreError> {
+        let shared = self.backend.shared();
+        let limit = self.head.seq;
         let mut state = record::Verifier::default();
-        let limit = if self.backend.shared() {
-            self.head.seq
-        } else {
-            u64::MAX
-        };
-        self.backend.scan(1, &mut |seq, line| {
-            if err.is_none() && seq <= limit {
-                if let Err(e) = state.push(seq, line) {
-                    err = Some(e);
+        let mut ended = false;
+        self.backend.scan(1, &mut |key, line| {
+            if ended {
+                return Ok(());
+            }
+            if shared && key > limit && key == state.head().seq + 1 {
+                // Appended by another replica since this log's head was read.
+                ended = true;
+                return Ok(());
+            }
+            state.push(key, line)?;
+            if key > limit {
+                return Err(VerifyError {
+                    seq: key,
+                    reason: format!(
+                        "it is past the store's head, which says {} records ending in {}",
+                        self.head.seq, self.head.hash
+                    ),
                 }
+                .into());
+            }
+            if key >= from {
+                f(key, line)?;
             }
             Ok(())
         })?;
-        if let Some(e) = err {
-            return Err(e.into());
-        }
         let got = state.head();
         if got != self.head {
             return Err(VerifyError {
