@@ -52,10 +52,13 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 const REDB_MAGIC: &[u8] = b"redb\x1a\x0a\xa9\x0d\x0a";
 
 /// The embedded ACID store: one [redb](https://docs.rs/redb) file. Each
-/// append is one write transaction with immediate durability and redb's
-/// two-phase commit (the data is synced, then the commit slot is switched
-/// and synced again), so that a commit that returned is never rolled back
-/// by redb's crash repair. The file is locked: one server at a time.
+/// append is one write transaction with immediate durability (synced
+/// before the commit returns), followed by an empty one: redb keeps two
+/// commit slots and falls back to the older one when the newer one does
+/// not check (or when the one header bit that selects it flips), and the
+/// second commit makes both slots hold every appended record before the
+/// append returns. So no fallback can drop a record that was answered.
+/// The file is locked: one server at a time.
 ///
 /// A file that is corrupt is an error ([`StoreError::Corrupt`]), never a
 /// panic: every call into redb runs under [`std::panic::catch_unwind`], and
@@ -307,11 +310,9 @@ fn check_file(path: &Path, name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// A write transaction with two-phase commit (see [`RedbBackend`]).
+/// A write transaction (immediate durability, redb's default).
 fn begin_write(db: &redb::Database, path: &str) -> Result<redb::WriteTransaction, StoreError> {
-    let mut txn = db.begin_write().eng(path)?;
-    txn.set_two_phase_commit(true);
-    Ok(txn)
+    db.begin_write().eng(path)
 }
 
 /// Maps any redb error to [`StoreError::Engine`] naming the store (or
@@ -361,7 +362,9 @@ impl Backend for RedbBackend {
                 let mut meta = txn.open_table(META).eng(e)?;
                 meta.insert("head", head.as_slice()).eng(e)?;
             }
-            txn.commit().eng(e)
+            txn.commit().eng(e)?;
+            // The same tree into the other commit slot (see above).
+            begin_write(db, e)?.commit().eng(e)
         })
     }
 
