@@ -259,7 +259,9 @@ fn open_existing(path: &Path, name: &str) -> Result<redb::Database, StoreError> 
         Ok(Ok(true)) => return Ok(db),
         Ok(Ok(false)) => corrupt(
             name,
-            "redb's integrity check found it inconsistent (and repaired what it could)",
+            "redb's integrity check found damage and repaired the file (from its other commit \
+             slot, which holds every appended record); check it with `agenra audit verify --store` \
+             before serving from it",
         ),
         Ok(Err(e)) => engine_error(name, e),
         Err(m) => corrupt(

@@ -222,7 +222,9 @@ impl Backend for PgBackend {
                 }
                 let seq: i64 = row.try_get(0)?;
                 let line: &[u8] = row.try_get(1)?;
-                if let Err(e) = f(seq as u64, line) {
+                // A negative key is no record's key: the reader names it
+                // (as key 0, which no record has).
+                if let Err(e) = f(u64::try_from(seq).unwrap_or(0), line) {
                     failed = Some(e);
                 }
             }
@@ -238,10 +240,17 @@ impl Backend for PgBackend {
         let row =
             self.with(|c| c.query_opt("SELECT seq, hash FROM agenra_head WHERE id = 1", &[]))?;
         match row {
-            Some(r) => Ok(Head {
-                seq: r.get::<_, i64>(0) as u64,
-                hash: r.get(1),
-            }),
+            Some(r) => {
+                let seq: i64 = r
+                    .try_get(0)
+                    .map_err(|e| self.err(format!("agenra_head.seq: {}", describe(&e))))?;
+                let hash: String = r
+                    .try_get(1)
+                    .map_err(|e| self.err(format!("agenra_head.hash: {}", describe(&e))))?;
+                let seq = u64::try_from(seq)
+                    .map_err(|_| self.err(format!("agenra_head.seq is {seq}, below 0")))?;
+                Ok(Head { seq, hash })
+            }
             None => Ok(Head::default()),
         }
     }
