@@ -161,3 +161,91 @@ fn a_flipped_key_bit_is_refused_by_serve_and_verify_alike() {
     both_refuse(&dir, &store, "is corrupt");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A backend holding `lines` under `keys` (what a storage key that changed
+/// under an intact chain looks like to the log), read in key order.
+struct Keyed {
+    rows: Vec<(u64, Vec<u8>)>,
+    head: agenra_store::Head,
+}
+
+impl agenra_store::Backend for Keyed {
+    fn append(
+        &mut self,
+        first: u64,
+        lines: &[Vec<u8>],
+        head: &agenra_store::Head,
+    ) -> Result<(), agenra_store::StoreError> {
+        for (i, line) in lines.iter().enumerate() {
+            self.rows.push((first + i as u64, line.clone()));
+        }
+        self.head = head.clone();
+        Ok(())
+    }
+    fn scan(&self, from: u64, f: agenra_store::Visit<'_>) -> Result<(), agenra_store::StoreError> {
+        let mut rows: Vec<&(u64, Vec<u8>)> = self.rows.iter().filter(|r| r.0 >= from).collect();
+        rows.sort_by_key(|r| r.0);
+        for (k, line) in rows {
+            f(*k, line)?;
+        }
+        Ok(())
+    }
+    fn head(&self) -> Result<agenra_store::Head, agenra_store::StoreError> {
+        Ok(self.head.clone())
+    }
+}
+
+/// The spent store's records, with the last one's key moved by `shift`.
+fn keyed(store: &Path, shift: u64) -> Log {
+    let log = Log::open_redb(store).unwrap();
+    let mut rows = Vec::new();
+    log.scan(1, &mut |seq, line| {
+        rows.push((seq, line.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    if let Some(last) = rows.last_mut() {
+        last.0 += shift;
+    }
+    Log::open(Box::new(Keyed {
+        rows,
+        head: log.head(),
+    }))
+    .unwrap()
+}
+
+fn open_on(log: Log) -> Result<Gateway, String> {
+    let compiled = agenra_policy::compile(POLICY, "policy").unwrap();
+    let policy = CompiledPolicy::new(compiled.policy).unwrap();
+    Gateway::open(log, policy, "policy.agr", false).map_err(|e| e.to_string())
+}
+
+/// The red team's case below redb: the last record (the third ALLOW) under
+/// key + 2^40, the chain in the records intact. The gateway used to start
+/// with that ALLOW missing (a unit of quota back) while `verify` called the
+/// chain intact; now recovery and `verify` stop at the same record.
+#[test]
+fn recovery_and_verify_stop_at_the_same_moved_key() {
+    let dir = temp_dir("store-movedkey");
+    let store = dir.join("store.redb");
+    spent_store(&store);
+    let head = Log::open_redb(&store).unwrap().head();
+    // Intact: the session's quota is spent after recovery.
+    let intact = open_on(keyed(&store, 0)).unwrap();
+    let view = intact.session_view(None, "s0").unwrap();
+    assert_eq!(view.ledger.get("wire"), Some(&Some(0)), "{:?}", view.ledger);
+    drop(intact);
+    let verified = keyed(&store, 1 << 40).verify().unwrap_err().to_string();
+    let recovered = open_on(keyed(&store, 1 << 40))
+        .err()
+        .expect("must not start");
+    let named = format!(
+        "audit record {}: the next record is stored under key {}, expected key {}",
+        head.seq,
+        head.seq + (1 << 40),
+        head.seq
+    );
+    assert!(verified.starts_with(&named), "{verified}");
+    assert_eq!(recovered, verified, "one reader, one answer");
+    let _ = std::fs::remove_dir_all(&dir);
+}

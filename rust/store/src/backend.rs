@@ -246,9 +246,14 @@ impl Drop for RedbBackend {
 fn open_existing(path: &Path, name: &str) -> Result<redb::Database, StoreError> {
     let mut db = catch(|| redb::Database::open(path))
         .map_err(|m| {
+            let hint = if m.contains("raw_file_len") {
+                "the file is shorter than its header says (truncated); "
+            } else {
+                ""
+            };
             corrupt(
                 name,
-                format!("redb failed an internal check opening it: {m}"),
+                format!("{hint}redb failed an internal check opening it: {m}"),
             )
         })?
         .eng(name)?;
