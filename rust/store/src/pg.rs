@@ -501,6 +501,37 @@ mod live {
         assert!(matches!(e, StoreError::Diverged { seq: 4, .. }), "{e}");
     }
 
+    /// The one reader checks PostgreSQL's rows as it checks redb's: a row
+    /// whose key was changed stops `verify` and recovery at that record.
+    #[test]
+    fn a_row_under_another_key_is_named_by_the_reader() {
+        let Some(url) = test_database("store_moved_row") else {
+            return;
+        };
+        let mut log = Log::open_pg(&url).unwrap();
+        log.begin(&mut |_, _| Ok(())).unwrap();
+        log.append(&mut [take("a"), take("b"), take("c")]).unwrap();
+        log.commit().unwrap();
+        let mut c = Config::from_str(&url).unwrap().connect(NoTls).unwrap();
+        c.batch_execute("UPDATE agenra_log SET seq = 1000 WHERE seq = 3")
+            .unwrap();
+        let fresh = Log::open_pg(&url).unwrap();
+        let e = fresh.verify().unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "audit record 3: the next record is stored under key 1000, expected key 3"
+            ),
+            "{e}"
+        );
+        let mut seen = Vec::new();
+        let scanned = fresh.scan(1, &mut |seq, _| {
+            seen.push(seq);
+            Ok(())
+        });
+        assert_eq!(scanned.unwrap_err().to_string(), e);
+        assert_eq!(seen, vec![1, 2]);
+    }
+
     /// Two writers (replicas) on one database, each with several threads
     /// deciding against a quota they only know from the log: exactly
     /// `QUOTA` takes are appended, whatever the interleaving.
