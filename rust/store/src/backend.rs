@@ -159,51 +159,63 @@ impl RedbBackend {
             .write(true)
             .create_new(true)
             .open(path);
-        let (db, created) = match fresh {
+        match fresh {
             Ok(file) => {
-                let db = catch(|| redb::Builder::new().create_file(file))
-                    .map_err(|m| {
-                        corrupt(
-                            &name,
-                            format!("redb failed an internal check creating it: {m}"),
-                        )
-                    })?
-                    .eng(&name)?;
-                (db, true)
+                // The file is this call's: if the new store cannot be set
+                // up, it goes again (an empty file left behind would be
+                // refused at the next start).
+                let created = RedbBackend::create(file, name.clone());
+                if created.is_err() {
+                    let _ = std::fs::remove_file(path);
+                }
+                created
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 check_file(path, &name)?;
-                (open_existing(path, &name)?, false)
-            }
-            Err(e) => {
-                return Err(StoreError::Engine {
+                let backend = RedbBackend {
+                    db: Some(open_existing(path, &name)?),
                     path: name,
-                    message: format!("cannot create the store file: {e}"),
-                })
+                    broken: std::sync::Mutex::new(None),
+                };
+                // An existing store has both tables (a missing one is
+                // corruption).
+                backend.guard(|db| {
+                    let txn = db.begin_read().eng(&backend.path)?;
+                    txn.open_table(LOG).eng(&backend.path)?;
+                    txn.open_table(META).eng(&backend.path)?;
+                    Ok(())
+                })?;
+                Ok(backend)
             }
-        };
+            Err(e) => Err(StoreError::Engine {
+                path: name,
+                message: format!("cannot create the store file: {e}"),
+            }),
+        }
+    }
+
+    /// A new store in the empty `file`, with both tables (so that readers
+    /// never meet a missing one).
+    fn create(file: std::fs::File, name: String) -> Result<RedbBackend, StoreError> {
+        let db = catch(|| redb::Builder::new().create_file(file))
+            .map_err(|m| {
+                corrupt(
+                    &name,
+                    format!("redb failed an internal check creating it: {m}"),
+                )
+            })?
+            .eng(&name)?;
         let backend = RedbBackend {
             db: Some(db),
             path: name,
             broken: std::sync::Mutex::new(None),
         };
-        if created {
-            // Create both tables, so that readers never meet a missing one.
-            backend.guard(|db| {
-                let txn = begin_write(db, &backend.path)?;
-                txn.open_table(LOG).eng(&backend.path)?;
-                txn.open_table(META).eng(&backend.path)?;
-                txn.commit().eng(&backend.path)
-            })?;
-        } else {
-            // An existing store has both (a missing one is corruption).
-            backend.guard(|db| {
-                let txn = db.begin_read().eng(&backend.path)?;
-                txn.open_table(LOG).eng(&backend.path)?;
-                txn.open_table(META).eng(&backend.path)?;
-                Ok(())
-            })?;
-        }
+        backend.guard(|db| {
+            let txn = begin_write(db, &backend.path)?;
+            txn.open_table(LOG).eng(&backend.path)?;
+            txn.open_table(META).eng(&backend.path)?;
+            txn.commit().eng(&backend.path)
+        })?;
         Ok(backend)
     }
 
@@ -222,7 +234,7 @@ impl RedbBackend {
         match catch(|| f(db)) {
             Ok(r) => r,
             Err(panic) => {
-                let why = format!("redb failed an internal check reading it: {panic}");
+                let why = format!("redb failed an internal check: {panic}");
                 if let Ok(mut b) = self.broken.lock() {
                     *b = Some(why.clone());
                 }
