@@ -18,7 +18,10 @@
 //! * [`Committer`] is group commit: one writer thread takes every record
 //!   submitted meanwhile, writes them in one transaction (one fsync) and
 //!   only then calls each submitter back.
-//! * [`verify_lines`] checks a chain and names the first broken record.
+//! * [`Log::read`] is the one reader of a store (recovery and `agenra audit
+//!   verify` alike): it checks each record's key, `seq` and hash links and
+//!   stops at the first that disagrees. [`verify_lines`] checks an exported
+//!   chain the same way and names the first broken record.
 
 mod backend;
 mod commit;
@@ -98,7 +101,9 @@ impl Log {
         })
     }
 
-    /// Opens (or creates) the embedded store at `path`.
+    /// Opens the embedded store at `path`, creating it only when no file
+    /// exists there (an empty, truncated or corrupt file is
+    /// [`StoreError::Corrupt`]; see [`RedbBackend::open`]).
     pub fn open_redb(path: &std::path::Path) -> Result<Log, StoreError> {
         Log::open(Box::new(RedbBackend::open(path)?))
     }
