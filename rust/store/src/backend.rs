@@ -48,84 +48,389 @@ pub trait Backend: Send {
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
+/// The first bytes of every redb file.
+const REDB_MAGIC: &[u8] = b"redb\x1a\x0a\xa9\x0d\x0a";
+
 /// The embedded ACID store: one [redb](https://docs.rs/redb) file. Each
-/// append is one write transaction with immediate durability (the file is
-/// synced before the commit returns). The file is locked: one server at a
-/// time.
+/// append is one write transaction with immediate durability (synced
+/// before the commit returns), followed by an empty one: redb keeps two
+/// commit slots and falls back to the older one when the newer one does
+/// not check (or when the one header bit that selects it flips), and the
+/// second commit makes both slots hold every appended record before the
+/// append returns. So no fallback can drop a record that was answered.
+/// The file is locked: one server at a time.
+///
+/// A file that is corrupt is an error ([`StoreError::Corrupt`]), never a
+/// panic: every call into redb runs under [`std::panic::catch_unwind`], and
+/// after redb panicked once the backend refuses every later call.
 pub struct RedbBackend {
-    db: redb::Database,
+    db: Option<redb::Database>,
     path: String,
+    /// Set when redb panicked (its state may be inconsistent since).
+    broken: std::sync::Mutex<Option<String>>,
 }
 
-impl RedbBackend {
-    /// Opens the store at `path`, creating it when it does not exist.
-    pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
-        let name = path.display().to_string();
-        let db = redb::Database::create(path).eng(&name)?;
-        let backend = RedbBackend { db, path: name };
-        // Create both tables, so that readers never meet a missing one.
-        let txn = backend.db.begin_write().eng(&backend.path)?;
-        txn.open_table(LOG).eng(&backend.path)?;
-        txn.open_table(META).eng(&backend.path)?;
-        txn.commit().eng(&backend.path)?;
-        Ok(backend)
+thread_local! {
+    /// Whether a panic on this thread is inside a guarded redb call (the
+    /// hook then records it instead of printing it).
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The last guarded panic's message and location.
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs (once) a panic hook that records panics inside guarded redb
+/// calls instead of printing them, and hands every other panic to the hook
+/// that was there before.
+fn install_hook() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let quiet = QUIET.try_with(std::cell::Cell::get).unwrap_or(false);
+            if quiet {
+                let payload = info.payload();
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown failure".into());
+                let at = info
+                    .location()
+                    .map(|l| {
+                        let file = l.file().rsplit('/').next().unwrap_or(l.file());
+                        format!(" ({file}:{})", l.line())
+                    })
+                    .unwrap_or_default();
+                let _ = LAST_PANIC.try_with(|p| *p.borrow_mut() = Some(format!("{message}{at}")));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Sets [`QUIET`] for as long as it lives (restoring the value before).
+struct Quiet(bool);
+
+impl Quiet {
+    fn set(on: bool) -> Quiet {
+        Quiet(QUIET.with(|q| q.replace(on)))
     }
 }
 
-/// Maps any redb error to [`StoreError::Engine`] naming the store.
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        QUIET.with(|q| q.set(self.0));
+    }
+}
+
+/// Runs `f`, turning a panic inside it into its message and location
+/// (not printed).
+fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    install_hook();
+    let _quiet = Quiet::set(true);
+    LAST_PANIC.with(|p| p.borrow_mut().take());
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown failure".into())
+            .replace('\n', " ")
+    })
+}
+
+fn corrupt(path: &str, message: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+impl RedbBackend {
+    /// Opens the store at `path`, creating it only when no file exists
+    /// there. An existing file must be a redb store with the log's tables:
+    /// an empty file, a truncated one, or any other file is an error (it
+    /// is never taken as a new, empty store).
+    pub fn open(path: &Path) -> Result<RedbBackend, StoreError> {
+        let name = path.display().to_string();
+        let fresh = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path);
+        match fresh {
+            Ok(file) => {
+                // The file is this call's: if the new store cannot be set
+                // up, it goes again (an empty file left behind would be
+                // refused at the next start).
+                let created = RedbBackend::create(file, name.clone());
+                if created.is_err() {
+                    let _ = std::fs::remove_file(path);
+                }
+                created
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                check_file(path, &name)?;
+                let backend = RedbBackend {
+                    db: Some(open_existing(path, &name)?),
+                    path: name,
+                    broken: std::sync::Mutex::new(None),
+                };
+                // An existing store has both tables (a missing one is
+                // corruption).
+                backend.guard(|db| {
+                    let txn = db.begin_read().eng(&backend.path)?;
+                    txn.open_table(LOG).eng(&backend.path)?;
+                    txn.open_table(META).eng(&backend.path)?;
+                    Ok(())
+                })?;
+                Ok(backend)
+            }
+            Err(e) => Err(StoreError::Engine {
+                path: name,
+                message: format!("cannot create the store file: {e}"),
+            }),
+        }
+    }
+
+    /// A new store in the empty `file`, with both tables (so that readers
+    /// never meet a missing one).
+    fn create(file: std::fs::File, name: String) -> Result<RedbBackend, StoreError> {
+        let db = catch(|| redb::Builder::new().create_file(file))
+            .map_err(|m| {
+                corrupt(
+                    &name,
+                    format!("redb failed an internal check creating it: {m}"),
+                )
+            })?
+            .eng(&name)?;
+        let backend = RedbBackend {
+            db: Some(db),
+            path: name,
+            broken: std::sync::Mutex::new(None),
+        };
+        backend.guard(|db| {
+            let txn = begin_write(db, &backend.path)?;
+            txn.open_table(LOG).eng(&backend.path)?;
+            txn.open_table(META).eng(&backend.path)?;
+            txn.commit().eng(&backend.path)
+        })?;
+        Ok(backend)
+    }
+
+    /// Runs `f` on the database, turning a panic inside redb into
+    /// [`StoreError::Corrupt`] (and refusing every later call).
+    fn guard<T>(
+        &self,
+        f: impl FnOnce(&redb::Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if let Some(why) = self.broken.lock().ok().and_then(|b| b.clone()) {
+            return Err(corrupt(&self.path, why));
+        }
+        let Some(db) = self.db.as_ref() else {
+            return Err(corrupt(&self.path, "the store is closed"));
+        };
+        match catch(|| f(db)) {
+            Ok(r) => r,
+            Err(panic) => {
+                let why = format!("redb failed an internal check: {panic}");
+                if let Ok(mut b) = self.broken.lock() {
+                    *b = Some(why.clone());
+                }
+                Err(corrupt(&self.path, why))
+            }
+        }
+    }
+}
+
+impl Drop for RedbBackend {
+    fn drop(&mut self) {
+        // redb writes its allocator state when the database is dropped,
+        // which can panic on a corrupt file.
+        if let Some(db) = self.db.take() {
+            let _ = catch(move || drop(db));
+        }
+    }
+}
+
+/// Opens the existing redb file at `path` and checks redb's checksums.
+fn open_existing(path: &Path, name: &str) -> Result<redb::Database, StoreError> {
+    let mut db = catch(|| redb::Database::open(path))
+        .map_err(|m| {
+            let hint = if m.contains("raw_file_len") {
+                "the file is shorter than its header says (truncated); "
+            } else {
+                ""
+            };
+            corrupt(
+                name,
+                format!("{hint}redb failed an internal check opening it: {m}"),
+            )
+        })?
+        .eng(name)?;
+    // redb checks its checksums only when repairing after a crash: check
+    // them all now (a corrupt page, or a commit slot pointing at an older
+    // tree, is an error here).
+    let checked = match catch(|| db.check_integrity()) {
+        Ok(Ok(true)) => return Ok(db),
+        Ok(Ok(false)) => corrupt(
+            name,
+            "redb's integrity check found damage and repaired the file (from its other commit \
+             slot, which holds every appended record); check it with `agenra audit verify --store` \
+             before serving from it",
+        ),
+        Ok(Err(e)) => engine_error(name, e),
+        Err(m) => corrupt(
+            name,
+            format!("redb failed an internal check verifying it: {m}"),
+        ),
+    };
+    let _ = catch(move || drop(db));
+    Err(checked)
+}
+
+/// Checks that the existing file at `path` can be a redb store before redb
+/// sees it (redb would take an empty file for a new database).
+fn check_file(path: &Path, name: &str) -> Result<(), StoreError> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| StoreError::Engine {
+        path: name.to_string(),
+        message: format!("cannot open the store file: {e}"),
+    })?;
+    let mut magic = [0u8; REDB_MAGIC.len()];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(StoreError::Engine {
+                    path: name.to_string(),
+                    message: format!("cannot read the store file: {e}"),
+                })
+            }
+        }
+    }
+    if got == 0 {
+        return Err(corrupt(
+            name,
+            "the file is empty (a store is created only where no file exists: \
+             an empty file is a lost or truncated store; delete it only if it never held one)",
+        ));
+    }
+    if got < magic.len() || magic != REDB_MAGIC {
+        return Err(corrupt(
+            name,
+            format!("not a redb store file (it is {got}+ bytes without redb's header)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A write transaction (immediate durability, redb's default).
+fn begin_write(db: &redb::Database, path: &str) -> Result<redb::WriteTransaction, StoreError> {
+    db.begin_write().eng(path)
+}
+
+/// Maps any redb error to [`StoreError::Engine`] naming the store (or
+/// [`StoreError::Corrupt`] for what redb found corrupt or missing).
 trait Engine<T> {
     fn eng(self, path: &str) -> Result<T, StoreError>;
 }
 
 impl<T, E: Into<redb::Error>> Engine<T> for Result<T, E> {
     fn eng(self, path: &str) -> Result<T, StoreError> {
-        self.map_err(|e| StoreError::Engine {
+        self.map_err(|e| engine_error(path, e))
+    }
+}
+
+fn engine_error(path: &str, e: impl Into<redb::Error>) -> StoreError {
+    match e.into() {
+        e @ (redb::Error::Corrupted(_)
+        | redb::Error::TableDoesNotExist(_)
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }) => corrupt(path, e.to_string()),
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            corrupt(path, format!("not a readable redb store file ({io})"))
+        }
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => corrupt(
+            path,
+            format!("the file ends before redb's data does: truncated? ({io})"),
+        ),
+        e => StoreError::Engine {
             path: path.to_string(),
-            message: e.into().to_string(),
-        })
+            message: e.to_string(),
+        },
     }
 }
 
 impl Backend for RedbBackend {
     fn append(&mut self, first: u64, lines: &[Vec<u8>], head: &Head) -> Result<(), StoreError> {
-        let e = self.path.as_str();
-        let txn = self.db.begin_write().eng(e)?;
-        {
-            let mut log = txn.open_table(LOG).eng(e)?;
-            for (i, line) in lines.iter().enumerate() {
-                log.insert(first + i as u64, line.as_slice()).eng(e)?;
+        let head = serde_json::to_vec(head)?;
+        self.guard(|db| {
+            let e = self.path.as_str();
+            let txn = begin_write(db, e)?;
+            {
+                let mut log = txn.open_table(LOG).eng(e)?;
+                for (i, line) in lines.iter().enumerate() {
+                    log.insert(first + i as u64, line.as_slice()).eng(e)?;
+                }
+                let mut meta = txn.open_table(META).eng(e)?;
+                meta.insert("head", head.as_slice()).eng(e)?;
             }
-            let mut meta = txn.open_table(META).eng(e)?;
-            let head = serde_json::to_vec(head)?;
-            meta.insert("head", head.as_slice()).eng(e)?;
-        }
-        txn.commit().eng(e)?;
-        Ok(())
+            txn.commit().eng(e)?;
+            // The same tree into the other commit slot (see above).
+            begin_write(db, e)?.commit().eng(e)
+        })
     }
 
     fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
-        let e = self.path.as_str();
-        let txn = self.db.begin_read().eng(e)?;
-        let log = txn.open_table(LOG).eng(e)?;
-        for item in log.range(from..).eng(e)? {
-            let (k, v) = item.eng(e)?;
-            f(k.value(), v.value())?;
+        // A panic in the caller's code is the caller's: it is printed, and
+        // goes on unwinding once out of the guard.
+        let mut theirs = None;
+        let scanned = self.guard(|db| {
+            let e = self.path.as_str();
+            let txn = db.begin_read().eng(e)?;
+            let log = txn.open_table(LOG).eng(e)?;
+            for item in log.range(from..).eng(e)? {
+                let (k, v) = item.eng(e)?;
+                let called = {
+                    let _loud = Quiet::set(false);
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        f(k.value(), v.value())
+                    }))
+                };
+                match called {
+                    Ok(r) => r?,
+                    Err(payload) => {
+                        theirs = Some(payload);
+                        return Ok(());
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Some(payload) = theirs {
+            std::panic::resume_unwind(payload);
         }
-        Ok(())
+        scanned
     }
 
     fn head(&self) -> Result<Head, StoreError> {
-        let e = self.path.as_str();
-        let txn = self.db.begin_read().eng(e)?;
-        let meta = txn.open_table(META).eng(e)?;
-        let head = match meta.get("head").eng(e)? {
-            Some(v) => serde_json::from_slice(v.value()).map_err(|err| StoreError::Engine {
-                path: self.path.clone(),
-                message: format!("unreadable head: {err}"),
-            })?,
-            None => Head::default(),
-        };
-        Ok(head)
+        self.guard(|db| {
+            let e = self.path.as_str();
+            let txn = db.begin_read().eng(e)?;
+            let meta = txn.open_table(META).eng(e)?;
+            let head = match meta.get("head").eng(e)? {
+                Some(v) => serde_json::from_slice(v.value())
+                    .map_err(|err| corrupt(e, format!("its head is unreadable: {err}")))?,
+                None => Head::default(),
+            };
+            Ok(head)
+        })
     }
 }
 

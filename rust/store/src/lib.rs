@@ -18,7 +18,10 @@
 //! * [`Committer`] is group commit: one writer thread takes every record
 //!   submitted meanwhile, writes them in one transaction (one fsync) and
 //!   only then calls each submitter back.
-//! * [`verify_lines`] checks a chain and names the first broken record.
+//! * [`Log::read`] is the one reader of a store (recovery and `agenra audit
+//!   verify` alike): it checks each record's key, `seq` and hash links and
+//!   stops at the first that disagrees. [`verify_lines`] checks an exported
+//!   chain the same way and names the first broken record.
 
 mod backend;
 mod commit;
@@ -42,6 +45,15 @@ pub enum StoreError {
         /// The store's path (or `memory`).
         path: String,
         /// The engine's message.
+        message: String,
+    },
+    /// The store's file is corrupt, truncated, empty or not a store: redb
+    /// refused it (or panicked on it), or it lacks the log's tables.
+    #[error("the store file {path} is corrupt: {message}")]
+    Corrupt {
+        /// The store's path.
+        path: String,
+        /// What is wrong.
         message: String,
     },
     /// A record could not be encoded.
@@ -89,7 +101,9 @@ impl Log {
         })
     }
 
-    /// Opens (or creates) the embedded store at `path`.
+    /// Opens the embedded store at `path`, creating it only when no file
+    /// exists there (an empty, truncated or corrupt file is
+    /// [`StoreError::Corrupt`]; see [`RedbBackend::open`]).
     pub fn open_redb(path: &std::path::Path) -> Result<Log, StoreError> {
         Log::open(Box::new(RedbBackend::open(path)?))
     }
@@ -236,33 +250,66 @@ impl Log {
     }
 
     /// Calls `f` with every stored line from sequence number `from` on, in
-    /// order.
+    /// order, each after it checked: this is [`Log::read`] (the whole chain
+    /// is read and checked from the first record, and the first record that
+    /// does not check is an error; none after it is visited).
     pub fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
-        self.backend.scan(from, f)
+        self.read(from, f).map(|_| ())
     }
 
-    /// Checks the whole chain, and that it ends at the stored head. On a
-    /// shared log, records appended after this log's head was read (by
-    /// other replicas, meanwhile) are left for the next check.
+    /// Checks the whole chain, and that it ends at the stored head (this is
+    /// [`Log::read`] visiting nothing). On a shared log, records appended
+    /// after this log's head was read (by other replicas, meanwhile) are
+    /// left for the next check.
     pub fn verify(&self) -> Result<Head, StoreError> {
-        let mut err = None;
+        self.read(u64::MAX, &mut |_, _| Ok(()))
+    }
+
+    /// The one reader of the log, used by recovery and by `agenra audit
+    /// verify` alike. Reads the records in key order from the first and
+    /// checks each: that it is stored under the next key (1, 2, 3, …),
+    /// that its own `seq` is that key, that its `prev` is the hash of the
+    /// record before, and that its contents hash to the hash it claims.
+    /// Only a record that checks is handed to `f` (when its key is `from`
+    /// or later). The first record that does not check stops the read: the
+    /// error names it and what disagreed, and no record is skipped.
+    ///
+    /// The chain must end at the stored head: a record past it, or a head
+    /// that the chain does not reach, is an error. On a shared log the read
+    /// ends at the head this log last saw (other replicas may have
+    /// appended meanwhile: [`Log::begin`] catches up with those).
+    ///
+    /// Returns the head the chain ends at.
+    pub fn read(&self, from: u64, f: Visit<'_>) -> Result<Head, StoreError> {
+        let shared = self.backend.shared();
+        let limit = self.head.seq;
         let mut state = record::Verifier::default();
-        let limit = if self.backend.shared() {
-            self.head.seq
-        } else {
-            u64::MAX
-        };
-        self.backend.scan(1, &mut |seq, line| {
-            if err.is_none() && seq <= limit {
-                if let Err(e) = state.push(seq, line) {
-                    err = Some(e);
+        let mut ended = false;
+        self.backend.scan(1, &mut |key, line| {
+            if ended {
+                return Ok(());
+            }
+            if shared && key > limit && key == state.head().seq + 1 {
+                // Appended by another replica since this log's head was read.
+                ended = true;
+                return Ok(());
+            }
+            state.push(key, line)?;
+            if key > limit {
+                return Err(VerifyError {
+                    seq: key,
+                    reason: format!(
+                        "it is past the store's head, which says {} records ending in {}",
+                        self.head.seq, self.head.hash
+                    ),
                 }
+                .into());
+            }
+            if key >= from {
+                f(key, line)?;
             }
             Ok(())
         })?;
-        if let Some(e) = err {
-            return Err(e.into());
-        }
         let got = state.head();
         if got != self.head {
             return Err(VerifyError {

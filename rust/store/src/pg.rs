@@ -222,7 +222,9 @@ impl Backend for PgBackend {
                 }
                 let seq: i64 = row.try_get(0)?;
                 let line: &[u8] = row.try_get(1)?;
-                if let Err(e) = f(seq as u64, line) {
+                // A negative key is no record's key: the reader names it
+                // (as key 0, which no record has).
+                if let Err(e) = f(u64::try_from(seq).unwrap_or(0), line) {
                     failed = Some(e);
                 }
             }
@@ -238,10 +240,17 @@ impl Backend for PgBackend {
         let row =
             self.with(|c| c.query_opt("SELECT seq, hash FROM agenra_head WHERE id = 1", &[]))?;
         match row {
-            Some(r) => Ok(Head {
-                seq: r.get::<_, i64>(0) as u64,
-                hash: r.get(1),
-            }),
+            Some(r) => {
+                let seq: i64 = r
+                    .try_get(0)
+                    .map_err(|e| self.err(format!("agenra_head.seq: {}", describe(&e))))?;
+                let hash: String = r
+                    .try_get(1)
+                    .map_err(|e| self.err(format!("agenra_head.hash: {}", describe(&e))))?;
+                let seq = u64::try_from(seq)
+                    .map_err(|_| self.err(format!("agenra_head.seq is {seq}, below 0")))?;
+                Ok(Head { seq, hash })
+            }
             None => Ok(Head::default()),
         }
     }
@@ -490,6 +499,37 @@ mod live {
             })
             .unwrap_err();
         assert!(matches!(e, StoreError::Diverged { seq: 4, .. }), "{e}");
+    }
+
+    /// The one reader checks PostgreSQL's rows as it checks redb's: a row
+    /// whose key was changed stops `verify` and recovery at that record.
+    #[test]
+    fn a_row_under_another_key_is_named_by_the_reader() {
+        let Some(url) = test_database("store_moved_row") else {
+            return;
+        };
+        let mut log = Log::open_pg(&url).unwrap();
+        log.begin(&mut |_, _| Ok(())).unwrap();
+        log.append(&mut [take("a"), take("b"), take("c")]).unwrap();
+        log.commit().unwrap();
+        let mut c = Config::from_str(&url).unwrap().connect(NoTls).unwrap();
+        c.batch_execute("UPDATE agenra_log SET seq = 1000 WHERE seq = 3")
+            .unwrap();
+        let fresh = Log::open_pg(&url).unwrap();
+        let e = fresh.verify().unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "audit record 3: the next record is stored under key 1000, expected key 3"
+            ),
+            "{e}"
+        );
+        let mut seen = Vec::new();
+        let scanned = fresh.scan(1, &mut |seq, _| {
+            seen.push(seq);
+            Ok(())
+        });
+        assert_eq!(scanned.unwrap_err().to_string(), e);
+        assert_eq!(seen, vec![1, 2]);
     }
 
     /// Two writers (replicas) on one database, each with several threads

@@ -216,9 +216,22 @@ impl Verifier {
         self.head.clone().unwrap_or_default()
     }
 
-    /// Checks the record at position `at` (1-based).
+    /// Checks the record stored under key `at` (its 1-based position:
+    /// the next one, or it is an error naming the key), then that its own
+    /// `seq` is that key, that its `prev` is the hash of the record before,
+    /// and that its contents hash to the hash it claims.
     pub fn push(&mut self, at: u64, line: &[u8]) -> Result<(), VerifyError> {
         let head = self.head();
+        let expected = head.seq + 1;
+        if at != expected {
+            return Err(VerifyError {
+                seq: expected,
+                reason: format!(
+                    "the next record is stored under key {at}, expected key {expected} \
+                     (a record is missing or moved, or its key was changed)"
+                ),
+            });
+        }
         let fail = |reason: String| VerifyError { seq: at, reason };
         let Some((claimed, actual)) = split_line(line) else {
             return Err(fail("the line does not end with its \"hash\" field".into()));
