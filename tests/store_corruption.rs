@@ -33,8 +33,12 @@ fn gateway(store: &Path) -> Result<Gateway, String> {
 
 /// A store where session `s0` spent its quota of 3 (3 ALLOWs, 1 DENY).
 fn spent_store(store: &Path) {
-    let server =
-        Server::spawn(std::sync::Arc::new(gateway(store).unwrap()), "127.0.0.1:0").unwrap();
+    let server = Server::spawn(
+        std::sync::Arc::new(gateway(store).unwrap()),
+        std::sync::Arc::new(agenra_gateway::Perimeter::insecure(Vec::new())),
+        "127.0.0.1:0",
+    )
+    .unwrap();
     let mut c = Client::connect(server.addr()).unwrap();
     let (status, _) = c.post("/v1/sessions", &json!({"session": "s0"})).unwrap();
     assert_eq!(status, 201);
@@ -87,6 +91,7 @@ fn both_refuse(dir: &Path, store: &Path, expect: &str) -> String {
     .expect("audit verify finishes");
     let serve = run(&[
         "serve".as_ref(),
+        "--insecure-no-auth".as_ref(),
         "--policy".as_ref(),
         policy.as_os_str(),
         "--store".as_ref(),
