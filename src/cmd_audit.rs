@@ -474,26 +474,34 @@ impl<'a> Report<'a> {
         (facts, tables)
     }
 
+    /// GitHub-flavoured Markdown. Every text from the log goes through
+    /// [`agenra::render::markdown`] (or [`md_code`] in a code span), so a
+    /// crafted id cannot add markup, HTML, a table cell or a line, and a
+    /// control or bidirectional character shows as an escape.
     fn markdown(&self, origin: &str, chain: &str) -> String {
-        let cell = |s: &str| s.replace('|', "\\|").replace(['\n', '\r'], " ");
+        use agenra::render::markdown as cell;
         let (facts, tables) = self.tables();
         let mut out = format!(
-            "# Audit report: session `{}` of tenant `{}`\n\nFrom `{}`; chain verified: {}.\n\n",
-            self.session, self.tenant, origin, chain
+            "# Audit report: session {} of tenant {}\n\nFrom {}; chain verified: {}.\n\n",
+            md_code(self.session),
+            md_code(self.tenant),
+            md_code(origin),
+            cell(chain)
         );
         for (k, v) in &facts {
-            out.push_str(&format!("* **{k}**: {}\n", cell(v)));
+            out.push_str(&format!("* **{}**: {}\n", cell(k), cell(v)));
         }
         for t in &tables {
-            out.push_str(&format!("\n## {}\n\n", t.title));
+            out.push_str(&format!("\n## {}\n\n", cell(&t.title)));
             if let Some(n) = &t.note {
-                out.push_str(&format!("{n}\n\n"));
+                out.push_str(&format!("{}\n\n", cell(n)));
             }
             if t.rows.is_empty() {
                 out.push_str("None.\n");
                 continue;
             }
-            out.push_str(&format!("| {} |\n", t.columns.join(" | ")));
+            let columns: Vec<String> = t.columns.iter().map(|c| cell(c)).collect();
+            out.push_str(&format!("| {} |\n", columns.join(" | ")));
             out.push_str(&format!(
                 "|{}\n",
                 t.columns.iter().map(|_| " --- |").collect::<String>()
@@ -507,12 +515,9 @@ impl<'a> Report<'a> {
     }
 
     fn html(&self, origin: &str, chain: &str) -> String {
-        let esc = |s: &str| {
-            s.replace('&', "&amp;")
-                .replace('<', "&lt;")
-                .replace('>', "&gt;")
-                .replace('"', "&quot;")
-        };
+        // Every text goes through it: HTML-escaped, and control or
+        // bidirectional characters shown as escapes.
+        let esc = agenra::render::html;
         let (facts, tables) = self.tables();
         let title = format!(
             "Audit report: session {} of tenant {}",
@@ -561,9 +566,39 @@ impl<'a> Report<'a> {
     }
 }
 
+/// `s` as a Markdown code span: refused characters made visible, and a
+/// backtick fence longer than any backtick run of `s` (inside a code span,
+/// CommonMark interprets no markup, HTML or entity).
+fn md_code(s: &str) -> String {
+    let s = agenra::render::escape(s);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if s.is_empty() || s.starts_with('`') || s.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{s}{pad}{fence}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::utc;
+
+    #[test]
+    fn code_spans_outlast_every_backtick_run() {
+        use super::md_code;
+        assert_eq!(md_code("s"), "`s`");
+        assert_eq!(md_code("a`b"), "``a`b``");
+        assert_eq!(md_code("``x"), "``` ``x ```");
+        assert_eq!(md_code(""), "`  `");
+        assert_eq!(md_code("s\n\u{202e}<b>"), "`s\\n\\u{202e}<b>`");
+    }
 
     #[test]
     fn utc_dates() {

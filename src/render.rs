@@ -14,41 +14,52 @@ use agenra_core::{Monitor, Verdict};
 use std::borrow::Cow;
 use std::fmt::Write;
 
-/// Whether `c` must not reach a terminal as is: control characters, the
-/// Unicode line and paragraph separators, and bidirectional controls.
-fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}'
-                | '\u{2029}'
-                | '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-        )
+/// `s` with control, bidirectional and invisible format characters
+/// (`agenra_core::ident::is_refused`) written as escapes: `\n`, `\r`, `\t`,
+/// and `\u{202e}` style for the others. Other text is unchanged.
+pub fn escape(s: &str) -> Cow<'_, str> {
+    agenra_core::ident::visible(s)
 }
 
-/// `s` with control characters written as escapes: `\n`, `\r`, `\t`, and
-/// `\u{1b}` style for the others. Other text is unchanged.
-pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(needs_escape) {
-        return Cow::Borrowed(s);
-    }
+/// `s` as text of a Markdown (CommonMark / GitHub) document, inside a
+/// table cell or a paragraph: refused characters are made visible
+/// ([`escape`]); `&`, `<` and `>` become entities, so no HTML tag or entity
+/// of the text is ever interpreted; every other character that makes markup
+/// (`\` `` ` `` `*` `_` `[` `]` `|` `~` `#` `!` `$`) gets a backslash.
+/// The result holds no line break and no refused character.
+pub fn markdown(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
+    for c in escape(s).chars() {
         match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if needs_escape(c) => {
-                let _ = write!(out, "{}", c.escape_unicode());
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '~' | '#' | '!' | '$' => {
+                out.push('\\');
+                out.push(c);
             }
             c => out.push(c),
         }
     }
-    Cow::Owned(out)
+    out
+}
+
+/// `s` as HTML text or a quoted attribute value: refused characters are
+/// made visible ([`escape`]), and `&`, `<`, `>`, `"` and `'` become
+/// entities.
+pub fn html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in escape(s).chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The display width of a cell (cells are escaped: no control characters).
@@ -410,6 +421,90 @@ mod tests {
         assert_eq!(escape("\u{0}\u{7f}\u{85}"), "\\u{0}\\u{7f}\\u{85}");
         assert_eq!(escape("x\u{2028}y\u{202e}z"), "x\\u{2028}y\\u{202e}z");
         assert!(!escape("\u{1b}\n\u{9b}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn escape_makes_bidi_and_invisible_characters_visible() {
+        assert_eq!(escape("c4\u{202e}gnp.exe"), "c4\\u{202e}gnp.exe");
+        assert_eq!(escape("a\u{200b}b\u{feff}"), "a\\u{200b}b\\u{feff}");
+    }
+
+    #[test]
+    fn markdown_escapes_markup_and_makes_invisible_characters_visible() {
+        assert_eq!(
+            markdown("<script>alert(1)</script>"),
+            "&lt;script&gt;alert(1)&lt;/script&gt;"
+        );
+        assert_eq!(markdown("a|b\nc"), "a\\|b\\\\nc");
+        assert_eq!(
+            markdown("`*_[]~#!$\\&"),
+            "\\`\\*\\_\\[\\]\\~\\#\\!\\$\\\\&amp;"
+        );
+        assert_eq!(markdown("c4\u{202e}gnp.exe"), "c4\\\\u{202e}gnp.exe");
+        assert_eq!(markdown("plain c1 é (x) → y"), "plain c1 é (x) → y");
+    }
+
+    #[test]
+    fn html_escapes_the_five_characters_and_makes_invisible_ones_visible() {
+        assert_eq!(
+            html("<script>\"'&</script>"),
+            "&lt;script&gt;&quot;&#39;&amp;&lt;/script&gt;"
+        );
+        assert_eq!(html("c4\u{202e}gnp\n"), "c4\\u{202e}gnp\\n");
+        assert_eq!(html("plain é"), "plain é");
+    }
+
+    /// Whether the character at byte `i` of `s` follows an odd run of
+    /// backslashes (is escaped).
+    fn escaped_at(s: &str, i: usize) -> bool {
+        s[..i].bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        #[test]
+        fn escapers_never_let_markup_or_invisible_characters_through(
+            s in proptest::string::string_regex(
+                "([a-z0-9 <>&\"'|`*_\\[\\]~#!$\\\\\\n\\r\\t\\x00\\x1b\\x7f\\x{85}\\x{ad}\\x{61c}\\x{200b}-\\x{200f}\\x{2028}-\\x{202e}\\x{2060}-\\x{206f}\\x{feff}\\x{e0041}é中]|\\PC){0,40}"
+            ).unwrap(),
+            any in proptest::prelude::any::<String>(),
+        ) {
+            for input in [s.as_str(), any.as_str()] {
+                let md = markdown(input);
+                proptest::prop_assert!(!md.chars().any(agenra_core::ident::is_refused), "{md:?}");
+                proptest::prop_assert!(!md.contains('<') && !md.contains('>'), "{md:?}");
+                for (i, c) in md.char_indices() {
+                    if "`*_[]|~#!$".contains(c) {
+                        proptest::prop_assert!(escaped_at(&md, i), "{md:?} at {i}");
+                    }
+                    if c == '&' {
+                        let rest = &md[i..];
+                        proptest::prop_assert!(
+                            ["&amp;", "&lt;", "&gt;"].iter().any(|e| rest.starts_with(e)),
+                            "{md:?} at {i}"
+                        );
+                    }
+                }
+                // Markdown ends with no dangling escape.
+                proptest::prop_assert!(!escaped_at(&md, md.len()), "{md:?}");
+
+                let h = html(input);
+                proptest::prop_assert!(!h.chars().any(agenra_core::ident::is_refused), "{h:?}");
+                proptest::prop_assert!(!h.contains(['<', '>', '"', '\'']), "{h:?}");
+                for (i, _) in h.match_indices('&') {
+                    let rest = &h[i..];
+                    proptest::prop_assert!(
+                        ["&amp;", "&lt;", "&gt;", "&quot;", "&#39;"].iter().any(|e| rest.starts_with(e)),
+                        "{h:?} at {i}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

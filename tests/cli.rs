@@ -654,54 +654,108 @@ fn monitor_output_equals_replay_json() {
     }
 }
 
+/// Ids and names with control, bidirectional or invisible characters are
+/// refused where events come in (`docs/events.md`), naming the field, the
+/// character and its byte: `c4<U+202E>gnp.exe` would display as
+/// `c4exe.png`, and `x\nfake ALLOW` would forge a table line.
 #[test]
-fn control_characters_in_events_are_escaped_in_human_output() {
-    let trace = temp_file(
-        "control.jsonl",
+fn ids_with_control_or_bidi_characters_are_refused_at_input() {
+    let ok = r#"{"kind":"call","id":"c1","time":1,"tool":"tests.run","args":{"suite":"a"}}"#;
+    let cases = [
+        (
+            r#"{"kind":"call","id":"c4\u202egnp.exe","time":1,"tool":"tests.run","args":{"suite":"a"}}"#,
+            "call.id contains U+202E (RIGHT-TO-LEFT OVERRIDE) at byte 2",
+        ),
+        (
+            r#"{"kind":"call","id":"c\u0000","time":1,"tool":"tests.run","args":{"suite":"a"}}"#,
+            "call.id contains U+0000 (NULL) at byte 1",
+        ),
+        (
+            r#"{"kind":"call","id":"x\nfake ALLOW","time":1,"tool":"tests.run","args":{"suite":"a"}}"#,
+            "call.id contains U+000A (LINE FEED) at byte 1",
+        ),
+        (
+            r#"{"kind":"call","session":"s\r1","id":"c2","time":1,"tool":"tests.run","args":{}}"#,
+            "call.session contains U+000D (CARRIAGE RETURN) at byte 1",
+        ),
+        (
+            r#"{"kind":"call","id":"c2","time":1,"tool":"\u001b[2J","args":{}}"#,
+            "call.tool contains U+001B (ESCAPE) at byte 0",
+        ),
+        (
+            r#"{"kind":"call","id":"c2","time":1,"tool":"tests.run","agent":"ma\u200bin","args":{}}"#,
+            "call.agent contains U+200B (ZERO WIDTH SPACE) at byte 2",
+        ),
+        (
+            r#"{"kind":"call","id":"c2","time":1,"tool":"tests.run","args":{"suite":"a"},"lineage":{"suite":["c\u2066"]}}"#,
+            "call.lineage.suite[0] contains U+2066 (LEFT-TO-RIGHT ISOLATE) at byte 1",
+        ),
+        (
+            r#"{"kind":"approve","call":"a\nb\u001b"}"#,
+            "approve.call contains U+000A (LINE FEED) at byte 1",
+        ),
+        (
+            r#"{"kind":"result","call":"c1\u202e","status":"succeeded"}"#,
+            "result.call contains U+202E (RIGHT-TO-LEFT OVERRIDE) at byte 2",
+        ),
+        (
+            r#"{"kind":"task","id":"t\u0000","text":"x"}"#,
+            "task.id contains U+0000 (NULL) at byte 1",
+        ),
+    ];
+    for (i, (line, message)) in cases.iter().enumerate() {
+        // `replay` stops at the line, with the message on one line of stderr.
+        let trace = temp_file(&format!("ids-{i}.jsonl"), &format!("{ok}\n{line}\n"));
+        let out = agenra(&[
+            "replay",
+            "--policy",
+            "examples/coding-agent/policy.agr",
+            s(&trace),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{line}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("ids-{i}.jsonl:2:")) && err.contains(message),
+            "{line}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err:?}");
+        let all = format!("{}{err}", stdout(&out));
+        assert!(
+            !all.chars()
+                .any(|c| c != '\n' && agenra_core::ident::is_refused(c)),
+            "{all:?}"
+        );
+    }
+    // `monitor` answers each with an error and goes on.
+    let mut agent = Sidecar::start(&["--policy", "examples/coding-agent/policy.agr"]);
+    assert_eq!(agent.ask(ok)["decision"], "ALLOW");
+    for (i, (line, message)) in cases.iter().enumerate() {
+        let e = agent.ask(line);
+        assert_eq!(
+            (e["seq"].as_u64(), e["line"].as_u64()),
+            (Some(2), Some(i as u64 + 2)),
+            "{e}"
+        );
+        assert!(e["error"].as_str().unwrap().contains(message), "{e}");
+    }
+    let next = r#"{"kind":"call","id":"c2","time":2,"tool":"tests.run","args":{"suite":"a"}}"#;
+    assert_eq!(agent.ask(next)["seq"], 2);
+    // Argument values, outputs and task texts are data: they may hold anything.
+    let data = temp_file(
+        "ids-data.jsonl",
         concat!(
-            "{\"kind\":\"call\",\"id\":\"x\\nfake ALLOW\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\"}}\n",
-            "{\"kind\":\"call\",\"session\":\"s\\r1\",\"id\":\"c2\",\"time\":1,\"tool\":\"\\u001b[2J\\u001b[32mok\",\"args\":{}}\n",
-            "{\"kind\":\"approve\",\"call\":\"a\\nb\\u001b\"}\n",
+            "{\"kind\":\"task\",\"id\":\"t1\",\"text\":\"pay \\u202e\\n\\u0000\"}\n",
+            "{\"kind\":\"call\",\"id\":\"c1\",\"time\":1,\"tool\":\"tests.run\",\"args\":{\"suite\":\"a\\n\\u202e\"}}\n",
+            "{\"kind\":\"result\",\"call\":\"c1\",\"status\":\"succeeded\",\"output\":{\"log\":\"\\u001b[31m\\u0000\"}}\n",
         ),
     );
     let out = agenra(&[
         "replay",
         "--policy",
         "examples/coding-agent/policy.agr",
-        s(&trace),
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    // policy, header, two events, summary: the call id forges no line.
-    assert_eq!(lines.len(), 5, "{text}");
-    let first: Vec<&&str> = lines.iter().filter(|l| l.contains("fake ALLOW")).collect();
-    assert_eq!(first.len(), 1, "{text}");
-    assert!(first[0].contains("x\\nfake ALLOW"), "{text}");
-    assert!(first[0].trim_start().starts_with("1  call"), "{text}");
-    assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
-    assert!(text.contains("s\\r1/c2"), "{text}");
-    assert!(text.contains("\\u{1b}[2J\\u{1b}[32mok"), "{text}");
-    // The error on stderr is one line, escaped too.
-    let err = stderr(&out);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("unknown call `a\\nb\\u{1b}`"), "{err}");
-    // And so is `explain`.
-    let out = agenra(&[
-        "explain",
-        "--policy",
-        "examples/coding-agent/policy.agr",
-        s(&trace),
-        "--seq",
-        "1",
+        s(&data),
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(
-        text.starts_with("event 1 (trace line 1): call x\\nfake ALLOW tests.run\n"),
-        "{text}"
-    );
-    assert!(!text.lines().any(|l| l.starts_with("fake")), "{text}");
 }
 
 #[test]

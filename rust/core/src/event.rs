@@ -297,9 +297,11 @@ impl TaskScope {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", rename_all = "lowercase", try_from = "Unchecked")]
 /// One event of a session, tagged by `kind` in JSON (`call`, `result`, `approve`, `reject`,
-/// `task`).
+/// `task`). Decoding it checks its ids and names ([`Event::check_identifiers`]):
+/// an id with a control, bidirectional or invisible character is an error
+/// (`crate::ident`).
 pub enum Event {
     /// An agent asks to call a tool: the monitor decides.
     Call(Call),
@@ -311,6 +313,39 @@ pub enum Event {
     Reject(Resolve),
     /// The user's request.
     Task(Task),
+}
+
+/// An event as JSON holds it, before its identifiers are checked
+/// ([`Event::from_recorded`] keeps it so).
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub(crate) enum Unchecked {
+    Call(Call),
+    Result(Report),
+    Approve(Resolve),
+    Reject(Resolve),
+    Task(Task),
+}
+
+impl Unchecked {
+    pub(crate) fn into_event(self) -> Event {
+        match self {
+            Unchecked::Call(c) => Event::Call(c),
+            Unchecked::Result(r) => Event::Result(r),
+            Unchecked::Approve(a) => Event::Approve(a),
+            Unchecked::Reject(a) => Event::Reject(a),
+            Unchecked::Task(t) => Event::Task(t),
+        }
+    }
+}
+
+impl TryFrom<Unchecked> for Event {
+    type Error = crate::ident::IdentError;
+    fn try_from(u: Unchecked) -> Result<Event, Self::Error> {
+        let event = u.into_event();
+        event.check_identifiers()?;
+        Ok(event)
+    }
 }
 
 impl Event {

@@ -19,6 +19,7 @@ pub use value::{ArgCond, ArgOp, Cond, Decimal, NamedCond, ParamType, Quant, Valu
 pub mod decision;
 pub mod event;
 pub mod graph;
+pub mod ident;
 pub mod ledger;
 pub mod monitor;
 pub mod pool;

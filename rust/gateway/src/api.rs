@@ -305,9 +305,40 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Checks the ids and names of an event made from a request
+/// (`agenra_core::ident`): a control, bidirectional or invisible character
+/// is refused with 422, naming the request field (`call.id`,
+/// `call.lineage.body[0]`; `call` and `id` for results, approvals and tasks).
+pub fn check_identifiers(event: &agenra_core::Event) -> Result<(), ApiError> {
+    use agenra_core::Event;
+    let checked = match event {
+        Event::Call(c) => c.check_identifiers("call"),
+        Event::Result(r) => r.check_identifiers(""),
+        Event::Approve(r) | Event::Reject(r) => r.check_identifiers(""),
+        Event::Task(t) => t.check_identifiers(""),
+    };
+    checked.map_err(|e| ApiError::field(422, &e.field, e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_are_checked_with_the_request_field() {
+        use agenra_core::{Call, Event, Report};
+        let e =
+            check_identifiers(&Event::Call(Call::new("c4\u{202e}gnp.exe", "t", 1))).unwrap_err();
+        assert_eq!((e.status, e.field.as_deref()), (422, Some("call.id")));
+        assert!(
+            e.error
+                .starts_with("call.id contains U+202E (RIGHT-TO-LEFT OVERRIDE) at byte 2"),
+            "{e:?}"
+        );
+        let e = check_identifiers(&Event::Result(Report::succeeded("c\0"))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("call"));
+        assert!(check_identifiers(&Event::Call(Call::new("c1", "t", 1))).is_ok());
+    }
 
     #[test]
     fn errors_name_the_field() {

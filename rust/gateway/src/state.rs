@@ -817,7 +817,10 @@ impl Shared {
             .lock()
             .map_err(|_| ApiError::new(500, "session poisoned"))?;
         let (event, meta) = match make(&e)? {
-            Step::Apply(event, meta) => (event, *meta),
+            Step::Apply(event, meta) => {
+                crate::api::check_identifiers(&event)?;
+                (event, *meta)
+            }
             Step::Replay(id) => {
                 // A retried call: its recorded answer, once durable (the
                 // first attempt may still be committing).
@@ -908,8 +911,9 @@ impl Shared {
                 let (Some(tenant), Some(id), Some(ev)) = (r.tenant, r.session, r.event) else {
                     return Err("event record without tenant, session or event".into());
                 };
-                let event: Event =
-                    serde_json::from_value(ev).map_err(|e| format!("unreadable event: {e}"))?;
+                // As recorded: a log from before ids were checked replays.
+                let event =
+                    Event::from_recorded(ev).map_err(|e| format!("unreadable event: {e}"))?;
                 let entry = self
                     .sessions
                     .read()
