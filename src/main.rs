@@ -185,6 +185,8 @@ enum Command {
         /// Refuse a policy revision that `agenra certify` does not certify against the running one.
         #[arg(long)]
         require_certified: bool,
+        #[command(flatten)]
+        limits: cmd_serve::LimitArgs,
     },
     /// Stdio MCP proxy: decides every `tools/call` before the server sees it (docs/mcp-proxy.md).
     McpProxy {
@@ -438,7 +440,8 @@ fn main() -> ExitCode {
             store,
             listen,
             require_certified,
-        } => cmd_serve::run(policy, store, listen, require_certified),
+            limits,
+        } => cmd_serve::run(policy, store, listen, require_certified, limits),
         Command::McpProxy {
             policy,
             on_pause,

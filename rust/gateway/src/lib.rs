@@ -11,11 +11,13 @@
 
 pub mod api;
 pub mod client;
+pub mod conn;
 pub mod desk;
 pub mod http;
 pub mod metrics;
 pub mod state;
 
+pub use conn::Limits;
 pub use state::{Certification, Gateway, OpenError};
 
 use agenra_core::{CompiledPolicy, Policy};
@@ -42,6 +44,9 @@ pub struct ServeConfig {
     /// rules (`agenra_smt::rules::RuleChecker`; without one they are
     /// `unknown`, so refused under `require_certified`).
     pub rules: Option<&'static (dyn agenra_certify::RuleOracle + Send + Sync)>,
+    /// Limits on connections and the time to read a request
+    /// ([`conn`], `docs/http-api.md`).
+    pub limits: Limits,
 }
 
 impl std::fmt::Debug for ServeConfig {
@@ -55,6 +60,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("listen", &self.listen)
             .field("require_certified", &self.require_certified)
             .field("rules", &self.rules.map(|_| "rule oracle"))
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -119,12 +125,27 @@ pub(crate) struct Serving {
 
 impl Serving {
     /// Serves `app` on `listen` (port 0 picks a free one) from a runtime on
-    /// its own thread, `agenra-NAME`; the address it listens on.
+    /// its own thread, `agenra-NAME`, with the default [`Limits`]; the
+    /// address it listens on.
     pub(crate) fn spawn(
         app: axum::Router,
         listen: &str,
         name: &str,
     ) -> Result<(SocketAddr, Serving), ServeError> {
+        Serving::spawn_with(app, listen, name, Limits::default())
+    }
+
+    /// [`Serving::spawn`] under `limits` ([`conn`]).
+    pub(crate) fn spawn_with(
+        app: axum::Router,
+        listen: &str,
+        name: &str,
+        limits: Limits,
+    ) -> Result<(SocketAddr, Serving), ServeError> {
+        limits.check().map_err(|e| ServeError::Io {
+            what: format!("cannot serve on {listen}"),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+        })?;
         let runtime = runtime()?;
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(listen))
@@ -140,13 +161,9 @@ impl Serving {
         let thread = std::thread::Builder::new()
             .name(format!("agenra-{name}"))
             .spawn(move || {
-                runtime.block_on(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
+                runtime.block_on(conn::serve(listener, app, limits, async {
+                    let _ = stopped.await;
+                }));
             })
             .map_err(|source| ServeError::Io {
                 what: format!("cannot start the {name} thread"),
@@ -178,9 +195,20 @@ impl Drop for Serving {
 }
 
 impl Server {
-    /// Serves `gateway` on `listen` from a runtime on its own threads.
+    /// Serves `gateway` on `listen` from a runtime on its own threads, with
+    /// the default [`Limits`].
     pub fn spawn(gateway: Arc<Gateway>, listen: &str) -> Result<Server, ServeError> {
-        let (addr, serving) = Serving::spawn(http::router(Arc::clone(&gateway)), listen, "serve")?;
+        Server::spawn_with(gateway, listen, Limits::default())
+    }
+
+    /// Serves `gateway` on `listen` under `limits`.
+    pub fn spawn_with(
+        gateway: Arc<Gateway>,
+        listen: &str,
+        limits: Limits,
+    ) -> Result<Server, ServeError> {
+        let (addr, serving) =
+            Serving::spawn_with(http::router(Arc::clone(&gateway)), listen, "serve", limits)?;
         Ok(Server {
             addr,
             gateway,
@@ -246,7 +274,7 @@ pub fn run(
     ready: impl FnOnce(SocketAddr, &Gateway),
 ) -> Result<(), ServeError> {
     let gateway = Arc::new(open(config)?);
-    let server = Server::spawn(Arc::clone(&gateway), &config.listen)?;
+    let server = Server::spawn_with(Arc::clone(&gateway), &config.listen, config.limits)?;
     ready(server.addr(), &gateway);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
