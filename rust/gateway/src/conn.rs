@@ -122,6 +122,20 @@ impl Limits {
 #[error("the body did not arrive within {} ms", .0.as_millis())]
 pub struct BodyTimeout(pub Duration);
 
+/// The address a connection counts against: an IPv4 address (also when
+/// mapped into IPv6), or an IPv6 address's /64 network (one host commonly
+/// holds a whole /64, so counting single IPv6 addresses would let it open
+/// any number of connections).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+        v4 => v4,
+    }
+}
+
 /// Counts the connections of each peer address.
 #[derive(Default)]
 struct PerIp(Mutex<HashMap<IpAddr, usize>>);
@@ -194,7 +208,7 @@ pub(crate) async fn serve(
             },
         };
         let slot = Arc::clone(&slots).try_acquire_owned().ok();
-        let ip_slot = PerIp::take(&per_ip, peer.ip(), limits.max_connections_per_ip);
+        let ip_slot = PerIp::take(&per_ip, peer_key(peer.ip()), limits.max_connections_per_ip);
         let (Some(slot), Some(ip_slot)) = (slot, ip_slot) else {
             refuse(stream, peer, &draining);
             continue;
@@ -444,5 +458,69 @@ impl AsyncWrite for WriteTimeout {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let r = Pin::new(&mut self.inner).poll_shutdown(cx);
         self.watch(cx, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_peers_count_per_64_and_mapped_ipv4_as_ipv4() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(peer_key(ip("127.0.0.1")), ip("127.0.0.1"));
+        assert_eq!(peer_key(ip("::ffff:10.1.2.3")), ip("10.1.2.3"));
+        assert_eq!(peer_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(
+            peer_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")),
+            peer_key(ip("2001:db8:1:2::7"))
+        );
+        assert_ne!(
+            peer_key(ip("2001:db8:1:3::1")),
+            peer_key(ip("2001:db8:1:2::1"))
+        );
+    }
+
+    #[test]
+    fn a_peer_s_share_is_given_back_when_its_connections_close() {
+        let table = Arc::new(PerIp::default());
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let a = PerIp::take(&table, ip, 2).unwrap();
+        let b = PerIp::take(&table, ip, 2).unwrap();
+        assert!(PerIp::take(&table, ip, 2).is_none());
+        assert!(PerIp::take(&table, "10.0.0.2".parse().unwrap(), 2).is_some());
+        drop(a);
+        let c = PerIp::take(&table, ip, 2).unwrap();
+        drop((b, c));
+        assert!(table.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn limits_that_admit_nothing_are_refused() {
+        assert!(Limits::default().check().is_ok());
+        for bad in [
+            Limits {
+                max_connections: 0,
+                ..Limits::default()
+            },
+            Limits {
+                max_connections_per_ip: 0,
+                ..Limits::default()
+            },
+            Limits {
+                header_timeout: Duration::ZERO,
+                ..Limits::default()
+            },
+            Limits {
+                body_timeout: Duration::ZERO,
+                ..Limits::default()
+            },
+            Limits {
+                idle_timeout: Duration::ZERO,
+                ..Limits::default()
+            },
+        ] {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
     }
 }
