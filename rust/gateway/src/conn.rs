@@ -2,12 +2,18 @@
 //! timeouts (`docs/http-api.md`, "Connections").
 //!
 //! * At most [`Limits::max_connections`] connections are served at once, and
-//!   at most [`Limits::max_connections_per_ip`] from one peer address; a
-//!   connection beyond either is accepted, answered `503` with a JSON error
-//!   and `Connection: close`, and closed at once. The accept loop keeps
-//!   draining the kernel's queue, so a client from another address is served
-//!   while one peer holds its share of half-sent requests, and a refused
-//!   client learns it at once instead of waiting in the queue.
+//!   at most [`Limits::max_connections_per_ip`] from one peer address (an
+//!   IPv6 peer's /64). A connection beyond either takes the place of the
+//!   connection that has waited longest on its client (for a request's head,
+//!   between requests, or for a body), among its own address's when that
+//!   address is over its share, else among all: that one is closed. A
+//!   connection whose request is complete (being answered) never makes room;
+//!   when no connection can, the new one is answered `503` with a JSON
+//!   error and `Connection: close`, and closed. So half-sent requests from
+//!   one address cannot keep a prompt client out, from that address or any
+//!   other: its connection is the newest, and what it sends completes before
+//!   it is the longest waiting. The accept loop keeps draining the kernel's
+//!   queue, so no client waits there.
 //! * A request's head must arrive within [`Limits::header_timeout`], counted
 //!   from the moment the server waits for it (the connection was accepted, or
 //!   the previous answer was sent): an idle keep-alive connection is closed
@@ -39,13 +45,15 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
-use tokio::time::{Instant, Sleep};
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Sleep;
 
 /// The longest request URI answered (8 KiB); longer ones get `414`.
 pub const MAX_URI: usize = 8 << 10;
@@ -68,9 +76,11 @@ const DRAIN: Duration = Duration::from_secs(1);
 /// and the other flags).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; more are answered `503` and closed.
+    /// Connections served at once; a newer one closes the one waiting
+    /// longest on its client, or gets `503` when all are being answered.
     pub max_connections: usize,
-    /// Connections served at once from one peer IP address.
+    /// Connections served at once from one peer IP address (an IPv6 /64);
+    /// a newer one closes that address's connection waiting longest.
     pub max_connections_per_ip: usize,
     /// Time to receive a request's head, from the moment the server waits
     /// for it (also the idle limit of a keep-alive connection).
@@ -136,40 +146,148 @@ fn peer_key(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Counts the connections of each peer address.
-#[derive(Default)]
-struct PerIp(Mutex<HashMap<IpAddr, usize>>);
+/// Waiting for a request's head (also between requests).
+const HEAD: u8 = 0;
+/// Waiting for a request's body.
+const BODY: u8 = 1;
+/// The request is complete: the server is answering it.
+const BUSY: u8 = 2;
+/// Closed to make room for a newer connection.
+const EVICTED: u8 = 3;
 
-/// One connection counted against its peer's share; uncounted on drop.
-struct IpSlot {
-    table: Arc<PerIp>,
-    ip: IpAddr,
+/// What a connection is doing, for eviction: a connection waiting on its
+/// client (`HEAD`, `BODY`) may be closed to make room; one being answered
+/// (`BUSY`) never is, and one closed (`EVICTED`) runs no handler.
+struct ConnState {
+    phase: AtomicU8,
+    /// Since when it has been in its phase (ms since the table's epoch).
+    since: AtomicU64,
+    kill: Notify,
 }
 
-impl PerIp {
-    fn take(table: &Arc<PerIp>, ip: IpAddr, max: usize) -> Option<IpSlot> {
-        let mut map = table.0.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(ip).or_insert(0);
-        if *n >= max {
-            return None;
+impl ConnState {
+    /// Moves from a waiting phase to `to`; false once evicted (or busy).
+    fn advance(&self, to: u8, now: u64) -> bool {
+        let mut cur = self.phase.load(Ordering::Acquire);
+        loop {
+            if cur != HEAD && cur != BODY && !(cur == BUSY && to == HEAD) {
+                return false;
+            }
+            match self
+                .phase
+                .compare_exchange(cur, to, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    self.since.store(now, Ordering::Release);
+                    return true;
+                }
+                Err(actual) => cur = actual,
+            }
         }
-        *n += 1;
-        Some(IpSlot {
-            table: Arc::clone(table),
-            ip,
-        })
     }
 }
 
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut map = self.table.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
+/// The connections served: counted in all and per peer address.
+struct Table {
+    epoch: Instant,
+    inner: Mutex<TableInner>,
+}
+
+#[derive(Default)]
+struct TableInner {
+    next: u64,
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+    conns: HashMap<u64, (IpAddr, Arc<ConnState>)>,
+}
+
+impl TableInner {
+    fn forget(&mut self, id: u64) -> Option<Arc<ConnState>> {
+        let (ip, state) = self.conns.remove(&id)?;
+        self.total = self.total.saturating_sub(1);
+        if let Some(n) = self.per_ip.get_mut(&ip) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                map.remove(&self.ip);
+                self.per_ip.remove(&ip);
             }
         }
+        Some(state)
+    }
+}
+
+/// A connection's place in the table; given back on drop.
+struct Slot {
+    table: Arc<Table>,
+    id: u64,
+    state: Arc<ConnState>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut t = self.table.inner.lock().unwrap_or_else(|p| p.into_inner());
+        t.forget(self.id);
+    }
+}
+
+impl Table {
+    fn new() -> Arc<Table> {
+        Arc::new(Table {
+            epoch: Instant::now(),
+            inner: Mutex::new(TableInner::default()),
+        })
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A place for a connection from `key`. Over a cap, the connection that
+    /// has waited longest on its client (among `key`'s own when its share is
+    /// full, else among all) is evicted to make room; `None` when every
+    /// connection that would have to make room is being answered.
+    fn admit(table: &Arc<Table>, key: IpAddr, limits: &Limits) -> Option<Slot> {
+        let now = table.now();
+        let mut t = table.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let ip_full = t.per_ip.get(&key).copied().unwrap_or(0) >= limits.max_connections_per_ip;
+        if ip_full || t.total >= limits.max_connections {
+            let mut waiting: Vec<(u64, u64)> = t
+                .conns
+                .iter()
+                .filter(|(_, (ip, s))| {
+                    (!ip_full || *ip == key) && s.phase.load(Ordering::Acquire) != BUSY
+                })
+                .map(|(id, (_, s))| (s.since.load(Ordering::Acquire), *id))
+                .collect();
+            waiting.sort_unstable();
+            let victim = waiting.into_iter().find(|(_, id)| {
+                t.conns.get(id).is_some_and(|(_, s)| {
+                    let cur = s.phase.load(Ordering::Acquire);
+                    (cur == HEAD || cur == BODY)
+                        && s.phase
+                            .compare_exchange(cur, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                })
+            });
+            let (_, id) = victim?;
+            if let Some(state) = t.forget(id) {
+                state.kill.notify_one();
+            }
+        }
+        t.next += 1;
+        let id = t.next;
+        let state = Arc::new(ConnState {
+            phase: AtomicU8::new(HEAD),
+            since: AtomicU64::new(now),
+            kill: Notify::new(),
+        });
+        t.total += 1;
+        *t.per_ip.entry(key).or_insert(0) += 1;
+        t.conns.insert(id, (key, Arc::clone(&state)));
+        Some(Slot {
+            table: Arc::clone(table),
+            id,
+            state,
+        })
     }
 }
 
@@ -187,9 +305,8 @@ pub(crate) async fn serve(
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_HEAD_BUFFER)
         .keep_alive(true);
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let table = Table::new();
     let draining = Arc::new(Semaphore::new(MAX_DRAINING));
-    let per_ip = Arc::new(PerIp::default());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(stop);
     loop {
@@ -207,9 +324,7 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let slot = Arc::clone(&slots).try_acquire_owned().ok();
-        let ip_slot = PerIp::take(&per_ip, peer_key(peer.ip()), limits.max_connections_per_ip);
-        let (Some(slot), Some(ip_slot)) = (slot, ip_slot) else {
+        let Some(slot) = Table::admit(&table, peer_key(peer.ip()), &limits) else {
             refuse(stream, peer, &draining);
             continue;
         };
@@ -217,15 +332,25 @@ pub(crate) async fn serve(
         let io = TokioIo::new(WriteTimeout::new(stream, limits.idle_timeout));
         let body_timeout = limits.body_timeout;
         let app = app.clone();
+        let state = Arc::clone(&slot.state);
+        let clock = Arc::clone(&table);
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let app = app.clone();
-            handle(app, req, body_timeout)
+            handle(
+                app.clone(),
+                req,
+                body_timeout,
+                Arc::clone(&state),
+                Arc::clone(&clock),
+            )
         });
         let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
-            let _ = conn.await;
+            tokio::select! {
+                _ = conn => {}
+                // Evicted: dropping the connection closes it.
+                _ = slot.state.kill.notified() => {}
+            }
             drop(slot);
-            drop(ip_slot);
         });
     }
     drop(listener);
@@ -236,12 +361,46 @@ async fn handle(
     mut app: axum::Router,
     req: Request<Incoming>,
     body_timeout: Duration,
+    state: Arc<ConnState>,
+    table: Arc<Table>,
 ) -> Result<Response, Infallible> {
-    if let Some(refused) = check_head(&req) {
-        return Ok(refused);
+    let next = if hyper::body::Body::is_end_stream(req.body()) {
+        BUSY
+    } else {
+        BODY
+    };
+    if !state.advance(next, table.now()) {
+        return Ok(evicted());
     }
-    let req = req.map(|b| Body::new(DeadlineBody::new(b, body_timeout)));
-    tower_service::Service::call(&mut app, req).await
+    let answer = match check_head(&req) {
+        Some(refused) => refused,
+        None => {
+            let req = req.map(|b| {
+                Body::new(DeadlineBody::new(
+                    b,
+                    body_timeout,
+                    Arc::clone(&state),
+                    Arc::clone(&table),
+                ))
+            });
+            match tower_service::Service::call(&mut app, req).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            }
+        }
+    };
+    // Waiting for the next request from now (the answer is being written).
+    state.advance(HEAD, table.now());
+    Ok(answer)
+}
+
+/// The answer to a request on a connection closed to make room (it is not
+/// delivered when the connection is gone first).
+fn evicted() -> Response {
+    json(
+        503,
+        &ApiError::new(503, "the connection was closed to make room for others"),
+    )
 }
 
 /// `414` / `431` for a head over this server's limits (which are below the
@@ -326,23 +485,39 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 }
 
 /// A request body that fails with [`BodyTimeout`] once its deadline passes.
+/// Its end moves the connection to `BUSY` (or fails, if the connection was
+/// evicted meanwhile, so that no handler acts on the request).
 struct DeadlineBody {
     inner: Incoming,
-    deadline: Instant,
+    deadline: tokio::time::Instant,
     limit: Duration,
     sleep: Option<Pin<Box<Sleep>>>,
+    state: Arc<ConnState>,
+    table: Arc<Table>,
 }
 
 impl DeadlineBody {
-    fn new(inner: Incoming, limit: Duration) -> DeadlineBody {
+    fn new(
+        inner: Incoming,
+        limit: Duration,
+        state: Arc<ConnState>,
+        table: Arc<Table>,
+    ) -> DeadlineBody {
         DeadlineBody {
             inner,
-            deadline: Instant::now() + limit,
+            deadline: tokio::time::Instant::now() + limit,
             limit,
             sleep: None,
+            state,
+            table,
         }
     }
 }
+
+/// A request body cut because its connection was evicted.
+#[derive(Debug, thiserror::Error)]
+#[error("the connection was closed to make room for others")]
+struct Evicted;
 
 impl hyper::body::Body for DeadlineBody {
     type Data = Bytes;
@@ -354,6 +529,17 @@ impl hyper::body::Body for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            let ends = match &frame {
+                None => true,
+                Some(Ok(_)) => this.inner.is_end_stream(),
+                Some(Err(_)) => false,
+            };
+            if ends
+                && this.state.phase.load(Ordering::Acquire) != BUSY
+                && !this.state.advance(BUSY, this.table.now())
+            {
+                return Poll::Ready(Some(Err(Box::new(Evicted))));
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         let deadline = this.deadline;
@@ -481,18 +667,101 @@ mod tests {
         );
     }
 
+    fn limits(total: usize, per_ip: usize) -> Limits {
+        Limits {
+            max_connections: total,
+            max_connections_per_ip: per_ip,
+            ..Limits::default()
+        }
+    }
+
+    fn count(table: &Arc<Table>) -> (usize, usize) {
+        let t = table.inner.lock().unwrap();
+        (t.total, t.conns.len())
+    }
+
     #[test]
-    fn a_peer_s_share_is_given_back_when_its_connections_close() {
-        let table = Arc::new(PerIp::default());
-        let ip: IpAddr = "10.0.0.1".parse().unwrap();
-        let a = PerIp::take(&table, ip, 2).unwrap();
-        let b = PerIp::take(&table, ip, 2).unwrap();
-        assert!(PerIp::take(&table, ip, 2).is_none());
-        assert!(PerIp::take(&table, "10.0.0.2".parse().unwrap(), 2).is_some());
-        drop(a);
-        let c = PerIp::take(&table, ip, 2).unwrap();
-        drop((b, c));
-        assert!(table.0.lock().unwrap().is_empty());
+    fn over_its_share_a_peer_evicts_its_own_longest_waiting_connection() {
+        let table = Table::new();
+        let l = limits(10, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let first = Table::admit(&table, a, &l).unwrap();
+        let second = Table::admit(&table, a, &l).unwrap();
+        let other = Table::admit(&table, b, &l).unwrap();
+        // Make the order of waiting explicit (the clock has ms steps).
+        first.state.since.store(1, Ordering::Release);
+        second.state.since.store(2, Ordering::Release);
+        other.state.since.store(0, Ordering::Release);
+        let third = Table::admit(&table, a, &l).unwrap();
+        assert_eq!(first.state.phase.load(Ordering::Acquire), EVICTED);
+        assert_eq!(second.state.phase.load(Ordering::Acquire), HEAD);
+        assert_eq!(other.state.phase.load(Ordering::Acquire), HEAD);
+        assert_eq!(count(&table), (3, 3));
+        // An evicted connection's place is not given back twice.
+        drop(first);
+        assert_eq!(count(&table), (3, 3));
+        drop((second, third, other));
+        assert_eq!(count(&table), (0, 0));
+        assert!(table.inner.lock().unwrap().per_ip.is_empty());
+    }
+
+    #[test]
+    fn a_connection_being_answered_is_never_evicted() {
+        let table = Table::new();
+        let l = limits(2, 2);
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let busy = Table::admit(&table, a, &l).unwrap();
+        assert!(busy.state.advance(BUSY, 5));
+        let waiting = Table::admit(&table, b, &l).unwrap();
+        assert!(waiting.state.advance(BODY, 9));
+        // Full: the one waiting for its body makes room, though it is newer.
+        let c = Table::admit(&table, a, &l).unwrap();
+        assert_eq!(waiting.state.phase.load(Ordering::Acquire), EVICTED);
+        assert_eq!(busy.state.phase.load(Ordering::Acquire), BUSY);
+        // An evicted connection cannot start a request.
+        assert!(!waiting.state.advance(BUSY, 10));
+        // Full of busy connections: refused.
+        assert!(c.state.advance(BUSY, 11));
+        assert!(Table::admit(&table, b, &l).is_none());
+        // Answered, it waits again and may make room.
+        assert!(c.state.advance(HEAD, 12));
+        assert!(Table::admit(&table, b, &l).is_some());
+        assert_eq!(c.state.phase.load(Ordering::Acquire), EVICTED);
+    }
+
+    #[test]
+    fn a_refused_connection_reads_a_json_503() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use tokio::io::AsyncReadExt;
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut client = TcpStream::connect(addr).await.unwrap();
+            let (server, peer) = listener.accept().await.unwrap();
+            refuse(server, peer, &Arc::new(Semaphore::new(1)));
+            let mut text = String::new();
+            client.read_to_string(&mut text).await.unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+            assert!(head.contains("content-type: application/json"), "{head}");
+            assert!(
+                head.contains(&format!("content-length: {}", body.len())),
+                "{head}"
+            );
+            let v: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert!(
+                v["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("too many connections"),
+                "{v}"
+            );
+        });
     }
 
     #[test]
