@@ -99,7 +99,23 @@ fn error(gw: &Gateway, e: ApiError) -> Response {
 }
 
 pub(crate) async fn read_body(body: Body) -> Result<axum::body::Bytes, ApiError> {
+    // A Content-Length over the limit is refused before any of it is read.
+    let announced = axum::body::HttpBody::size_hint(&body).lower();
+    if announced > MAX_BODY as u64 {
+        return Err(ApiError::field(
+            413,
+            "body",
+            format!("the body is {announced} bytes; at most {MAX_BODY} are accepted"),
+        ));
+    }
     axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if let Some(t) = c.downcast_ref::<crate::conn::BodyTimeout>() {
+                return ApiError::field(408, "body", t.to_string());
+            }
+            cause = c.source();
+        }
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.to_string().contains("length limit"))
             || e.to_string().contains("length limit");

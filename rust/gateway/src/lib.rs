@@ -12,12 +12,14 @@
 pub mod api;
 pub mod auth;
 pub mod client;
+pub mod conn;
 pub mod desk;
 pub mod http;
 pub mod metrics;
 pub mod perimeter;
 pub mod state;
 
+pub use conn::Limits;
 pub use perimeter::Perimeter;
 pub use state::{Certification, Gateway, OpenError};
 
@@ -62,6 +64,9 @@ pub struct ServeConfig {
     pub pause_timeout: u64,
     /// Seconds a client's claimed time may be off (`--max-clock-skew`).
     pub max_clock_skew: u64,
+    /// Limits on connections and the time to read a request
+    /// ([`conn`], `docs/http-api.md`).
+    pub limits: Limits,
 }
 
 impl ServeConfig {
@@ -81,6 +86,7 @@ impl ServeConfig {
             allow_hosts: Vec::new(),
             pause_timeout: state::DEFAULT_PAUSE_TIMEOUT,
             max_clock_skew: state::DEFAULT_MAX_SKEW,
+            limits: Limits::default(),
         }
     }
 
@@ -122,6 +128,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("allow_hosts", &self.allow_hosts)
             .field("pause_timeout", &self.pause_timeout)
             .field("max_clock_skew", &self.max_clock_skew)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -191,12 +198,27 @@ pub(crate) struct Serving {
 
 impl Serving {
     /// Serves `app` on `listen` (port 0 picks a free one) from a runtime on
-    /// its own thread, `agenra-NAME`; the address it listens on.
+    /// its own thread, `agenra-NAME`, with the default [`Limits`]; the
+    /// address it listens on.
     pub(crate) fn spawn(
         app: axum::Router,
         listen: &str,
         name: &str,
     ) -> Result<(SocketAddr, Serving), ServeError> {
+        Serving::spawn_with(app, listen, name, Limits::default())
+    }
+
+    /// [`Serving::spawn`] under `limits` ([`conn`]).
+    pub(crate) fn spawn_with(
+        app: axum::Router,
+        listen: &str,
+        name: &str,
+        limits: Limits,
+    ) -> Result<(SocketAddr, Serving), ServeError> {
+        limits.check().map_err(|e| ServeError::Io {
+            what: format!("cannot serve on {listen}"),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+        })?;
         let runtime = runtime()?;
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(listen))
@@ -212,13 +234,9 @@ impl Serving {
         let thread = std::thread::Builder::new()
             .name(format!("agenra-{name}"))
             .spawn(move || {
-                runtime.block_on(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
+                runtime.block_on(conn::serve(listener, app, limits, async {
+                    let _ = stopped.await;
+                }));
             })
             .map_err(|source| ServeError::Io {
                 what: format!("cannot start the {name} thread"),
@@ -257,16 +275,18 @@ impl Server {
         perimeter: Arc<Perimeter>,
         listen: &str,
     ) -> Result<Server, ServeError> {
-        Server::spawn_split(gateway, perimeter, listen, None)
+        Server::spawn_split(gateway, perimeter, listen, None, Limits::default())
     }
 
-    /// Like [`Server::spawn`]; with `control`, the approver's and admin's
-    /// routes listen there, and `listen` serves the agent's alone.
+    /// Like [`Server::spawn`], under `limits`; with `control`, the
+    /// approver's and admin's routes listen there, and `listen` serves the
+    /// agent's alone.
     pub fn spawn_split(
         gateway: Arc<Gateway>,
         perimeter: Arc<Perimeter>,
         listen: &str,
         control: Option<&str>,
+        limits: Limits,
     ) -> Result<Server, ServeError> {
         let routes = if control.is_some() {
             http::Routes::Agent
@@ -274,7 +294,7 @@ impl Server {
             http::Routes::All
         };
         let app = http::router(Arc::clone(&gateway), Arc::clone(&perimeter), routes);
-        let (addr, serving) = Serving::spawn(app, listen, "serve")?;
+        let (addr, serving) = Serving::spawn_with(app, listen, "serve", limits)?;
         let control = match control {
             Some(c) => {
                 let app = http::router(
@@ -282,7 +302,7 @@ impl Server {
                     Arc::clone(&perimeter),
                     http::Routes::Control,
                 );
-                Some(Serving::spawn(app, c, "control")?)
+                Some(Serving::spawn_with(app, c, "control", limits)?)
             }
             None => None,
         };
@@ -377,6 +397,7 @@ pub fn run(
         Arc::clone(&perimeter),
         &config.listen,
         config.control_listen.as_deref(),
+        config.limits,
     )?;
     if perimeter.is_insecure() {
         eprintln!(
