@@ -1012,16 +1012,8 @@ impl ApprovalDesk for Proxy {
         Ok(calls)
     }
 
-    fn refused(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    ) {
-        self.gateway
-            .record_refusal(actor, tenant, request, status, why);
+    fn refused(&self, r: agenra_gateway::perimeter::Refusal) {
+        self.gateway.record_refusal(r);
     }
 
     fn resolve(

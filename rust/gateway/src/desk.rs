@@ -11,7 +11,7 @@
 use crate::api::{self, ApiError, Outcome};
 use crate::auth::Principal;
 use crate::http::{expired, json, path, query, resolve_body, scoped, Health, TenantQuery};
-use crate::perimeter::{self, Perimeter, RefusalSink};
+use crate::perimeter::{self, Perimeter, Refusal, RefusalSink};
 use crate::state::PendingCall;
 use crate::ServeError;
 use axum::body::Body;
@@ -41,14 +41,7 @@ pub trait ApprovalDesk: Send + Sync + 'static {
         actor: &str,
     ) -> Result<Outcome, ApiError>;
     /// Records a request the perimeter refused.
-    fn refused(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    );
+    fn refused(&self, r: Refusal);
 }
 
 type Desk = Arc<dyn ApprovalDesk>;
@@ -57,15 +50,8 @@ type Desk = Arc<dyn ApprovalDesk>;
 struct DeskSink(Desk);
 
 impl RefusalSink for DeskSink {
-    fn refused(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    ) {
-        self.0.refused(actor, tenant, request, status, why);
+    fn refused(&self, r: Refusal) {
+        self.0.refused(r);
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::api::{self, ApiError, Outcome};
 use crate::auth::Principal;
-use crate::perimeter::{self, Perimeter, RefusalSink};
+use crate::perimeter::{self, Perimeter, Refusal, RefusalSink};
 use crate::state::{Gateway, Pending};
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -80,7 +80,13 @@ pub(crate) fn scoped(
 ) -> Result<Option<String>, ApiError> {
     perimeter::tenant_for(p, given.clone()).inspect_err(|e| {
         if e.status == 403 {
-            sink.refused(Some(p.actor()), given, request, e.status, &e.error);
+            sink.refused(Refusal {
+                actor: Some(p.actor()),
+                tenant: given,
+                request: request.to_string(),
+                status: e.status,
+                why: e.error.clone(),
+            });
         }
     })
 }

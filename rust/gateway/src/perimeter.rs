@@ -39,30 +39,37 @@ pub struct Perimeter {
     pub hosts: Vec<String>,
 }
 
+/// A request the perimeter refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// `role:name` of the credential, when it was known.
+    pub actor: Option<String>,
+    /// The tenant the request named, when it did.
+    pub tenant: Option<String>,
+    /// `METHOD /path`.
+    pub request: String,
+    /// The answer's status (401, 403, 415).
+    pub status: u16,
+    /// Why.
+    pub why: String,
+}
+
 /// Where a refusal is recorded.
 pub trait RefusalSink: Send + Sync + 'static {
-    /// Records that `request` (`METHOD /path`) was refused with `status`
-    /// because of `why`; `actor` when the credential was known.
-    fn refused(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    );
+    /// Records a refusal.
+    fn refused(&self, r: Refusal);
+
+    /// Counts an error answer the perimeter sent itself (for `/metrics`).
+    fn answered(&self, _status: u16) {}
 }
 
 impl RefusalSink for crate::Gateway {
-    fn refused(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    ) {
-        self.record_refusal(actor, tenant, request, status, why);
+    fn answered(&self, status: u16) {
+        self.metrics.error(status);
+    }
+
+    fn refused(&self, r: Refusal) {
+        self.record_refusal(r);
     }
 }
 
@@ -356,13 +363,14 @@ pub async fn guard(
         }
         Err((principal, e)) => {
             let request = format!("{} {}", req.method(), req.uri().path());
-            sink.refused(
-                principal.map(|p| p.actor()),
-                None,
-                &request,
-                e.status,
-                &e.error,
-            );
+            sink.refused(Refusal {
+                actor: principal.map(|p| p.actor()),
+                tenant: None,
+                request,
+                status: e.status,
+                why: e.error.clone(),
+            });
+            sink.answered(e.status);
             refusal(e)
         }
     }

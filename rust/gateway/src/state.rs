@@ -1667,15 +1667,7 @@ impl Gateway {
     /// [`REFUSALS_PER_SECOND`] records a second; the next record counts
     /// the ones left out). Best effort: a refusal is answered whether or
     /// not its record could be written.
-    pub fn record_refusal(
-        &self,
-        actor: Option<String>,
-        tenant: Option<String>,
-        request: &str,
-        status: u16,
-        why: &str,
-    ) {
-        self.metrics.error(status);
+    pub fn record_refusal(&self, r: crate::perimeter::Refusal) {
         let left_out = {
             let Ok(mut b) = self.refusals.lock() else {
                 return;
@@ -1692,7 +1684,7 @@ impl Gateway {
             b.written += 1;
             std::mem::take(&mut b.left_out)
         };
-        let mut reason = format!("{status} {request}: {why}");
+        let mut reason = format!("{} {}: {}", r.status, r.request, r.why);
         if left_out > 0 {
             reason.push_str(&format!(
                 " ({left_out} earlier refusal(s) not recorded: more than {REFUSALS_PER_SECOND} a second)"
@@ -1701,8 +1693,8 @@ impl Gateway {
         let record = Record {
             time_ms: now_ms(),
             kind: Kind::Refused,
-            tenant,
-            actor,
+            tenant: r.tenant,
+            actor: r.actor,
             reason: Some(reason),
             ..Record::default()
         };

@@ -78,3 +78,66 @@ fn a_write_that_fails_is_a_503_and_nothing_is_admitted_after_it() {
     };
     assert_eq!(e.status, 503, "{e:?}");
 }
+
+/// A flood of refusals cannot fill the disk: at most
+/// `REFUSALS_PER_SECOND` records a second, and the next record counts the
+/// ones left out, so none goes unaccounted.
+#[test]
+fn refusal_records_are_rate_limited_and_count_what_they_leave_out() {
+    use agenra_gateway::perimeter::Refusal;
+    use agenra_gateway::state::REFUSALS_PER_SECOND;
+    let dir = std::env::temp_dir().join(format!("agenra-refusals-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store.redb");
+    let text = "tool pay.send(to: string) { resource to; }\ngrant pay: pay.send quota 5;\n";
+    let policy = CompiledPolicy::new(agenra_policy::compile(text, "p").unwrap().policy).unwrap();
+    let gw = Gateway::open(Log::open_redb(&store).unwrap(), policy, "p", false).unwrap();
+    let refuse = || Refusal {
+        actor: None,
+        tenant: None,
+        request: "POST /v1/policy".into(),
+        status: 401,
+        why: "no credential".into(),
+    };
+    for _ in 0..200 {
+        gw.record_refusal(refuse());
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    gw.record_refusal(refuse());
+    // A barrier: once a session's record is durable, so are the refusals.
+    gw.create_session(None, Some("s".into()), None)
+        .unwrap()
+        .wait()
+        .unwrap();
+    drop(gw);
+    let log = Log::open_redb(&store).unwrap();
+    let mut refusals = Vec::new();
+    log.scan(1, &mut |_, line| {
+        let r: serde_json::Value = serde_json::from_slice(line).unwrap();
+        if r["kind"] == "refused" {
+            refusals.push(r["reason"].as_str().unwrap().to_string());
+        }
+        Ok(())
+    })
+    .unwrap();
+    // 200 in well under two seconds, then one more.
+    assert!(
+        refusals.len() <= 2 * REFUSALS_PER_SECOND as usize + 1,
+        "{}",
+        refusals.len()
+    );
+    let left_out: usize = refusals
+        .iter()
+        .filter_map(|r| {
+            let (_, rest) = r.split_once(" (")?;
+            rest.split(' ').next()?.parse::<usize>().ok()
+        })
+        .sum();
+    assert_eq!(refusals.len() + left_out, 201, "{refusals:?}");
+    assert!(
+        refusals.last().unwrap().contains("not recorded"),
+        "{refusals:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
