@@ -472,3 +472,53 @@ fn control_routes_listen_apart() {
         .unwrap();
     assert_eq!(status, 404);
 }
+
+/// Revoking a credential: `agenra token remove`, then SIGHUP, and its
+/// token stops working; a credentials file that no longer reads keeps the
+/// old credentials.
+#[test]
+fn a_removed_token_stops_working_after_sighup() {
+    let s = serve("revoke", &[], false);
+    let tokens = s.dir.join("tokens.json");
+    let mut bot = as_(&s, &s.agent);
+    assert_eq!(
+        bot.post("/v1/sessions", &json!({"session": "s"}))
+            .unwrap()
+            .0,
+        201
+    );
+    let hup = |pid: u32| {
+        let ok = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    // A broken file: SIGHUP keeps the credentials it had.
+    let good = std::fs::read_to_string(&tokens).unwrap();
+    std::fs::write(&tokens, "not json").unwrap();
+    hup(s.child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(bot.get("/v1/sessions/s").unwrap().0, 200);
+    std::fs::write(&tokens, good).unwrap();
+    let out = Command::new(BIN)
+        .args(["token", "remove", "--file"])
+        .arg(&tokens)
+        .arg("bot")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    hup(s.child.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = as_(&s, &s.agent).get("/v1/sessions/s").unwrap();
+        if status == 401 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the removed token still works");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The others still work.
+    assert_eq!(as_(&s, &s.approver).get("/v1/approvals").unwrap().0, 200);
+}
