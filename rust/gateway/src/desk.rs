@@ -9,7 +9,7 @@
 //! with the same requests as the gateway's.
 
 use crate::api::{self, ApiError, Outcome};
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 use crate::http::{expired, json, path, query, resolve_body, scoped, Health, TenantQuery};
 use crate::perimeter::{self, Perimeter, Refusal, RefusalSink};
 use crate::state::PendingCall;
@@ -100,7 +100,7 @@ async fn approvals(
     let list = || {
         let given = query(q)?.tenant;
         let all = given.is_none();
-        let tenant = scoped(&sink, &p, "GET /v1/approvals", given)?;
+        let tenant = scoped(&sink, &p, &[Role::Approver], "GET /v1/approvals", given)?;
         let calls = desk.approvals(tenant)?;
         // Only what the credential serves, when it named no tenant.
         Ok::<_, ApiError>(if all {
@@ -126,7 +126,13 @@ async fn resolve(
         let call = path(call)?;
         let mut req = resolve_body(body).await?;
         let sink = DeskSink(Arc::clone(&desk));
-        req.tenant = scoped(&sink, &p, "POST /v1/approvals/{call}", req.tenant)?;
+        req.tenant = scoped(
+            &sink,
+            &p,
+            &[Role::Approver],
+            "POST /v1/approvals/{call}",
+            req.tenant,
+        )?;
         let actor = p.actor();
         let out = tokio::task::spawn_blocking(move || desk.resolve(call, req, approve, &actor))
             .await

@@ -3,7 +3,7 @@
 //! 5xx (the server) status.
 
 use crate::api::{self, ApiError, Outcome};
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 use crate::perimeter::{self, Perimeter, Refusal, RefusalSink};
 use crate::state::{Gateway, Pending};
 use axum::body::Body;
@@ -75,9 +75,11 @@ pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) 
 pub(crate) fn scoped(
     sink: &dyn RefusalSink,
     p: &Principal,
+    roles: &[Role],
     request: &str,
     given: Option<String>,
 ) -> Result<Option<String>, ApiError> {
+    perimeter::holds(p, roles)?;
     perimeter::tenant_for(p, given.clone()).inspect_err(|e| {
         if e.status == 403 {
             sink.refused(Refusal {
@@ -180,7 +182,10 @@ async fn health(State(gw): State<Arc<Gateway>>) -> Response {
     json(if gw.is_failed() { 503 } else { 200 }, &h)
 }
 
-async fn metrics(State(gw): State<Arc<Gateway>>) -> Response {
+async fn metrics(State(gw): State<Arc<Gateway>>, Extension(p): Extension<Principal>) -> Response {
+    if let Err(e) = perimeter::holds(&p, &[Role::Admin]) {
+        return error(&gw, e);
+    }
     let stats = gw.store_stats();
     let text = gw.metrics.render(&[
         (
@@ -263,7 +268,7 @@ async fn create_session(
         } else {
             api::parse(&bytes)?
         };
-        let tenant = scoped(&*gw, &p, "POST /v1/sessions", req.tenant)?;
+        let tenant = scoped(&*gw, &p, &[Role::Agent], "POST /v1/sessions", req.tenant)?;
         gw.create_session(tenant, req.session, req.agent)?
             .durable()
             .await
@@ -282,7 +287,13 @@ async fn get_session(
 ) -> Response {
     let run = || -> Result<_, ApiError> {
         let session = path(session)?;
-        let tenant = scoped(&*gw, &p, "GET /v1/sessions", query(q)?.tenant)?;
+        let tenant = scoped(
+            &*gw,
+            &p,
+            &[Role::Agent, Role::Approver, Role::Admin],
+            "GET /v1/sessions",
+            query(q)?.tenant,
+        )?;
         gw.session_view(tenant, &session)
     };
     match run() {
@@ -300,7 +311,7 @@ async fn authorize(
     let pending = async {
         let bytes = read_body(body).await?;
         let mut req: api::Authorize = api::parse(&bytes)?;
-        req.tenant = scoped(&*gw, &p, "POST /v1/authorize", req.tenant)?;
+        req.tenant = scoped(&*gw, &p, &[Role::Agent], "POST /v1/authorize", req.tenant)?;
         gw.authorize(req)
     };
     match pending.await {
@@ -318,7 +329,7 @@ async fn report(
     let pending = async {
         let bytes = read_body(body).await?;
         let mut req: api::ReportIn = api::parse(&bytes)?;
-        req.tenant = scoped(&*gw, &p, "POST /v1/report", req.tenant)?;
+        req.tenant = scoped(&*gw, &p, &[Role::Agent], "POST /v1/report", req.tenant)?;
         gw.report(req)
     };
     match pending.await {
@@ -336,7 +347,7 @@ async fn task(
     let pending = async {
         let bytes = read_body(body).await?;
         let mut req: api::TaskIn = api::parse(&bytes)?;
-        req.tenant = scoped(&*gw, &p, "POST /v1/tasks", req.tenant)?;
+        req.tenant = scoped(&*gw, &p, &[Role::Agent], "POST /v1/tasks", req.tenant)?;
         gw.task(req)
     };
     match pending.await {
@@ -357,9 +368,12 @@ async fn approvals(
 ) -> Response {
     let list = || match query(q)?.tenant {
         // Every tenant the credential serves.
-        None => gw.approvals_where(|t| p.serves(t)),
+        None => {
+            perimeter::holds(&p, &[Role::Approver])?;
+            gw.approvals_where(|t| p.serves(t))
+        }
         given => {
-            let t = scoped(&*gw, &p, "GET /v1/approvals", given)?;
+            let t = scoped(&*gw, &p, &[Role::Approver], "GET /v1/approvals", given)?;
             gw.approvals(t)
         }
     };
@@ -410,7 +424,7 @@ async fn resolve(
     let pending = async {
         let call = path(call)?;
         let mut req = resolve_body(body).await?;
-        req.tenant = scoped(&*gw, &p, request, req.tenant)?;
+        req.tenant = scoped(&*gw, &p, &[Role::Approver], request, req.tenant)?;
         gw.resolve(call, req, approve, &p.actor())
     };
     let pending = match pending.await {
@@ -469,6 +483,7 @@ async fn reload(
             .policy;
         // Certification can take a while: off the async workers.
         let gw2 = Arc::clone(&gw);
+        perimeter::holds(&p, &[Role::Admin])?;
         let (actor, widen) = (p.actor(), req.allow_widening);
         let pending = tokio::task::spawn_blocking(move || gw2.reload(policy, &name, &actor, widen))
             .await

@@ -388,6 +388,24 @@ pub fn refusal(e: ApiError) -> Response {
     r
 }
 
+/// Checks again, in the handler, that `p` holds one of `roles` (the guard
+/// already did: this keeps a route the guard misclassified from running
+/// with the wrong role).
+pub fn holds(p: &Principal, roles: &[Role]) -> Result<(), ApiError> {
+    if roles.iter().any(|r| p.has(*r)) {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            403,
+            "authorization",
+            format!(
+                "credential `{}` does not hold the role this route needs",
+                p.name
+            ),
+        ))
+    }
+}
+
 /// The tenant a request acts for: the one its body or query names, which
 /// the credential must serve (else 403); when it names none, the
 /// credential's only tenant (an agent's), or `None` (the default tenant)
