@@ -6,8 +6,10 @@ definition from `rust/core/src/spec/mod.rs` and the parts of `policy.rs`,
 
 Core Lean 4 only (no Mathlib, no Batteries). Every definition is total and
 executable: structural recursion (or a fuel argument), no `partial` (the only
-`partial` function is the printer that `deriving Repr` generates for the
-nested inductive `Value`; no definition here or theorem uses it).
+`partial` function of this file is the printer that `deriving Repr` generates
+for the nested inductive `Value`; no definition here or theorem uses it; the
+FFI encoder `Cbor.encodeList` in `Cbor.lean` is the model's other `partial`
+function, see `docs/lean.md`).
 Where this model is simpler than the Rust code, the doc comment says so;
 `docs/lean.md` lists every such place.
 

@@ -157,9 +157,17 @@ not a task seed). -/
 theorem closedAt_sound (ctx : Ctx) (mem : PState → Bool) (s : PState)
     (hc : closedAt ctx mem s = true) :
     ∀ (e : PEvent), stepOk mem (pstep ctx s e) = true := by
-  have h1 := andL hc
-  have h2 := andL (andR hc)
-  have h3 := andR (andR hc)
+  -- `closedAt` restated as its body (checked by unfolding, no metavariables),
+  -- so that `andL`/`andR` meet a syntactic `&&` and never have to unify
+  -- `(?a && ?b)` through an unfolding.
+  have hc' : (allBelow (fun i => stepOk mem (pstep ctx s (.call i false)) &&
+        stepOk mem (pstep ctx s (.call i true))) ctx.classes.length &&
+      (allB (fun (kn : Held × Nat) => heldOk ctx mem s kn.1) s.calls &&
+       allB (fun k => allBelow (fun t => stepOk mem (seedAdd ctx s k t)) 64) ctx.seeds)) =
+      true := hc
+  have h1 := andL hc'
+  have h2 := andL (andR hc')
+  have h3 := andR (andR hc')
   intro e
   cases e with
   | call i rp =>
@@ -179,21 +187,31 @@ theorem closedAt_sound (ctx : Ctx) (mem : PState → Bool) (s : PState)
     | true =>
       have hok : heldOk ctx mem s h = true :=
         allB_of_hasKey (heldOk ctx mem s) h s.calls h2 hk
+      -- `heldOk` restated as its body, as `closedAt` above.
+      have hok' : (stepOk mem (heldStep ctx s h .approve) &&
+          (stepOk mem (heldStep ctx s h .approvalDenied) &&
+          (stepOk mem (heldStep ctx s h .reject) &&
+          (stepOk mem (heldStep ctx s h (.succeeded none)) &&
+          (allBelow (fun t => stepOk mem (heldStep ctx s h (.succeeded (some t)))) 64 &&
+          (stepOk mem (heldStep ctx s h .failed) &&
+           stepOk mem (heldStep ctx s h .unknown))))))) = true := hok
+      -- `heldAt … true` is `heldStep …` by its defining match.
+      show stepOk mem (heldStep ctx s h w) = true
       cases w with
-      | approve => exact andL hok
-      | approvalDenied => exact andL (andR hok)
-      | reject => exact andL (andR (andR hok))
+      | approve => exact andL hok'
+      | approvalDenied => exact andL (andR hok')
+      | reject => exact andL (andR (andR hok'))
       | succeeded ot =>
         cases ot with
-        | none => exact andL (andR (andR (andR hok)))
+        | none => exact andL (andR (andR (andR hok')))
         | some t =>
           by_cases ht : t < 64
-          · exact allBelow_spec _ 64 (andL (andR (andR (andR (andR hok))))) t ht
+          · exact allBelow_spec _ 64 (andL (andR (andR (andR (andR hok'))))) t ht
           · show stepOk mem (if t < 64 then (if h.oldPaused then PStep.notAdmitted
                 else succeededSome ctx s h t) else PStep.notAdmitted) = true
             rw [if_neg ht] <;> rfl
-      | failed => exact andL (andR (andR (andR (andR (andR hok)))))
-      | unknown => exact andR (andR (andR (andR (andR (andR hok)))))
+      | failed => exact andL (andR (andR (andR (andR (andR hok')))))
+      | unknown => exact andR (andR (andR (andR (andR (andR hok')))))
   | seed k t =>
     show stepOk mem (seedAt ctx s k t (memB ctx.seeds k && decide (t < 64))) = true
     cases hg : (memB ctx.seeds k && decide (t < 64)) with
@@ -217,9 +235,12 @@ theorem closed_isSimulation (ctx : Ctx) (mem : PState → Bool)
 
 /-- A relation that passes the checker is a simulation. -/
 theorem checkSimulation_isSimulation (ctx : Ctx) (R : List PState)
-    (h : checkSimulation ctx R = true) : IsSimulation ctx (fun s => memB R s = true) :=
-  closed_isSimulation ctx (memB R) (memB_of_startsAt R (productInitial ctx) (andL h))
-    (fun s hs => allB_of_memB (closedAt ctx (memB R)) s R (andR (andR h)) hs)
+    (h : checkSimulation ctx R = true) : IsSimulation ctx (fun s => memB R s = true) := by
+  -- `checkSimulation` restated as its body (see `closedAt_sound`).
+  have h' : (startsAt R (productInitial ctx) &&
+      (allB (fits ctx) R && allB (closedAt ctx (memB R)) R)) = true := h
+  exact closed_isSimulation ctx (memB R) (memB_of_startsAt R (productInitial ctx) (andL h'))
+    (fun s hs => allB_of_memB (closedAt ctx (memB R)) s R (andR (andR h')) hs)
 
 /-- **checkSimulation_sound.** The certificate checker is sound: if
 `checkSimulation ctx R` answers `true`, NEW preserves every workflow OLD
@@ -267,10 +288,14 @@ the revision loses no workflow of this abstraction; the relation in the file
 need not be trusted, only Lean (its kernel and, through `native_decide`,
 its compiler). -/
 theorem checkSimulationTree_sound (ctx : Ctx) (T : RelTree)
-    (h : checkSimulationTree ctx T = true) : Preserves ctx :=
-  simulation_preserves ctx (fun s => treeMem s T = true)
-    (closed_isSimulation ctx (fun s => treeMem s T) (andL h)
-      (fun s hs => treeAll_of_treeMem (closedAt ctx (fun s => treeMem s T)) s T
-        (andR (andR h)) hs))
+    (h : checkSimulationTree ctx T = true) : Preserves ctx := by
+  -- `checkSimulationTree` restated as its body (see `closedAt_sound`).
+  have h' : (treeMem (productInitial ctx) T &&
+      (treeAll (fits ctx) T && treeAll (closedAt ctx (fun s => treeMem s T)) T)) = true := h
+  have h0 : treeMem (productInitial ctx) T = true := andL h'
+  have hall : treeAll (closedAt ctx (fun s => treeMem s T)) T = true := andR (andR h')
+  exact simulation_preserves ctx (fun s => treeMem s T = true)
+    (closed_isSimulation ctx (fun s => treeMem s T) h0
+      (fun s hs => treeAll_of_treeMem (closedAt ctx (fun s => treeMem s T)) s T hall hs))
 
 end Agenra

@@ -925,9 +925,13 @@ theorem succeededSome_ok (ctx : Ctx) (m : Nat → Nat) (hc : ConstructionOk ctx 
   have hr := removeHeld_rel ctx m s h hs
   unfold succeededSome
   rw [hdiv]
-  refine stepOk_ite (ConsRel ctx m) (hasBit s.types t) _ ?_
-  intro _
-  exact ⟨hr.ledger, hr.held⟩
+  -- Case on the `Bool` itself rather than unify `if b then .next ?t else …`
+  -- with the unfolded body (which has a `let` under the `if`): each goal is
+  -- then closed by a check without metavariables, where `StepOk` computes
+  -- through the `if`s on literals and the `let`.
+  cases hasBit s.types t with
+  | false => exact True.intro
+  | true => exact ⟨hr.ledger, hr.held⟩
 
 /-- Every event about a held call (that `R` relates) leads back into `R` or
 is not accepted by OLD. -/
@@ -1035,9 +1039,11 @@ theorem construction_isSimulation (ctx : Ctx) (m : Nat → Nat) (hc : Constructi
       | true =>
         show StepOk (ConsRel ctx m) (seedAdd ctx s k t)
         unfold seedAdd
-        refine stepOk_ite (ConsRel ctx m) (hasBit s.types t) _ ?_
-        intro _
-        exact ⟨hs.ledger, hs.held⟩
+        -- As in `succeededSome_ok`: case on the `Bool`, no unification
+        -- through the `let`s of `seedAdd`.
+        cases hasBit s.types t with
+        | false => exact True.intro
+        | true => exact ⟨hs.ledger, hs.held⟩
 
 /-- **construction_preserves.** A revision that passes the recogniser's side
 conditions (`ConstructionOk`) preserves every workflow OLD admits, over the

@@ -603,13 +603,20 @@ example : (ArgCond.anyOf []).eval [] 0 [] = false := by decide
 -- initial state has `sets = [[], []]`): index 1 is the last in range, index 2
 -- the first out of range. `rfl`: both sides compute; adding one value to an
 -- empty set compares no strings.
-example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+--
+-- The policy is written with structure-instance notation, which fills the
+-- defaulted field `shared := []`; the anonymous constructor `⟨…⟩` fills no
+-- defaults (`elabAnonymousCtor`, `src/Lean/Elab/BuiltinNotation.lean`, rejects
+-- fewer arguments than `Policy.mk` has explicit fields, and `Policy.mk` has five).
+def seedPolicy : Policy := { tools := [], agents := [], grants := [], sets := ["a", "b"] }
+
+example : (step seedPolicy (State.initial seedPolicy)
     (.seed 1 ["x"]) .pass).1 = Outcome.applied := rfl
-example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+example : (step seedPolicy (State.initial seedPolicy)
     (.seed 1 ["x"]) .pass).2.sets = [[], ["x"]] := rfl
-example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+example : (step seedPolicy (State.initial seedPolicy)
     (.seed 2 ["x"]) .pass).1 = Outcome.invalid := rfl
-example : (step ⟨[], [], [], ["a", "b"]⟩ (State.initial ⟨[], [], [], ["a", "b"]⟩)
+example : (step seedPolicy (State.initial seedPolicy)
     (.seed 2 ["x"]) .pass).2.sets = [[], []] := rfl
 
 end Agenra
