@@ -179,9 +179,24 @@ pub fn quote_name(name: &str) -> String {
     out
 }
 
-/// `name` as a policy writes it: bare when it can be, else in backticks.
+/// Words a condition reads as keywords where a parameter name could stand
+/// (`agent == x` tests the calling agent; `any`/`all` quantify).
+const CONDITION_WORDS: &[&str] = &[
+    "agent",
+    "any",
+    "all",
+    "in",
+    "not",
+    "contains",
+    "starts_with",
+    "ends_with",
+    "matches",
+];
+
+/// `name` as a policy writes it, safe in any position: bare when it can be
+/// and is not a word a condition reads as a keyword, else in backticks.
 pub fn write_name(name: &str) -> String {
-    if is_bare_name(name) {
+    if is_bare_name(name) && !CONDITION_WORDS.contains(&name) {
         name.to_string()
     } else {
         quote_name(name)
@@ -627,6 +642,8 @@ mod tests {
                 TokenKind::Eof
             ]
         );
+        assert_eq!(write_name("agent"), "`agent`");
+        assert_eq!(write_name("any"), "`any`");
         for name in ["get-tiny-image", "a`b\\c", "fs.read", "", "1x", "a..b", "é"] {
             let written = write_name(name);
             if is_bare_name(name) {
