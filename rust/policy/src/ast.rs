@@ -6,12 +6,15 @@ use crate::span::Span;
 use agenra_core::{Pattern, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-/// A name as written: an identifier, possibly dotted (`fs.read`).
+/// A name as written: an identifier, possibly dotted (`fs.read`), or a
+/// quoted name (`` `get-tiny-image` ``).
 pub struct Ident {
-    /// The name.
+    /// The name (unquoted, escapes resolved).
     pub name: String,
     /// Where it is written.
     pub span: Span,
+    /// Written in backticks: never a keyword, and printed in backticks again.
+    pub quoted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -465,6 +468,8 @@ pub struct Pred {
 
 /// A condition: tests combined with `!`, `and`, `or` and parentheses.
 /// Parentheses are kept (`Group`) so the formatter prints them as written.
+// A tree built once per parse: boxing the tests would only add indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CondExpr {
     /// A test on an argument.

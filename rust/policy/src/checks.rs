@@ -168,6 +168,52 @@ fn shadows(earlier: &Grant, later: &Grant) -> bool {
         && earlier.args.iter().all(|a| later.args.contains(a))
 }
 
+/// `wide` matches every call `narrow` matches, whenever `narrow` matches it
+/// (its resource pattern covers `narrow`'s as far as
+/// `Pattern::is_subset_of` can show, its argument tests all appear in
+/// `narrow`'s, and it expires no earlier), and it can admit at least one call.
+fn covers(wide: &Grant, narrow: &Grant) -> bool {
+    wide.agent == narrow.agent
+        && wide.tool == narrow.tool
+        && wide.quota != Quota::Limited(0)
+        && match (&narrow.resource, &wide.resource) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(n), Some(w)) => n.is_subset_of(w),
+        }
+        && wide.args.iter().all(|a| narrow.args.contains(a))
+        && match (narrow.expires_at, wide.expires_at) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some(n), Some(w)) => n <= w,
+        }
+}
+
+/// The later grant that admits, without approval, the calls of the approval
+/// grant `g` once `g`'s units are reserved or spent: the first later grant of
+/// the same agent and tool that covers `g`, looking past covering grants
+/// that need approval and have a quota (they too run out), and stopping at
+/// a covering unlimited grant that needs approval (it takes every call of
+/// `g` first). `later` lists the grants after `g` of `g`'s agent and tool,
+/// in policy order; at most `SHADOW_SCAN` of them are compared.
+fn approval_bypass(policy: &Policy, g: &Grant, later: &[usize]) -> Option<usize> {
+    for &h in later.iter().take(SHADOW_SCAN) {
+        let Some(grant) = policy.grants.get(h) else {
+            continue;
+        };
+        if !covers(grant, g) {
+            continue;
+        }
+        if !grant.approval {
+            return Some(h);
+        }
+        if grant.quota == Quota::Unlimited {
+            return None;
+        }
+    }
+    None
+}
+
 /// Grant indexes per (agent, tool), in policy order.
 fn grants_by_owner(policy: &Policy) -> HashMap<(usize, usize), Vec<usize>> {
     let mut out: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
@@ -236,6 +282,56 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
                 ),
             );
         }
+    }
+    // An approval grant with a quota, followed by a grant without approval
+    // that covers it: once its units are reserved or spent, its calls are
+    // admitted by the later grant, and no human is asked.
+    let by_owner = grants_by_owner(policy);
+    // Each grant's place in its owner's list, so the scan stays linear.
+    let mut place = vec![0usize; policy.grants.len()];
+    for list in by_owner.values() {
+        for (k, &g) in list.iter().enumerate() {
+            if let Some(p) = place.get_mut(g) {
+                *p = k;
+            }
+        }
+    }
+    for (gi, g) in policy.grants.iter().enumerate() {
+        let Quota::Limited(units) = g.quota else {
+            continue;
+        };
+        if !g.approval {
+            continue;
+        }
+        let owned = by_owner
+            .get(&(g.agent, g.tool))
+            .map_or(&[][..], Vec::as_slice);
+        let after = place.get(gi).map_or(owned.len(), |p| p + 1);
+        let Some(hi) = approval_bypass(policy, g, owned.get(after..).unwrap_or_default()) else {
+            continue;
+        };
+        let Some(h) = policy.grants.get(hi) else {
+            continue;
+        };
+        let g_span = map.grants.get(gi).copied().unwrap_or_default();
+        let h_span = map.grants.get(hi).copied().unwrap_or_default();
+        let (unit, is) = if units == 1 {
+            ("unit", "is")
+        } else {
+            ("units", "are")
+        };
+        d.warn(
+            g_span,
+            format!(
+                "grant `{g}` ({gl}:{gc}) requires approval, but the later grant `{h}` ({hl}:{hc}) needs none and covers it: once the {units} {unit} of `{g}` {is} reserved or spent, the calls it matches are admitted by `{h}` without approval (put `{h}` first with a narrower match, add `approval` to `{h}`, or make `{g}` unlimited)",
+                g = g.name,
+                gl = g_span.line,
+                gc = g_span.col,
+                h = h.name,
+                hl = h_span.line,
+                hc = h_span.col,
+            ),
+        );
     }
     let reached: HashSet<usize> = policy
         .tools

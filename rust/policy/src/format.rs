@@ -6,7 +6,7 @@
 //! own line before the statement (or clause) that follows it.
 
 use crate::ast::*;
-use crate::lexer::quote;
+use crate::lexer::{is_bare_name, quote, quote_name};
 use agenra_core::{Pattern, Value};
 
 /// `file` printed in canonical form, comments kept (see the module docs).
@@ -63,14 +63,14 @@ impl Writer {
             .iter()
             .map(|p| {
                 let ty = if p.list {
-                    format!("list<{}>", p.ty.name)
+                    format!("list<{}>", n(&p.ty))
                 } else {
-                    p.ty.name.clone()
+                    n(&p.ty)
                 };
-                format!("{}{}: {ty}", p.name.name, if p.optional { "?" } else { "" })
+                format!("{}{}: {ty}", n(&p.name), if p.optional { "?" } else { "" })
             })
             .collect();
-        let head = format!("tool {}({})", tool.name.name, params.join(", "));
+        let head = format!("tool {}({})", n(&tool.name), params.join(", "));
         let body = tool
             .body
             .as_ref()
@@ -97,10 +97,16 @@ impl Writer {
 }
 
 fn names(ids: &[Ident], sep: &str) -> String {
-    ids.iter()
-        .map(|i| i.name.as_str())
-        .collect::<Vec<_>>()
-        .join(sep)
+    ids.iter().map(n).collect::<Vec<_>>().join(sep)
+}
+
+/// A name as written: bare when it was and can be, else in backticks.
+fn n(id: &Ident) -> String {
+    if id.quoted || !is_bare_name(&id.name) {
+        quote_name(&id.name)
+    } else {
+        id.name.clone()
+    }
 }
 
 fn statement(kind: &StmtKind) -> String {
@@ -108,7 +114,7 @@ fn statement(kind: &StmtKind) -> String {
         StmtKind::Policy(name) => format!("policy {};", quote(&name.value)),
         StmtKind::Levels(levels) => format!("levels {};", names(levels, " < ")),
         StmtKind::Decl { kind, names: ids } => format!("{} {};", kind.keyword(), names(ids, ", ")),
-        StmtKind::Label { name, label: l } => format!("label {} = {};", name.name, label(l)),
+        StmtKind::Label { name, label: l } => format!("label {} = {};", n(name), label(l)),
         StmtKind::Tool(_) => String::new(), // printed by `Writer::tool`
         StmtKind::Resource {
             pattern: p,
@@ -117,14 +123,14 @@ fn statement(kind: &StmtKind) -> String {
             format!("resource {} label {};", pattern(&p.pattern), label(l))
         }
         StmtKind::Sanitizer { name, clauses } => {
-            let mut s = format!("sanitizer {}", name.name);
+            let mut s = format!("sanitizer {}", n(name));
             for c in clauses {
                 s.push(' ');
                 match c {
                     SanitizerClause::Removes(cats, _) => {
                         s.push_str(&format!("removes {{{}}}", names(cats, ", ")))
                     }
-                    SanitizerClause::Max(level, _) => s.push_str(&format!("max {}", level.name)),
+                    SanitizerClause::Max(level, _) => s.push_str(&format!("max {}", n(level))),
                     SanitizerClause::Trusts(_) => s.push_str("trusts"),
                 }
             }
@@ -133,7 +139,7 @@ fn statement(kind: &StmtKind) -> String {
         }
         StmtKind::Scope { name, tools } => {
             let tools: Vec<String> = tools.iter().map(tool_pat).collect();
-            format!("scope {}: {};", name.name, tools.join(", "))
+            format!("scope {}: {};", n(name), tools.join(", "))
         }
         StmtKind::Agent {
             name,
@@ -143,12 +149,12 @@ fn statement(kind: &StmtKind) -> String {
         } => {
             let scope = scope
                 .as_ref()
-                .map_or(String::new(), |s| format!(" scope {}", s.name));
+                .map_or(String::new(), |s| format!(" scope {}", n(s)));
             let own = if *own_context { " own context" } else { "" };
-            format!("agent {} from {}{scope}{own};", name.name, parent.name)
+            format!("agent {} from {}{scope}{own};", n(name), n(parent))
         }
         StmtKind::Grant(g) => {
-            let mut s = format!("grant {}: {}", g.name.name, g.tool.name);
+            let mut s = format!("grant {}: {}", n(&g.name), n(&g.tool));
             for c in &g.clauses {
                 s.push(' ');
                 s.push_str(&grant_clause(&c.kind));
@@ -158,12 +164,12 @@ fn statement(kind: &StmtKind) -> String {
         }
         StmtKind::Flow(f) => {
             let head = match &f.effect {
-                FlowEffectExpr::Deny(p) => format!("deny flow {}: {}", f.name.name, label_pat(p)),
+                FlowEffectExpr::Deny(p) => format!("deny flow {}: {}", n(&f.name), label_pat(p)),
                 FlowEffectExpr::Pause(p) => {
-                    format!("pause flow {}: {}", f.name.name, label_pat(p))
+                    format!("pause flow {}: {}", n(&f.name), label_pat(p))
                 }
                 FlowEffectExpr::Allow(l) => {
-                    format!("allow flow {}: up to {}", f.name.name, label(l))
+                    format!("allow flow {}: up to {}", n(&f.name), label(l))
                 }
             };
             let when = f
@@ -171,15 +177,15 @@ fn statement(kind: &StmtKind) -> String {
                 .as_ref()
                 .map_or(String::new(), |c| format!(" when {}", cond(c)));
             let agent = if f.to_agent { "agent " } else { "" };
-            format!("{head} -> {agent}{}{when};", f.sink.name)
+            format!("{head} -> {agent}{}{when};", n(&f.sink))
         }
         StmtKind::ProvenanceByValue => "provenance by value;".into(),
         StmtKind::TaskSeeds(sets) => format!("task seeds {};", names(sets, ", ")),
         StmtKind::CallRule(c) => format!(
             "{} call {}: {} when {};",
             c.effect.keyword(),
-            c.name.name,
-            c.tool.name,
+            n(&c.name),
+            n(&c.tool),
             cond(&c.when)
         ),
         StmtKind::Path(p) => {
@@ -187,7 +193,7 @@ fn statement(kind: &StmtKind) -> String {
             format!(
                 "{} path {}: {}{};",
                 p.effect.keyword(),
-                p.name.name,
+                n(&p.name),
                 steps.join(" -> "),
                 reset(p.reset.as_ref())
             )
@@ -195,7 +201,7 @@ fn statement(kind: &StmtKind) -> String {
         StmtKind::Count(c) => format!(
             "{} count {}: at most {} {}{};",
             c.effect.keyword(),
-            c.name.name,
+            n(&c.name),
             c.max.value,
             step(&c.step),
             reset(c.reset.as_ref())
@@ -208,8 +214,8 @@ fn statement(kind: &StmtKind) -> String {
             let else_pause = if o.else_pause { " else pause" } else { "" };
             format!(
                 "obligation {}: require {}{since} before {}{else_pause};",
-                o.name.name,
-                o.fact.name,
+                n(&o.name),
+                n(&o.fact),
                 tool_pat(&o.before)
             )
         }
@@ -218,7 +224,7 @@ fn statement(kind: &StmtKind) -> String {
 
 fn tool_clause(kind: &ToolClauseKind) -> String {
     match kind {
-        ToolClauseKind::Resource(p) => format!("resource {};", p.name),
+        ToolClauseKind::Resource(p) => format!("resource {};", n(p)),
         ToolClauseKind::Output(l) => format!("output {};", label(l)),
         ToolClauseKind::Sinks { sinks, on } if on.is_empty() => {
             format!("sink {};", names(sinks, ", "))
@@ -226,8 +232,8 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
         ToolClauseKind::Sinks { sinks, on } => {
             format!("sink {} on {};", names(sinks, ", "), names(on, ", "))
         }
-        ToolClauseKind::Sanitizer(s) => format!("sanitizer {};", s.name),
-        ToolClauseKind::Fact { fact, when: None } => format!("fact {};", fact.name),
+        ToolClauseKind::Sanitizer(s) => format!("sanitizer {};", n(s)),
+        ToolClauseKind::Fact { fact, when: None } => format!("fact {};", n(fact)),
         ToolClauseKind::Fact {
             fact,
             when: Some(test),
@@ -235,17 +241,13 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
             let quant = test
                 .quant
                 .as_ref()
-                .map_or(String::new(), |q| format!("{} ", q.name));
+                .map_or(String::new(), |q| format!("{} ", n(q)));
             let path = match &test.path {
                 OutputPath::Whole(_) => "output".to_string(),
                 OutputPath::Dotted(f) => format!("output.{}", f.name),
                 OutputPath::Pointer(p) => format!("output {}", quote(&p.value)),
             };
-            format!(
-                "fact {} when {quant}{path} {};",
-                fact.name,
-                pred_op(&test.op)
-            )
+            format!("fact {} when {quant}{path} {};", n(fact), pred_op(&test.op))
         }
     }
 }
@@ -266,14 +268,14 @@ fn grant_clause(kind: &GrantClauseKind) -> String {
         }
         GrantClauseKind::Approval => "approval".into(),
         GrantClauseKind::Expires(t) => format!("expires {}", t.value),
-        GrantClauseKind::Discovers(s) => format!("discovers {}", s.name),
-        GrantClauseKind::Agent(a) => format!("agent {}", a.name),
+        GrantClauseKind::Discovers(s) => format!("discovers {}", n(s)),
+        GrantClauseKind::Agent(a) => format!("agent {}", n(a)),
     }
 }
 
 fn label(l: &LabelExpr) -> String {
     match l {
-        LabelExpr::Named(id) => id.name.clone(),
+        LabelExpr::Named(id) => n(id),
         LabelExpr::Literal {
             level,
             categories,
@@ -281,7 +283,7 @@ fn label(l: &LabelExpr) -> String {
             ..
         } => format!(
             "<{}, {{{}}}, {}>",
-            level.name,
+            n(level),
             names(categories, ", "),
             if *trusted { "trusted" } else { "untrusted" }
         ),
@@ -295,7 +297,7 @@ fn label_pat(p: &LabelPatExpr) -> String {
             .iter()
             .map(|a| match &a.kind {
                 LabelAtomKind::Untrusted => "untrusted".to_string(),
-                LabelAtomKind::Sensitivity(l) => format!("sensitivity >= {}", l.name),
+                LabelAtomKind::Sensitivity(l) => format!("sensitivity >= {}", n(l)),
                 LabelAtomKind::Category(cats) if cats.len() == 1 => {
                     format!("category {}", names(cats, ""))
                 }
@@ -316,7 +318,7 @@ fn pattern(p: &Pattern) -> String {
 
 fn tool_pat(t: &ToolPat) -> String {
     match t {
-        ToolPat::Name(id) => id.name.clone(),
+        ToolPat::Name(id) => n(id),
         ToolPat::Glob(s) => quote(&s.value),
     }
 }
@@ -344,8 +346,8 @@ fn pred_op(op: &PredOp) -> String {
             "not in [{}]",
             vs.iter().map(value).collect::<Vec<_>>().join(", ")
         ),
-        PredOp::InSet(s) => format!("in {}", s.name),
-        PredOp::NotInSet(s) => format!("not in {}", s.name),
+        PredOp::InSet(s) => format!("in {}", n(s)),
+        PredOp::NotInSet(s) => format!("not in {}", n(s)),
         PredOp::Contains(v) => format!("contains {}", value(v)),
         PredOp::StartsWith(s) => format!("starts_with {}", quote(&s.value)),
         PredOp::EndsWith(s) => format!("ends_with {}", quote(&s.value)),
@@ -363,8 +365,8 @@ fn cond(c: &CondExpr) -> String {
             let quant = p
                 .quant
                 .as_ref()
-                .map_or(String::new(), |q| format!("{} ", q.name));
-            format!("{quant}{} {}", p.param.name, pred_op(&p.op))
+                .map_or(String::new(), |q| format!("{} ", n(q)));
+            format!("{quant}{} {}", n(&p.param), pred_op(&p.op))
         }
         CondExpr::Agent {
             negated,
@@ -390,7 +392,7 @@ fn step(s: &StepExpr) -> String {
         let text = match &a.kind {
             StepAtomKind::Any => "any".to_string(),
             StepAtomKind::Call(t) => format!("call {}", tool_pat(t)),
-            StepAtomKind::To(sink) => format!("to {}", sink.name),
+            StepAtomKind::To(sink) => format!("to {}", n(sink)),
             StepAtomKind::Reads(p) => format!("reads({})", label_pat(p)),
             StepAtomKind::Where(c) => format!("where {}", cond(c)),
         };

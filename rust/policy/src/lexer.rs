@@ -80,6 +80,10 @@ impl Punct {
 pub enum TokenKind {
     /// An identifier, possibly dotted (`fs.read`). Keywords are identifiers.
     Ident(String),
+    /// A name in backticks (`` `get-tiny-image` ``), unescaped: any
+    /// characters but control, bidirectional and invisible ones. Never a
+    /// keyword.
+    Quoted(String),
     /// A string literal, unescaped.
     Str(String),
     /// An integer literal (fits in `i64`; a `-` directly before a digit is part of it).
@@ -100,6 +104,7 @@ impl fmt::Display for TokenKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TokenKind::Ident(s) => write!(f, "`{s}`"),
+            TokenKind::Quoted(s) => write!(f, "quoted name {}", quote_name(s)),
             TokenKind::Str(s) => write!(f, "string {}", quote(s)),
             TokenKind::Int(i) => write!(f, "integer `{i}`"),
             TokenKind::Decimal(_, text) => write!(f, "decimal `{text}`"),
@@ -148,6 +153,54 @@ pub fn quote(s: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// Whether `name` can be written bare: identifier parts
+/// (`[A-Za-z_][A-Za-z0-9_]*`) joined by single dots (`fs.read`).
+pub fn is_bare_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|part| {
+            let mut chars = part.chars();
+            chars.next().is_some_and(is_ident_start) && chars.all(is_ident_char)
+        })
+}
+
+/// `name` in backticks, `` ` `` and `\` escaped (`` `get-tiny-image` ``).
+pub fn quote_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('`');
+    for c in name.chars() {
+        if c == '`' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('`');
+    out
+}
+
+/// Words a condition reads as keywords where a parameter name could stand
+/// (`agent == x` tests the calling agent; `any`/`all` quantify).
+const CONDITION_WORDS: &[&str] = &[
+    "agent",
+    "any",
+    "all",
+    "in",
+    "not",
+    "contains",
+    "starts_with",
+    "ends_with",
+    "matches",
+];
+
+/// `name` as a policy writes it, safe in any position: bare when it can be
+/// and is not a word a condition reads as a keyword, else in backticks.
+pub fn write_name(name: &str) -> String {
+    if is_bare_name(name) && !CONDITION_WORDS.contains(&name) {
+        name.to_string()
+    } else {
+        quote_name(name)
+    }
 }
 
 /// Whether `c` may start an identifier: an ASCII letter or `_`.
@@ -251,6 +304,8 @@ impl Lexer<'_> {
                 self.int(start);
             } else if c == '"' {
                 self.string(start);
+            } else if c == '`' {
+                self.quoted(start);
             } else {
                 self.punct(start, c);
             }
@@ -300,6 +355,24 @@ impl Lexer<'_> {
                     TokenKind::Error(format!(
                         "`{name}` contains `{odd}` (U+{:04X}), which is not an ASCII letter; names are ASCII",
                         odd as u32
+                    )),
+                    start,
+                );
+                return;
+            }
+            // `get-tiny-image`: a name with a `-` needs backticks.
+            if self.peek_at(0) == Some('-') && self.peek_at(1).is_some_and(is_ident_start) {
+                while let Some(c) = self
+                    .peek_at(0)
+                    .filter(|c| is_ident_char(*c) || *c == '-' || *c == '.')
+                {
+                    name.push(c);
+                    self.bump();
+                }
+                self.push(
+                    TokenKind::Error(format!(
+                        "`{name}` contains `-`; a name with characters other than letters, digits, `_` and `.` is written in backticks: {}",
+                        quote_name(&name)
                     )),
                     start,
                 );
@@ -397,6 +470,67 @@ impl Lexer<'_> {
         self.push(kind, start);
     }
 
+    /// `` `name` ``: escapes `` \` `` and `\\`; no control, bidirectional or
+    /// invisible character (`agenra_core::ident::is_refused`), so that every
+    /// name a policy declares is one an event may carry.
+    fn quoted(&mut self, start: Span) {
+        self.bump();
+        let mut name = String::new();
+        // The first problem and where it is.
+        let mut error: Option<(String, Span)> = None;
+        loop {
+            match self.peek_at(0) {
+                None | Some('\n') => {
+                    self.push(TokenKind::Error("unterminated quoted name".into()), start);
+                    return;
+                }
+                Some('`') => {
+                    self.bump();
+                    break;
+                }
+                Some('\\') => {
+                    let at = self.here();
+                    self.bump();
+                    match self.peek_at(0) {
+                        Some(c @ ('`' | '\\')) => name.push(c),
+                        None | Some('\n') => continue,
+                        Some(c) => {
+                            error.get_or_insert((
+                                format!(
+                                    "unknown escape `\\{}` in quoted name (use \\` or \\\\)",
+                                    c.escape_debug()
+                                ),
+                                at,
+                            ));
+                        }
+                    }
+                    self.bump();
+                }
+                Some(c) => {
+                    if agenra_core::ident::is_refused(c) {
+                        error.get_or_insert((
+                            format!(
+                                "quoted name contains U+{:04X} ({}): names may not hold control, bidirectional or invisible characters",
+                                c as u32,
+                                agenra_core::ident::describe(c)
+                            ),
+                            self.here(),
+                        ));
+                    }
+                    name.push(c);
+                    self.bump();
+                }
+            }
+        }
+        if name.is_empty() {
+            error.get_or_insert(("empty quoted name".into(), start));
+        }
+        match error {
+            None => self.push(TokenKind::Quoted(name), start),
+            Some((message, at)) => self.push(TokenKind::Error(message), at),
+        }
+    }
+
     fn punct(&mut self, start: Span, c: char) {
         let next = self.peek_at(1);
         let (p, len) = match (c, next) {
@@ -490,6 +624,97 @@ mod tests {
                 TokenKind::Error(
                     "decimal `0.1234567890123456789`: more than 18 digits after the point".into()
                 ),
+                TokenKind::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn quoted_names_are_one_token_with_escapes() {
+        assert_eq!(
+            kinds(r"`get-tiny-image` `a\`b\\c` `fs.read` `agent` `x y.z/é`"),
+            vec![
+                TokenKind::Quoted("get-tiny-image".into()),
+                TokenKind::Quoted("a`b\\c".into()),
+                TokenKind::Quoted("fs.read".into()),
+                TokenKind::Quoted("agent".into()),
+                TokenKind::Quoted("x y.z/é".into()),
+                TokenKind::Eof
+            ]
+        );
+        assert_eq!(write_name("agent"), "`agent`");
+        assert_eq!(write_name("any"), "`any`");
+        for name in ["get-tiny-image", "a`b\\c", "fs.read", "", "1x", "a..b", "é"] {
+            let written = write_name(name);
+            if is_bare_name(name) {
+                assert_eq!(written, name);
+            } else {
+                assert!(written.starts_with('`'), "{written}");
+            }
+            if !name.is_empty() {
+                let toks = kinds(&written);
+                let want = if is_bare_name(name) {
+                    TokenKind::Ident(name.into())
+                } else {
+                    TokenKind::Quoted(name.into())
+                };
+                assert_eq!(toks, vec![want, TokenKind::Eof], "{written}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_quoted_names_are_errors_at_their_place() {
+        let err = |src: &str| {
+            let (toks, _) = lex(src);
+            let t = toks.into_iter().next().unwrap_or_else(|| panic!("{src}"));
+            match t.kind {
+                TokenKind::Error(m) => (m, t.span.line, t.span.col),
+                other => panic!("{src}: {other:?}"),
+            }
+        };
+        assert_eq!(err("``"), ("empty quoted name".to_string(), 1, 1));
+        assert_eq!(
+            err("`get-tiny\n`"),
+            ("unterminated quoted name".to_string(), 1, 1)
+        );
+        assert_eq!(
+            err("\n  `c4\u{202e}gnp`"),
+            (
+                "quoted name contains U+202E (RIGHT-TO-LEFT OVERRIDE): names may not hold control, bidirectional or invisible characters".to_string(),
+                2,
+                6
+            )
+        );
+        assert_eq!(
+            err("`a\tb`").0,
+            "quoted name contains U+0009 (CHARACTER TABULATION): names may not hold control, bidirectional or invisible characters"
+        );
+        assert_eq!(
+            err("`ab\\n`"),
+            (
+                "unknown escape `\\n` in quoted name (use \\` or \\\\)".to_string(),
+                1,
+                4
+            )
+        );
+        assert_eq!(
+            err("get-tiny-image"),
+            (
+                "`get-tiny-image` contains `-`; a name with characters other than letters, digits, `_` and `.` is written in backticks: `get-tiny-image`".to_string(),
+                1,
+                1
+            )
+        );
+        // `->` and negative numbers still follow a name directly.
+        assert_eq!(
+            kinds("a->b x-1"),
+            vec![
+                TokenKind::Ident("a".into()),
+                TokenKind::Punct(Punct::Arrow),
+                TokenKind::Ident("b".into()),
+                TokenKind::Ident("x".into()),
+                TokenKind::Int(-1),
                 TokenKind::Eof
             ]
         );

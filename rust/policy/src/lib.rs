@@ -14,6 +14,7 @@ pub mod parser;
 pub mod span;
 
 pub use diagnostic::{Diagnostic, Severity};
+pub use lexer::write_name;
 pub use span::Span;
 
 use std::fmt;

@@ -181,13 +181,21 @@ impl Parser {
             .ok_or_else(|| self.unexpected(&format!("`{}`", p.as_str())))
     }
 
+    /// A name: bare (`fs.read`) or quoted (`` `get-tiny-image` ``).
     fn ident(&mut self, what: &str) -> PResult<Ident> {
+        let (name, quoted) = match &self.peek().kind {
+            TokenKind::Ident(name) => (name.clone(), false),
+            TokenKind::Quoted(name) => (name.clone(), true),
+            _ => return Err(self.unexpected(what)),
+        };
+        let span = self.bump().span;
+        Ok(Ident { name, span, quoted })
+    }
+
+    /// A bare word where only keywords make sense (a parameter type).
+    fn bare_ident(&mut self, what: &str) -> PResult<Ident> {
         match &self.peek().kind {
-            TokenKind::Ident(name) => {
-                let name = name.clone();
-                let span = self.bump().span;
-                Ok(Ident { name, span })
-            }
+            TokenKind::Ident(_) => self.ident(what),
             _ => Err(self.unexpected(what)),
         }
     }
@@ -284,7 +292,7 @@ impl Parser {
                     self.errors.push(d);
                     self.recover_statement();
                     for tok in self.toks.get(first_index..self.pos).unwrap_or_default() {
-                        if let TokenKind::Ident(name) = &tok.kind {
+                        if let TokenKind::Ident(name) | TokenKind::Quoted(name) = &tok.kind {
                             self.broken_names.insert(name.clone());
                         }
                     }
@@ -490,10 +498,11 @@ impl Parser {
                 let optional = self.eat_punct(Punct::Question).is_some();
                 self.expect_punct(Punct::Colon)?;
                 let first =
-                    self.ident("a parameter type (string, int, bool, decimal or list<TYPE>)")?;
+                    self.bare_ident("a parameter type (string, int, bool, decimal or list<TYPE>)")?;
                 let (ty, list) = if first.name == "list" && self.is_punct(Punct::Lt) {
                     self.bump();
-                    let inner = self.ident("an element type (string, int, bool or decimal)")?;
+                    let inner =
+                        self.bare_ident("an element type (string, int, bool or decimal)")?;
                     self.expect_punct(Punct::Gt)?;
                     (inner, true)
                 } else {
@@ -663,6 +672,7 @@ impl Parser {
                 OutputPath::Dotted(Ident {
                     name: name["output.".len()..].to_string(),
                     span: tok.span,
+                    quoted: false,
                 })
             }
             _ => {
@@ -800,7 +810,8 @@ impl Parser {
                 self.expect_punct(Punct::Arrow)?;
                 // `-> agent NAME` unless a sink is called `agent`.
                 let to_agent = self.is_kw("agent")
-                    && matches!(self.peek_n(1), Some(TokenKind::Ident(w)) if w != "when");
+                    && (matches!(self.peek_n(1), Some(TokenKind::Ident(w)) if w != "when")
+                        || matches!(self.peek_n(1), Some(TokenKind::Quoted(_))));
                 if to_agent {
                     self.bump();
                 }
@@ -1013,7 +1024,7 @@ impl Parser {
                 let span = self.bump().span;
                 Ok(ToolPat::Glob(StrLit { value, span }))
             }
-            TokenKind::Ident(_) => Ok(ToolPat::Name(self.ident("a tool")?)),
+            TokenKind::Ident(_) | TokenKind::Quoted(_) => Ok(ToolPat::Name(self.ident("a tool")?)),
             _ => Err(self.unexpected("a tool name or a glob string")),
         }
     }
@@ -1112,6 +1123,9 @@ impl Parser {
             (TokenKind::Ident(w), Some(TokenKind::Ident(next)))
                 if (w == "any" || w == "all") && !TEST_WORDS.contains(&next.as_str()) =>
             {
+                Some(self.ident("`any` or `all`")?)
+            }
+            (TokenKind::Ident(w), Some(TokenKind::Quoted(_))) if w == "any" || w == "all" => {
                 Some(self.ident("`any` or `all`")?)
             }
             _ => None,
@@ -1315,6 +1329,67 @@ mod tests {
         assert_eq!(
             errors("grnat b: y quota 2;"),
             vec!["1:1: error: unknown statement `grnat` (did you mean `grant`?)"]
+        );
+    }
+
+    #[test]
+    fn quoted_names_wherever_a_name_goes_and_never_keywords() {
+        let src = "tool `get-tiny-image`(`message-type`: string, `agent`: int, `tags.x`: list<string>) { resource `message-type`; sink net on `message-type`; }\ngrant g: `get-tiny-image` where `agent` > 1 and any `tags.x` == \"a\" and agent == `sub-agent` quota 1;\ndeny flow f: any -> agent `sub-agent`;\nscope s: `get-tiny-image`, \"web.*\";\n";
+        let (file, errs) = parse_file(src);
+        assert!(errs.is_empty(), "{errs:?}");
+        let StmtKind::Tool(tool) = &file.stmts[0].kind else {
+            panic!("{:?}", file.stmts[0].kind)
+        };
+        assert_eq!(tool.name.name, "get-tiny-image");
+        assert!(tool.name.quoted);
+        let params: Vec<(&str, bool)> = tool
+            .params
+            .iter()
+            .map(|p| (p.name.name.as_str(), p.name.quoted))
+            .collect();
+        assert_eq!(
+            params,
+            vec![("message-type", true), ("agent", true), ("tags.x", true)]
+        );
+        let StmtKind::Grant(g) = &file.stmts[1].kind else {
+            panic!("{:?}", file.stmts[1].kind)
+        };
+        assert_eq!(g.tool.name, "get-tiny-image");
+        let GrantClauseKind::Where(CondExpr::And(tests)) = &g.clauses[0].kind else {
+            panic!("{:?}", g.clauses[0].kind)
+        };
+        // `` `agent` `` is the parameter; bare `agent` tests the calling agent.
+        assert!(
+            matches!(&tests[0], CondExpr::Test(p) if p.param.name == "agent" && p.quant.is_none())
+        );
+        assert!(
+            matches!(&tests[1], CondExpr::Test(p) if p.param.name == "tags.x" && p.quant.as_ref().is_some_and(|q| q.name == "any"))
+        );
+        assert!(
+            matches!(&tests[2], CondExpr::Agent { agents, .. } if agents[0].name == "sub-agent")
+        );
+        let StmtKind::Flow(f) = &file.stmts[2].kind else {
+            panic!("{:?}", file.stmts[2].kind)
+        };
+        assert!(f.to_agent);
+        assert_eq!(f.sink.name, "sub-agent");
+        let StmtKind::Scope { tools, .. } = &file.stmts[3].kind else {
+            panic!("{:?}", file.stmts[3].kind)
+        };
+        assert!(matches!(&tools[0], ToolPat::Name(id) if id.name == "get-tiny-image"));
+        assert!(matches!(&tools[1], ToolPat::Glob(_)));
+        // A quoted word is a name, not a keyword or a type.
+        assert_eq!(
+            errors("`grant` g: t quota 1;"),
+            vec!["1:1: error: expected a statement, found quoted name `grant`"]
+        );
+        assert_eq!(
+            errors("tool t(a: `string`);"),
+            vec!["1:11: error: expected a parameter type (string, int, bool, decimal or list<TYPE>), found quoted name `string`"]
+        );
+        assert_eq!(
+            errors("tool get-tiny-image();"),
+            vec!["1:6: error: `get-tiny-image` contains `-`; a name with characters other than letters, digits, `_` and `.` is written in backticks: `get-tiny-image`"]
         );
     }
 

@@ -434,6 +434,86 @@ fn warnings_are_reported_and_compilation_succeeds() {
     );
 }
 
+#[test]
+fn an_approval_grant_bypassed_by_a_later_grant_without_approval_is_reported() {
+    let src = format!(
+        "{TOOLS}grant ask: fs.read on prefix \"src/\" where n == 1 quota 2 approval;\ngrant free: fs.read on prefix \"src\" quota 10;"
+    );
+    assert_eq!(
+        warnings(&src),
+        vec!["4:7: warning: grant `ask` (4:7) requires approval, but the later grant `free` (5:7) needs none and covers it: once the 2 units of `ask` are reserved or spent, the calls it matches are admitted by `free` without approval (put `free` first with a narrower match, add `approval` to `free`, or make `ask` unlimited)"]
+    );
+    // Found past a covering grant that needs approval and runs out; a
+    // grant in between that covers only some calls changes nothing; one
+    // unit is one unit.
+    let src = format!(
+        "{TOOLS}grant ask: fs.read on \"src/a\" quota 1 approval;\ngrant more: fs.read quota 3 approval;\ngrant other: fs.read on \"b\" quota 9;\ngrant free: fs.read quota unlimited;"
+    );
+    let w = warnings(&src);
+    assert_eq!(w.len(), 2, "{w:#?}");
+    assert!(
+        w[0].starts_with("4:7: warning: grant `ask` (4:7) requires approval, but the later grant `free` (7:7) needs none and covers it: once the 1 unit of `ask` is reserved"),
+        "{w:#?}"
+    );
+    assert!(
+        w[1].starts_with(
+            "5:7: warning: grant `more` (5:7) requires approval, but the later grant `free` (7:7)"
+        ),
+        "{w:#?}"
+    );
+
+    // Near misses: no warning.
+    for (what, g, h) in [
+        (
+            "H narrower (resource)",
+            "on prefix \"src/\" quota 2 approval",
+            "on prefix \"src/a\" quota 10",
+        ),
+        (
+            "H narrower (test)",
+            "quota 2 approval",
+            "where n == 1 quota 10",
+        ),
+        ("H needs approval", "quota 2 approval", "quota 10 approval"),
+        ("G unlimited", "quota unlimited approval", "quota 10"),
+        ("G needs no approval", "quota 2", "quota 10"),
+        (
+            "H expires before G",
+            "quota 2 approval expires 100",
+            "quota 10 expires 50",
+        ),
+        (
+            "H expires, G never",
+            "quota 2 approval",
+            "quota 10 expires 50",
+        ),
+        ("H admits nothing", "quota 2 approval", "quota 0"),
+        (
+            "G for another agent",
+            "quota 2 approval agent helper",
+            "quota 10",
+        ),
+        ("H for another tool", "quota 2 approval", "quota 10 TOOL"),
+    ] {
+        let (tool, h) = match h.strip_suffix(" TOOL") {
+            Some(h) => ("ping", h.to_string()),
+            None => ("fs.read", h.to_string()),
+        };
+        let src = format!(
+            "{TOOLS}agent helper from main;\ngrant ask: fs.read {g};\ngrant free: {tool} {h};"
+        );
+        assert!(warnings(&src).is_empty(), "{what}: {:#?}", warnings(&src));
+    }
+    // H before G: the existing order is the fix, not a bypass.
+    let src = format!("{TOOLS}grant free: fs.read quota 10;\ngrant ask: fs.read quota 2 approval;");
+    assert!(warnings(&src).is_empty(), "{:#?}", warnings(&src));
+    // A covering unlimited grant with approval in between takes every call first.
+    let src = format!(
+        "{TOOLS}grant ask: fs.read quota 2 approval;\ngrant all: fs.read quota unlimited approval;\ngrant free: fs.read quota 10;"
+    );
+    assert!(warnings(&src).is_empty(), "{:#?}", warnings(&src));
+}
+
 // ---- rendering -------------------------------------------------------------------
 
 #[test]

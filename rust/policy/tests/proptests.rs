@@ -157,6 +157,11 @@ const TOKENS: &[&str] = &[
     "output.a.b",
     "own",
     "context",
+    "`get-tiny-image`",
+    "`agent`",
+    "`a\\`b`",
+    "`",
+    "get-tiny",
 ];
 
 #[derive(Clone, Debug)]
@@ -172,7 +177,8 @@ fn edit() -> impl Strategy<Value = Edit> {
         (
             any::<usize>(),
             select(vec![
-                ';', '{', '}', '"', '<', '>', '-', '/', '\n', ' ', 'a', '.', ',', '\\', '=', 'é'
+                ';', '{', '}', '"', '<', '>', '-', '/', '\n', ' ', 'a', '.', ',', '\\', '=', 'é',
+                '`'
             ])
         )
             .prop_map(|(at, c)| Edit::Insert(at, c)),
@@ -296,6 +302,8 @@ fn tool_pat() -> impl Strategy<Value = String> {
     select(vec![
         "fs.read".to_string(),
         "ping".into(),
+        "`get-tiny-image`".into(),
+        "`ping`".into(),
         lit("fs.*"),
         lit("*"),
     ])
@@ -436,6 +444,24 @@ fn statement() -> impl Strategy<Value = Vec<String>> {
             [toks(&["deny", "count", "NAME", ":", "at", "most"]), vec![max.to_string()], toks(&["call", "pay", "where"]), c, toks(&[";"])].concat()
         }),
         1 => pay_cond().prop_map(|c| [toks(&["grant", "NAME", ":", "pay", "where"]), c, toks(&["quota", "3", ";"])].concat()),
+        1 => (text(), -5i64..10, any::<bool>(), any::<bool>()).prop_map(|(t, n, approval, deny)| {
+            let mut out = if deny {
+                toks(&["deny", "call", "NAME", ":", "`get-tiny-image`", "when"])
+            } else {
+                toks(&["grant", "NAME", ":", "`get-tiny-image`", "where"])
+            };
+            out.extend(vec!["`message-type`".into(), "starts_with".into(), lit(&t), "and".into()]);
+            out.extend(vec!["`agent`".into(), ">".into(), n.to_string(), "and".into()]);
+            out.extend(toks(&["any", "`a\\`b`", "==", "1", "and", "agent", "==", "sub"]));
+            if !deny {
+                out.extend(toks(&["quota", "unlimited"]));
+                if approval {
+                    out.push("approval".into());
+                }
+            }
+            out.push(";".into());
+            out
+        }),
         3 => grant(),
         1 => (label_pat(), select(vec!["net", "shell"]), proptest::option::of(text())).prop_map(|(p, sink, when)| {
             let mut t = [toks(&["deny", "flow", "NAME", ":"]), p, toks(&["->", sink])].concat();
@@ -501,6 +527,7 @@ const PRELUDE: &[&str] = &[
     "agent solo from sub own context ;",
     "tool lint ( ) { fact ok when output matches glob \"*passed*\" ; fact ok when output.a.b != null ; }",
     "task seeds found ;",
+    "tool `get-tiny-image` ( `message-type` : string , `agent` : int , `a\\`b` : list<int> ) { resource `message-type` ; sink net on `message-type` , `agent` ; }",
 ];
 
 const SEPARATORS: &[&str] = &[
