@@ -3,12 +3,19 @@
 //! The agent (the MCP client) talks to the proxy on its standard input and
 //! output; the proxy spawns the real MCP server and talks to it on the
 //! child's standard input and output. Messages are newline-delimited
-//! JSON-RPC 2.0. Everything is forwarded unchanged in both directions,
-//! except `tools/call` requests from the client: each is decided by the
-//! monitor first. An ALLOWed call goes to the server and its response is
-//! reported to the monitor (a JSON-RPC error or `isError: true` is a failed
-//! call: its unit comes back); a DENY or PAUSE is answered by the proxy
-//! itself with a tool result carrying `isError: true`.
+//! JSON-RPC 2.0. Every client line is parsed exactly (strict UTF-8, no lone
+//! surrogates, finite numbers, no duplicated keys, bounded nesting) or
+//! refused (`-32700`/`-32600`, never forwarded): a line the proxy cannot
+//! read might be a `tools/call` a lenient server would run. Parsed lines are
+//! forwarded unchanged, except `tools/call` requests: each is decided by
+//! the monitor first. An ALLOWed call goes to the server as the proxy
+//! parsed it (re-serialized, so the server parses what was decided) and its
+//! response, matched by the id's JSON-RPC value, is reported to the monitor
+//! (a JSON-RPC error or `isError: true` is a failed call: its unit comes
+//! back; an answer that is not a tools/call result, or that the proxy cannot
+//! parse exactly, is `unknown`); a DENY or PAUSE is answered by the proxy
+//! itself with a tool result carrying `isError: true`. Every client request
+//! is tracked by id until answered: one reusing a live id is refused.
 //!
 //! A PAUSE is answered the same way by default (`--on-pause error`). With
 //! `--on-pause wait` the paused call is held instead: the proxy serves the
@@ -28,8 +35,8 @@
 //! Threads: one reads the client and writes the server, the main thread
 //! reads the server and writes the client; in wait mode an HTTP runtime
 //! and one timer per paused call settle calls too. Malformed lines never
-//! stop the proxy: they are logged to standard error and forwarded
-//! unchanged.
+//! stop the proxy: they are logged to standard error, and refused (from the
+//! client) or forwarded (from the server).
 
 use crate::{fail, load_policy, Failed};
 use agenra_core::event::Outcome;
@@ -1202,15 +1209,17 @@ fn from_server(proxy: &Proxy, line: &[u8]) {
             match lenient(line) {
                 Some(m) => (m, false),
                 None => {
+                    // Other requests stay in flight: their ids stay taken.
                     let mut st = lock(&proxy.state);
-                    let calls: Vec<String> = st
-                        .pending
-                        .drain()
-                        .filter_map(|(_, f)| match f {
-                            Inflight::Call(call) => Some(call),
-                            Inflight::Other => None,
-                        })
-                        .collect();
+                    let mut calls = Vec::new();
+                    st.pending.retain(|_, f| match f {
+                        Inflight::Call(call) => {
+                            calls.push(std::mem::take(call));
+                            false
+                        }
+                        Inflight::Other => true,
+                    });
+                    calls.sort_by_key(|c| call_number(c));
                     for call in calls {
                         report_answer(proxy, &call, Outcome::Unknown, Value::Null, &why);
                     }

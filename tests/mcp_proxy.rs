@@ -728,6 +728,21 @@ fn an_answer_the_proxy_cannot_parse_is_reported_unknown() {
     assert_eq!(p.finish(), 0);
 }
 
+/// An answer whose id not even a lenient reading finds (`NaN` in it):
+/// every call in flight is reported `unknown`, so the label is kept.
+#[test]
+fn an_answer_without_a_readable_id_makes_the_calls_in_flight_unknown() {
+    let mut p = Proxy::start("nan-answer");
+    p.send_call(1, "read_file", json!({"path": "docs/nan"}));
+    let line = p.recv_line();
+    assert!(line.contains("NaN"), "{line}");
+    let answer = p.call(2, "send_email", json!({"to": "a@example.com", "body": "x"}));
+    assert!(is_error(&answer), "{answer}");
+    assert!(text(&answer).contains("no_untrusted_mail"), "{answer}");
+    p.stderr_line(UNKNOWN);
+    assert_eq!(p.finish(), 0);
+}
+
 /// A response to a call that is not a tools/call result (no `content`
 /// list) is reported `unknown`, never `succeeded`.
 #[test]

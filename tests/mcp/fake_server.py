@@ -16,7 +16,8 @@ U+FFFD. As a JavaScript server would, it answers an integral float id
 `{"text": "later"}` is answered only after the next message (as a server
 running calls concurrently would). `read_file` of `docs/lone-surrogate`
 answers with a lone surrogate in its text (as a server relaying outside
-content might), and of `docs/no-content` with a result that is not a
+content might), of `docs/nan` with `NaN` in its result, and of
+`docs/no-content` with a result that is not a
 tools/call result.
 """
 import json
@@ -86,6 +87,10 @@ def handle(msg):
         elif name == "read_file" and args.get("path") == "docs/lone-surrogate":
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [{"type": "text", "text": "outside text \ud800"}]}})
+        elif name == "read_file" and args.get("path") == "docs/nan":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "a score"}],
+                "score": float("nan")}})
         elif name == "read_file" and args.get("path") == "docs/no-content":
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
         else:
