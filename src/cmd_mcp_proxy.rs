@@ -1379,3 +1379,70 @@ fn tool_error(id: &Value, text: &str) -> String {
 fn rpc_error(id: &Value, code: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{id_key, lenient, parse_line};
+    use serde_json::{json, Value};
+
+    #[test]
+    fn ids_are_compared_as_values() {
+        let key = |s: &str| id_key(&serde_json::from_str::<Value>(s).unwrap());
+        assert_eq!(key("1"), key("1.0"));
+        assert_eq!(key("1"), key("1e0"));
+        assert_eq!(key("-0"), key("0"));
+        assert_ne!(key("1"), key("\"1\""));
+        assert_ne!(key("1"), key("2"));
+        assert_eq!(key("\"a\""), key(r#""\u0061""#));
+        // Beyond 2^53 as a JavaScript peer sees them.
+        assert_eq!(key("18446744073709551615"), key("18446744073709552000"));
+        for not_an_id in ["null", "true", "[1]", "{}"] {
+            assert_eq!(key(not_an_id), None, "{not_an_id}");
+        }
+    }
+
+    #[test]
+    fn what_a_lenient_peer_reads_is_refused() {
+        for (line, code) in [
+            (&br#"{"a":"\ud800"}"#[..], -32700),
+            (br#"{"a":"\udc00"}"#, -32700),
+            (b"{\"a\":\"\xff\"}", -32700),
+            (b"{\"a\":\"\xc0\xaf\"}", -32700),
+            (br#"{"a":1e400}"#, -32700),
+            (br#"{"a":NaN}"#, -32700),
+            (br#"{"a":1} {}"#, -32700),
+            (br#"{"a":1,"a":2}"#, -32600),
+            (br#"{"b":{"a":1,"a":2}}"#, -32600),
+        ] {
+            let got = parse_line(line).map_err(|(c, _)| c);
+            assert_eq!(got, Err(code), "{}", String::from_utf8_lossy(line));
+        }
+        let deep = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+        assert!(parse_line(deep(127).as_bytes()).is_ok());
+        assert_eq!(
+            parse_line(deep(128).as_bytes()).map_err(|(c, _)| c),
+            Err(-32700)
+        );
+        assert_eq!(
+            parse_line(br#"{"a":"\ud83d\ude00"}"#).ok(),
+            Some(json!({"a": "\u{1f600}"}))
+        );
+    }
+
+    #[test]
+    fn a_lenient_reading_replaces_only_what_is_broken() {
+        let read = |line: &[u8]| lenient(line);
+        assert_eq!(
+            read(br#"{"id":3,"t":"\ud800 x"}"#),
+            Some(json!({"id": 3, "t": "\u{fffd} x"}))
+        );
+        assert_eq!(
+            read(br#"{"id":3,"t":"\udc00\ud83d\ude00\ud83d"}"#),
+            Some(json!({"id": 3, "t": "\u{fffd}\u{1f600}\u{fffd}"}))
+        );
+        assert_eq!(read(b"{\"id\":\"\xff\"}"), Some(json!({"id": "\u{fffd}"})));
+        // An escaped backslash before `ud800` is text, not an escape.
+        assert_eq!(read(br#"{"t":"\\ud800"}"#), Some(json!({"t": "\\ud800"})));
+        assert_eq!(read(br#"{"id":1,"n":NaN}"#), None);
+    }
+}
