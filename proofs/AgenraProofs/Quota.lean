@@ -206,7 +206,13 @@ events from the initial state, every grant with quota `limited c` has a
 remaining count `limited n` with `0 ≤ n ≤ c`: consumption never goes below
 zero (a unit is taken only from a grant that has one, `select_hasQuota`)
 and refunds — for rejections, denied approvals and failures — never return
-more than the quota. Unknown outcomes keep their unit spent. -/
+more than the quota. Unknown outcomes keep their unit spent.
+
+What this does NOT rule out: it bounds the units left only (`n ≤ c`), so it
+would still hold if admission ignored quotas (a unit served from an empty
+entry leaves it at 0) or if a success refunded its unit. The accounting that
+rules these out is `quota_books` and `call_served_from_left`
+(`AgenraProofs/Books.lean`). -/
 theorem quota_never_exceeded (p : Policy) (w : List (Event × Checks)) :
     WithinQuota p (runEvents p (State.initial p) w).ledger :=
   runEvents_within p w (State.initial p) (initial_within p)
