@@ -586,8 +586,10 @@ theorem runEvents_books (p : Policy) (j c : Nat) (hcap : capOf p j = some (.limi
       n + heldUnits s j
     omega
 
-/-- The initial ledger holds the full quota `c` of a grant limited to `c`. -/
-theorem initial_entry (p : Policy) (j c : Nat) (hcap : capOf p j = some (.limited c)) :
+/-- The initial ledger holds the full quota `c` of an unshared grant limited
+to `c` (a shared grant starts at `limited 0`, as in Rust's `Ledger::initial`). -/
+theorem initial_entry (p : Policy) (j c : Nat) (hs : p.isShared j = false)
+    (hcap : capOf p j = some (.limited c)) :
     getAt (State.initial p).ledger j = some (.limited c) := by
   cases hg : getAt p.grants j with
   | none =>
@@ -602,18 +604,25 @@ theorem initial_entry (p : Policy) (j c : Nat) (hcap : capOf p j = some (.limite
       rw [hg] <;> rfl
     rw [h2] at hcap
     have hq : gr.quota = Quota.limited c := Option.some.inj hcap
-    rw [← hq]
-    exact getAt_map_quota p.grants j gr hg
+    have h3 := getAt_initial p j gr hg
+    have hns : ¬ (p.isShared j = true) := by
+      intro h
+      rw [hs] at h
+      cases h
+    rw [if_neg hns, hq] at h3
+    exact h3
 
 /-- **quota_books.** In every session, after any sequence of events from the
-initial state, every grant with quota `limited c` has `limited n` left with
+initial state, every unshared grant with quota `limited c` has `limited n` left with
 
   `n + heldUnits s j + keptUnits p j (State.initial p) w = c`:
 
 units left, plus units held by paused and running calls, plus units kept by
 calls that succeeded or ended with an unknown outcome, are exactly the
 quota. So units taken minus units refunded (`c − n`) are exactly the units
-held or kept, and never exceed the quota.
+held or kept, and never exceed the quota. (A shared grant starts at
+`limited 0` and `step` never serves it; its accounting is the pool's,
+`pool_taken_eq_sum_held`.)
 
 Rules out: "a success refunds" (left + kept would count the unit twice:
 the sum exceeds `c`); "admission ignores quota" (a unit served from an
@@ -621,11 +630,11 @@ empty entry would be held without leaving the entry: the sum exceeds `c`);
 "a denial consumes" (a unit would leave the entry without being held or
 kept: the sum falls below `c`). -/
 theorem quota_books (p : Policy) (w : List (Event × Checks)) (j c : Nat)
-    (hcap : capOf p j = some (.limited c)) :
+    (hs : p.isShared j = false) (hcap : capOf p j = some (.limited c)) :
     ∃ n, getAt (runEvents p (State.initial p) w).ledger j = some (.limited n) ∧
       n + heldUnits (runEvents p (State.initial p) w) j + keptUnits p j (State.initial p) w = c := by
   obtain ⟨n, hn, he⟩ := runEvents_books p j c hcap w (State.initial p) c (initial_wf p)
-    (initial_accounted p) (initial_entry p j c hcap)
+    (initial_accounted p) (initial_entry p j c hs hcap)
   refine ⟨n, hn, ?_⟩
   have h0 : heldUnits (State.initial p) j = 0 := rfl
   omega
