@@ -639,6 +639,52 @@ theorem quota_books (p : Policy) (w : List (Event × Checks)) (j c : Nat)
   have h0 : heldUnits (State.initial p) j = 0 := rfl
   omega
 
+/-- The initial entry of a shared grant is `limited 0` (Rust's
+`Ledger::initial`). -/
+theorem initial_entry_shared (p : Policy) (j c : Nat) (hs : p.isShared j = true)
+    (hcap : capOf p j = some (.limited c)) :
+    getAt (State.initial p).ledger j = some (.limited 0) := by
+  cases hg : getAt p.grants j with
+  | none =>
+    have h2 : capOf p j = none := by
+      unfold capOf
+      rw [hg] <;> rfl
+    rw [h2] at hcap
+    cases hcap
+  | some gr =>
+    have h3 := getAt_initial p j gr hg
+    rw [if_pos hs] at h3
+    exact h3
+
+/-- **shared_never_served.** Under Lean's `step`, from `State.initial p`, a
+shared grant (limited, as `validate.rs` requires) is never served: its entry
+stays `limited 0`, no paused or running call holds a unit of it, and no
+finished call kept one. (Rust's `step` serves shared grants from the
+session's private pool: that is `stepIn` with `privatePool`, not Lean's
+`step`; see `docs/lean.md`, "Quota scope".) -/
+theorem shared_never_served (p : Policy) (w : List (Event × Checks)) (j c : Nat)
+    (hs : p.isShared j = true) (hcap : capOf p j = some (.limited c)) :
+    getAt (runEvents p (State.initial p) w).ledger j = some (.limited 0) ∧
+      heldUnits (runEvents p (State.initial p) w) j = 0 ∧
+      keptUnits p j (State.initial p) w = 0 := by
+  obtain ⟨n, hn, he⟩ := runEvents_books p j c hcap w (State.initial p) 0 (initial_wf p)
+    (initial_accounted p) (initial_entry_shared p j c hs hcap)
+  have h0 : heldUnits (State.initial p) j = 0 := rfl
+  have hn0 : n = 0 := by omega
+  rw [hn0] at hn
+  exact ⟨hn, by omega, by omega⟩
+
+/-- **shared_no_quota.** On every state `step` reaches from `State.initial p`,
+`hasQuota` is false for a shared grant, as Rust's `Ledger::has_quota` is
+(which tests `!is_shared(g)` where Lean's ledger, without the policy, reads
+the entry). -/
+theorem shared_no_quota (p : Policy) (w : List (Event × Checks)) (j c : Nat)
+    (hs : p.isShared j = true) (hcap : capOf p j = some (.limited c)) :
+    hasQuota (runEvents p (State.initial p) w).ledger j = false := by
+  have h := (shared_never_served p w j c hs hcap).1
+  show quotaAvailable (getAt (runEvents p (State.initial p) w).ledger j) = false
+  rw [h] <;> rfl
+
 /-! ## A call is served only out of units left -/
 
 /-- The grants an outcome says the call was served from. -/
