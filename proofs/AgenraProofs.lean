@@ -8,3 +8,4 @@ import AgenraProofs.Accounting
 import AgenraProofs.Pool
 import AgenraProofs.Scope
 import AgenraProofs.PoolSum
+import AgenraProofs.Books

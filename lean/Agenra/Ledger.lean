@@ -531,9 +531,25 @@ def Policy.agentChain (p : Policy) (agent : Nat) : List Nat :=
 /-- `Ledger`: remaining quota per grant, indexed like `Policy.grants`. -/
 abbrev Ledger := List Quota
 
-/-- `Ledger::initial`: every grant at its full quota. -/
+/-- `Policy::is_shared`. -/
+def Policy.isShared (p : Policy) (g : Nat) : Bool :=
+  p.shared.any (fun x => decide (x = g))
+
+/-- The entries of `Ledger::initial` from grant index `i` on: a shared grant
+(`quota N per tenant`) starts at `limited 0` (its entry counts the units this
+session holds, none yet), any other grant at its full quota. -/
+def initialFrom (p : Policy) : Nat → List Grant → Ledger
+  | _, [] => []
+  | i, gr :: rest =>
+    (if p.isShared i then Quota.limited 0 else gr.quota) :: initialFrom p (i + 1) rest
+
+/-- `Ledger::initial`: every grant at its full quota, except a shared grant,
+which starts at `limited 0` (the units this session holds). Lean's `step`
+never serves a shared grant from this start (no unit is left in its entry,
+and only selected grants are refunded), as Rust's `Ledger::has_quota` is
+false for it; shared grants are served by `stepIn` from the tenant's pool. -/
 def Ledger.initial (p : Policy) : Ledger :=
-  p.grants.map Grant.quota
+  initialFrom p 0 p.grants
 
 /-- `remaining.get(g).is_some_and(|q| q.is_available())` on an optional entry. -/
 def quotaAvailable : Option Quota → Bool
@@ -905,10 +921,11 @@ given back). `stepIn` is Rust's `step_in` definition by definition.
 
 Rust's `step` is `step_in` with the session's private pool
 (`privatePool`). Lean's `step` above is Rust's `step` for policies without
-shared grants (what the FFI wire carries); for a policy with shared grants
-it keeps a shared grant's entry as units left (`q − held`) where Rust keeps
-the units held, the same per-session behaviour in another encoding (argued
-in `docs/lean.md`, not proved). -/
+shared grants (`stepIn_unshared`); from `State.initial` it never serves a
+shared grant (`Ledger.initial` starts its entry at `limited 0`, as Rust's
+`Ledger::initial` does, and only selected grants are consumed or refunded),
+so on a policy with shared grants Rust's `step` is `stepIn` with
+`privatePool` (what the FFI answers with), not Lean's `step`. -/
 
 /-- `SharedCounts`: the units taken from each shared grant by all the
 tenant's sessions, by grant name (`taken(name)` is 0 when absent). Rust's
@@ -934,10 +951,6 @@ def SharedCounts.take (c : SharedCounts) (name : String) : SharedCounts :=
 /-- `SharedCounts::give_back`: one unit fewer taken, never below zero. -/
 def SharedCounts.giveBack (c : SharedCounts) (name : String) : SharedCounts :=
   c.setTaken name (c.taken name - 1)
-
-/-- `Policy::is_shared`. -/
-def Policy.isShared (p : Policy) (g : Nat) : Bool :=
-  p.shared.any (fun x => decide (x = g))
 
 /-- `policy.grants[g].name` (`""` out of range; Rust panics). -/
 def grantName (p : Policy) (g : Nat) : String :=

@@ -381,7 +381,13 @@ its paused and running calls hold. For a user: a unit reserved by a pause
 is never also available to another call, a refund (rejection, denied
 approval, failure) never returns a unit that is still held, and units of
 calls that succeeded or ended with an unknown outcome stay spent — the
-quota bounds what is left and what is in flight together. -/
+quota bounds what is left and what is in flight together.
+
+What this does NOT rule out: it bounds units held, not units spent, so it
+would still hold if a success refunded its unit (a quota-1 grant could then
+be used forever) or if a denial consumed one. The exact accounting, with the
+units kept by succeeded and unknown calls, is `quota_books`
+(`AgenraProofs/Books.lean`). -/
 theorem remaining_plus_held_le_quota (p : Policy) (w : List (Event × Checks)) :
     Accounted p (runEvents p (State.initial p) w) :=
   runEvents_accounted p w (State.initial p) (initial_accounted p)

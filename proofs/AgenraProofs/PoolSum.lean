@@ -621,4 +621,28 @@ theorem pool_taken_eq_sum_held (p : Policy) (hd : SharedNamesDistinct p)
     exact ⟨0, h0 i s hi g hs⟩
   exact (runTenant_exact p hd hin evs ss SharedCounts.empty hx ha).1
 
+/-- Sessions that start at `State.initial p` hold nothing: `Ledger.initial`
+starts every shared grant at `limited 0`, as Rust's `Ledger::initial` does. -/
+theorem initial_holdNothing (p : Policy) (hin : SharedInRange p) (ss : List State)
+    (hs : ∀ (i : Nat) (s : State), getAt ss i = some s → s = State.initial p) :
+    HoldNothing p ss := by
+  intro i s hi g hg
+  rw [hs i s hi]
+  obtain ⟨gr, hgr⟩ := hin g hg
+  have h3 := getAt_initial p g gr hgr
+  rw [if_pos hg] at h3
+  exact h3
+
+/-- **pool_taken_eq_sum_held_initial.** `pool_taken_eq_sum_held` for sessions
+that all start at `State.initial p` (every session of a tenant, as the
+gateway opens it), from the empty pool: after any interleaving of their
+events through `stepIn`, every shared grant's units taken in the pool are
+exactly the units the sessions hold of it, added up. -/
+theorem pool_taken_eq_sum_held_initial (p : Policy) (hd : SharedNamesDistinct p)
+    (hin : SharedInRange p) (ss : List State) (evs : List TenantEvent)
+    (hs : ∀ (i : Nat) (s : State), getAt ss i = some s → s = State.initial p) :
+    PoolExact p (runTenant p ss SharedCounts.empty evs).1
+      (runTenant p ss SharedCounts.empty evs).2 :=
+  pool_taken_eq_sum_held p hd hin ss evs (initial_holdNothing p hin ss hs)
+
 end Agenra

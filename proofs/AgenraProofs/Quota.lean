@@ -171,6 +171,42 @@ theorem getAt_map_quota : ∀ (gs : List Grant) (j : Nat) (gr : Grant),
       have h2 : getAt gs j = some gr := h
       exact ih j gr h2
 
+/-- The entry of grant `i + j` in `initialFrom p i gs`: `limited 0` for a
+shared grant, its quota otherwise (`Ledger::initial`). -/
+theorem getAt_initialFrom (p : Policy) : ∀ (gs : List Grant) (i j : Nat) (gr : Grant),
+    getAt gs j = some gr →
+    getAt (initialFrom p i gs) j =
+      some (if p.isShared (i + j) then Quota.limited 0 else gr.quota) := by
+  intro gs
+  induction gs with
+  | nil =>
+    intro i j gr h
+    rw [getAt_nil] at h
+    cases h
+  | cons g gs ih =>
+    intro i j gr h
+    cases j with
+    | zero =>
+      have h2 : some g = some gr := h
+      cases h2
+      have e : i + 0 = i := by omega
+      rw [e] <;> rfl
+    | succ j =>
+      have h2 : getAt gs j = some gr := h
+      have e : i + (j + 1) = (i + 1) + j := by omega
+      rw [e]
+      exact ih (i + 1) j gr h2
+
+/-- The initial entry of a grant of the policy: `limited 0` if it is shared,
+its quota otherwise. -/
+theorem getAt_initial (p : Policy) (j : Nat) (gr : Grant) (hg : getAt p.grants j = some gr) :
+    getAt (Ledger.initial p) j =
+      some (if p.isShared j then Quota.limited 0 else gr.quota) := by
+  have h3 := getAt_initialFrom p p.grants 0 j gr hg
+  have e : 0 + j = j := by omega
+  rw [e] at h3
+  exact h3
+
 theorem initial_within (p : Policy) : WithinQuota p (Ledger.initial p) := by
   intro j c hcap
   cases hg : getAt p.grants j with
@@ -186,9 +222,12 @@ theorem initial_within (p : Policy) : WithinQuota p (Ledger.initial p) := by
       rw [hg] <;> rfl
     rw [h2] at hcap
     have hq : gr.quota = Quota.limited c := Option.some.inj hcap
-    refine ⟨c, ?_, Nat.le_refl c⟩
-    rw [← hq]
-    exact getAt_map_quota p.grants j gr hg
+    have h3 := getAt_initial p j gr hg
+    by_cases hs : p.isShared j = true
+    · rw [if_pos hs] at h3
+      exact ⟨0, h3, by omega⟩
+    · rw [if_neg hs, hq] at h3
+      exact ⟨c, h3, Nat.le_refl c⟩
 
 theorem runEvents_within (p : Policy) : ∀ (w : List (Event × Checks)) (s : State),
     WithinQuota p s.ledger → WithinQuota p (runEvents p s w).ledger := by
@@ -206,7 +245,13 @@ events from the initial state, every grant with quota `limited c` has a
 remaining count `limited n` with `0 ≤ n ≤ c`: consumption never goes below
 zero (a unit is taken only from a grant that has one, `select_hasQuota`)
 and refunds — for rejections, denied approvals and failures — never return
-more than the quota. Unknown outcomes keep their unit spent. -/
+more than the quota. Unknown outcomes keep their unit spent.
+
+What this does NOT rule out: it bounds the units left only (`n ≤ c`), so it
+would still hold if admission ignored quotas (a unit served from an empty
+entry leaves it at 0) or if a success refunded its unit. The accounting that
+rules these out is `quota_books` and `call_served_from_left`
+(`AgenraProofs/Books.lean`). -/
 theorem quota_never_exceeded (p : Policy) (w : List (Event × Checks)) :
     WithinQuota p (runEvents p (State.initial p) w).ledger :=
   runEvents_within p w (State.initial p) (initial_within p)
