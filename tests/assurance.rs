@@ -17,6 +17,18 @@
 //! 5. Every entry point of the wire format (`agenra_lean::Entry`) is an
 //!    `@[export ...]` of `lean/Agenra/Ffi.lean`, once that file exists.
 //!
+//! 6. Every row of that table (header `| Claim | Bridge | Theorems | Rust
+//!    code | Tests | Limits |`) starts with a key `**Key.**` and carries
+//!    one bridge: *construction*, *proved in Lean (not machine-checked
+//!    here)* (names a theorem), *tested* (names tests that are `fn`s) or
+//!    *assumed* (Limits start with `Assumed`).
+//! 7. The README's claims list (`<!-- claims -->` … `<!-- /claims -->`,
+//!    items `* **Key** [label]: text`) names only rows of that table, with
+//!    their label and their theorems; a Lean name `Agenra.x` anywhere in
+//!    the README is a theorem of the table.
+//! 8. "verified" appears in README.md, docs/*.md and package descriptions
+//!    only on a line that also says "not machine-checked".
+//!
 //! A document that does not exist yet is reported as a note, not an error;
 //! a document that exists without its table is an error.
 
@@ -337,6 +349,269 @@ fn one_identifier(cell: &str) -> Option<String> {
     (lean_name_shaped(inner) && !inner.contains('`')).then(|| inner.to_string())
 }
 
+/// The header of the claims table of docs/assurance.md.
+const ASSURANCE_HEADER: [&str; 6] = [
+    "Claim",
+    "Bridge",
+    "Theorems",
+    "Rust code",
+    "Tests",
+    "Limits",
+];
+
+/// The labels of the column *Bridge* (written in italics in the table).
+const LEAN_LABEL: &str = "proved in Lean (not machine-checked here)";
+const BRIDGES: [&str; 4] = ["construction", LEAN_LABEL, "tested", "assumed"];
+
+/// One row of the claims table: its key (the bold lead of the Claim cell,
+/// without the final period), label, theorem names and line.
+#[derive(Debug)]
+struct ClaimRow {
+    line: usize,
+    key: String,
+    label: String,
+    theorems: Vec<String>,
+}
+
+/// The bold lead `**Key.**` of a cell, without its final period.
+fn bold_key(cell: &str) -> Option<String> {
+    let rest = cell.trim_start().strip_prefix("**")?;
+    let end = rest.find("**")?;
+    let key = rest[..end].trim().trim_end_matches('.').trim();
+    (!key.is_empty()).then(|| key.to_string())
+}
+
+/// The claims table's rows, keyed; errors for a row without a key or a
+/// label, a duplicated key, a label its columns do not back.
+fn claim_rows(text: &str, tests: &BTreeSet<String>, f: &mut Findings) -> Option<Vec<ClaimRow>> {
+    let rows = table(text, |c| {
+        c.len() == ASSURANCE_HEADER.len() && c.iter().zip(ASSURANCE_HEADER).all(|(a, b)| a == b)
+    })?;
+    let mut out: Vec<ClaimRow> = Vec::new();
+    for (line, c) in rows {
+        if c.len() != ASSURANCE_HEADER.len() {
+            continue; // reported by check_assurance
+        }
+        let Some(key) = bold_key(&c[0]) else {
+            f.errors.push(format!(
+                "docs/assurance.md:{line}: the claim has no key (a cell starting `**Key.**`)"
+            ));
+            continue;
+        };
+        if out.iter().any(|r| r.key == key) {
+            f.errors.push(format!(
+                "docs/assurance.md:{line}: the key `{key}` is used by an earlier row"
+            ));
+        }
+        let label = c[1].trim().trim_matches('*').trim().to_string();
+        if !BRIDGES.contains(&label.as_str()) {
+            f.errors.push(format!(
+                "docs/assurance.md:{line}: bridge `{}` is not one of: {}",
+                c[1],
+                BRIDGES.join(", ")
+            ));
+        }
+        let theorems: Vec<String> = backticked(&c[2])
+            .into_iter()
+            .filter(|n| lean_name_shaped(n))
+            .collect();
+        if label == LEAN_LABEL && theorems.is_empty() {
+            f.errors.push(format!(
+                "docs/assurance.md:{line}: `{key}` is labelled proved in Lean but names no theorem"
+            ));
+        }
+        if label == "tested" {
+            let named: Vec<String> = backticked(&c[4])
+                .into_iter()
+                .filter(|n| !n.ends_with(".rs") && !n.contains('/'))
+                .map(|n| n.rsplit("::").next().unwrap_or(&n).to_string())
+                .filter(|n| {
+                    n.contains('_')
+                        && n.chars()
+                            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_')
+                })
+                .collect();
+            if named.is_empty() {
+                f.errors.push(format!(
+                    "docs/assurance.md:{line}: `{key}` is labelled tested but names no test"
+                ));
+            }
+            for n in named.iter().filter(|n| !tests.contains(*n)) {
+                f.errors.push(format!(
+                    "docs/assurance.md:{line}: test `{n}` of `{key}` is not a `fn` under tests/, rust/, src/ or ffi/"
+                ));
+            }
+        }
+        if label == "assumed" && !c[5].starts_with("Assumed") {
+            f.errors.push(format!(
+                "docs/assurance.md:{line}: `{key}` is labelled assumed, but its Limits do not start with `Assumed`: say what"
+            ));
+        }
+        out.push(ClaimRow {
+            line,
+            key,
+            label,
+            theorems,
+        });
+    }
+    Some(out)
+}
+
+/// The README's claims (the list between `<!-- claims` and `<!-- /claims
+/// -->`, items `* **Key** [label]: text`) must be rows of the table, with
+/// the same label, and name only theorems of that row; a Lean name
+/// (`Agenra.x`) anywhere in the README must be in the table.
+fn check_readme(root: &Path, rows: &[ClaimRow], f: &mut Findings) {
+    let Ok(text) = fs::read_to_string(root.join("README.md")) else {
+        f.notes
+            .push("README.md does not exist yet: no claims to check".into());
+        return;
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("<!-- claims"));
+    let end = lines.iter().position(|l| l.trim() == "<!-- /claims -->");
+    let (Some(start), Some(end)) = (start, end) else {
+        f.errors
+            .push("README.md: no claims list (`<!-- claims ... -->` … `<!-- /claims -->`)".into());
+        return;
+    };
+    let all_theorems: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| r.theorems.iter().map(String::as_str))
+        .collect();
+    for (n, l) in lines.iter().enumerate() {
+        for name in backticked(l) {
+            if name.starts_with("Agenra.")
+                && lean_name_shaped(&name)
+                && !all_theorems.contains(name.as_str())
+            {
+                f.errors.push(format!(
+                    "README.md:{}: theorem `{name}` is not carried by the table of docs/assurance.md",
+                    n + 1
+                ));
+            }
+        }
+    }
+    let mut count = 0;
+    for (n, l) in lines.iter().enumerate().take(end).skip(start + 1) {
+        let line = n + 1;
+        let l = l.trim();
+        if l.is_empty() {
+            continue;
+        }
+        let parsed = l.strip_prefix("* ").and_then(|rest| {
+            let key = bold_key(rest)?;
+            let after = rest.trim_start().strip_prefix("**")?;
+            let after = &after[after.find("**")? + 2..];
+            let label = after.trim_start().strip_prefix('[')?;
+            let label = &label[..label.find(']')?];
+            Some((key, label.trim().to_string()))
+        });
+        let Some((key, label)) = parsed else {
+            f.errors.push(format!(
+                "README.md:{line}: a claim must read `* **Key** [label]: text`"
+            ));
+            continue;
+        };
+        count += 1;
+        let Some(row) = rows.iter().find(|r| r.key == key) else {
+            f.errors.push(format!(
+                "README.md:{line}: claim `{key}` is not a row of the table of docs/assurance.md"
+            ));
+            continue;
+        };
+        if row.label != label {
+            f.errors.push(format!(
+                "README.md:{line}: claim `{key}` is labelled [{label}], docs/assurance.md:{} says [{}]",
+                row.line, row.label
+            ));
+        }
+        for name in backticked(l)
+            .into_iter()
+            .filter(|x| x.starts_with("Agenra."))
+        {
+            if !row.theorems.contains(&name) {
+                f.errors.push(format!(
+                    "README.md:{line}: claim `{key}` cites `{name}`, which its row (docs/assurance.md:{}) does not carry",
+                    row.line
+                ));
+            }
+        }
+    }
+    f.notes.push(format!(
+        "README.md: {count} claims checked against docs/assurance.md"
+    ));
+}
+
+/// "verified" (the word, any case) in README.md, docs/*.md or a package
+/// description only on a line that also says "not machine-checked".
+fn check_verified(root: &Path, f: &mut Findings) {
+    let mut files: Vec<PathBuf> = vec![root.join("README.md")];
+    files_with(&root.join("docs"), "md", &mut files);
+    let mut manifests = Vec::new();
+    files_with(root, "toml", &mut manifests);
+    for p in manifests {
+        if p.file_name().and_then(|n| n.to_str()) == Some("Cargo.toml") {
+            files.push(p);
+        }
+    }
+    for p in files {
+        let Ok(text) = fs::read_to_string(&p) else {
+            continue;
+        };
+        let is_manifest = p.extension().and_then(|e| e.to_str()) == Some("toml");
+        for (n, l) in text.lines().enumerate() {
+            if is_manifest && !l.trim_start().starts_with("description") {
+                continue;
+            }
+            let lower = l.to_lowercase();
+            if !word_lines(&lower, "verified").is_empty() && !lower.contains("not machine-checked")
+            {
+                f.errors.push(format!(
+                    "{}:{}: says \"verified\" without \"not machine-checked\" (no Lean toolchain has built the proofs)",
+                    rel(root, &p),
+                    n + 1
+                ));
+            }
+        }
+    }
+}
+
+/// Names of `fn`s under tests/, rust/, src/ and ffi/ (test names).
+fn rust_fns(root: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    for dir in ["tests", "rust", "src", "ffi"] {
+        files_with(&root.join(dir), "rs", &mut files);
+    }
+    let mut names = BTreeSet::new();
+    for p in files {
+        let text = fs::read_to_string(&p).unwrap_or_default();
+        let tokens: Vec<&str> = text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|t| !t.is_empty())
+            .collect();
+        for w in tokens.windows(2) {
+            if w[0] == "fn" {
+                names.insert(w[1].to_string());
+            }
+        }
+    }
+    names
+}
+
+fn check_claims(root: &Path, f: &mut Findings) {
+    let Ok(text) = fs::read_to_string(root.join("docs/assurance.md")) else {
+        return;
+    };
+    // Without the table (reported by check_assurance) there is nothing to
+    // hold the README to.
+    if let Some(rows) = claim_rows(&text, &rust_fns(root), f) {
+        check_readme(root, &rows, f);
+    }
+}
+
 fn check_assurance(root: &Path, declared: &BTreeSet<String>, f: &mut Findings) {
     let path = root.join("docs/assurance.md");
     let Ok(text) = fs::read_to_string(&path) else {
@@ -344,7 +619,7 @@ fn check_assurance(root: &Path, declared: &BTreeSet<String>, f: &mut Findings) {
             .push("docs/assurance.md does not exist yet: no theorem names to check".into());
         return;
     };
-    let header = ["Claim", "Theorems", "Rust code", "Tests", "Limits"];
+    let header = ASSURANCE_HEADER;
     let Some(rows) = table(&text, |c| {
         c.len() == header.len() && c.iter().zip(header).all(|(a, b)| a == b)
     }) else {
@@ -364,7 +639,7 @@ fn check_assurance(root: &Path, declared: &BTreeSet<String>, f: &mut Findings) {
             ));
             continue;
         }
-        for name in backticked(&c[1])
+        for name in backticked(&c[2])
             .into_iter()
             .filter(|n| lean_name_shaped(n))
         {
@@ -473,6 +748,8 @@ fn check(root: &Path) -> Findings {
     check_assurance(root, &declared, &mut f);
     check_mirror(root, &declared, &mut f);
     check_exports(root, &mut f);
+    check_claims(root, &mut f);
+    check_verified(root, &mut f);
     f
 }
 
@@ -526,7 +803,13 @@ impl Fixture {
             )
             .write(
                 "docs/assurance.md",
-                "# A\n\n| Claim | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|\n| zero matches | `Agenra.grantMatches_zero` | `x.rs` | `t` | `a || b` — none |\n",
+                "# A\n\n| Claim | Bridge | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|---|\n| **Zero.** zero matches | *proved in Lean (not machine-checked here)* | `Agenra.grantMatches_zero` | `x.rs` | `t` | `a || b` — none |\n| **Spec runs.** the spec runs | *tested* | — | `x.rs` | `tests/spec.rs` (`the_spec_runs`) | — |\n",
+            )
+            .write(
+                "README.md",
+                "# R\n\n<!-- claims -->\n* **Zero** [proved in Lean (not machine-checked here)]: zero matches (`Agenra.grantMatches_zero`).\n* **Spec runs** [tested]: it runs.\n<!-- /claims -->\n",
+            )
+            .write("tests/spec.rs", "#[test]\nfn the_spec_runs() {}\n",
             )
             .write(
                 "docs/lean.md",
@@ -609,7 +892,7 @@ fn a_missing_theorem_is_named() {
     let f = Fixture::good("theorem");
     f.write(
         "docs/assurance.md",
-        "| Claim | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|\n| c | `Agenra.grantMatches_zero`, `Agenra.no_such_theorem` | r | t | l |\n",
+        "| Claim | Bridge | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|---|\n| **Zero.** c | *proved in Lean (not machine-checked here)* | `Agenra.grantMatches_zero`, `Agenra.no_such_theorem` | r | t | l |\n| **Spec runs.** c | *tested* | — | r | `the_spec_runs` | l |\n",
     );
     assert_eq!(
         only_error(&f),
@@ -633,11 +916,11 @@ fn documents_are_optional_until_they_exist_then_need_their_tables() {
     f.write("docs/assurance.md", "# Assurance\n\nTo be written.\n");
     assert_eq!(
         only_error(&f),
-        "docs/assurance.md: no table with the header `| Claim | Theorems | Rust code | Tests | Limits |`"
+        "docs/assurance.md: no table with the header `| Claim | Bridge | Theorems | Rust code | Tests | Limits |`"
     );
     f.write(
         "docs/assurance.md",
-        "| Claim | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|\n",
+        "| Claim | Bridge | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|---|\n| **Zero.** c | *proved in Lean (not machine-checked here)* | `Agenra.grantMatches_zero` | r | t | l |\n| **Spec runs.** c | *tested* | — | r | `the_spec_runs` | l |\n",
     );
     f.write("docs/lean.md", "# Lean\n");
     assert_eq!(
@@ -677,4 +960,101 @@ fn the_ffi_module_must_export_every_entry_point() {
     let e = f.errors();
     assert_eq!(e.len(), agenra_lean::Entry::ALL.len() - 1, "{e:#?}");
     assert!(e.iter().any(|x| x == "lean/Agenra/Ffi.lean: no `@[export agenra_ffi_step]` (an entry point of docs/lean-ffi.md)"));
+}
+
+#[test]
+fn the_readme_claims_are_held_to_the_table() {
+    let f = Fixture::good("readme");
+    let lean = "proved in Lean (not machine-checked here)";
+    // Another label than the table's.
+    f.write(
+        "README.md",
+        "<!-- claims -->\n* **Zero** [tested]: zero matches.\n<!-- /claims -->\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        format!(
+            "README.md:2: claim `Zero` is labelled [tested], docs/assurance.md:5 says [{lean}]"
+        )
+    );
+    // A claim the table does not carry.
+    f.write(
+        "README.md",
+        "<!-- claims -->\n* **Fast** [tested]: it is fast.\n<!-- /claims -->\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        "README.md:2: claim `Fast` is not a row of the table of docs/assurance.md"
+    );
+    // A theorem the table does not carry, inside or outside the list.
+    f.write(
+        "README.md",
+        "Proved: `Agenra.other_theorem`.\n<!-- claims -->\n* **Zero** [proved in Lean (not machine-checked here)]: `Agenra.grantMatches_zero`.\n<!-- /claims -->\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        "README.md:1: theorem `Agenra.other_theorem` is not carried by the table of docs/assurance.md"
+    );
+    // A theorem of another row.
+    f.write(
+        "README.md",
+        "<!-- claims -->\n* **Spec runs** [tested]: `Agenra.grantMatches_zero`.\n<!-- /claims -->\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        "README.md:2: claim `Spec runs` cites `Agenra.grantMatches_zero`, which its row (docs/assurance.md:6) does not carry"
+    );
+    // A line that is not a claim, and no list at all.
+    f.write(
+        "README.md",
+        "<!-- claims -->\n* Zero matches, proved.\n<!-- /claims -->\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        "README.md:2: a claim must read `* **Key** [label]: text`"
+    );
+    f.write("README.md", "# R\n\nZero matches.\n");
+    assert_eq!(
+        only_error(&f),
+        "README.md: no claims list (`<!-- claims ... -->` … `<!-- /claims -->`)"
+    );
+}
+
+#[test]
+fn every_claim_carries_one_backed_bridge() {
+    let f = Fixture::good("bridges");
+    let head = "| Claim | Bridge | Theorems | Rust code | Tests | Limits |\n|---|---|---|---|---|---|\n| **Zero.** c | *proved in Lean (not machine-checked here)* | `Agenra.grantMatches_zero` | r | t | l |\n| **Spec runs.** c | *tested* | — | r | `the_spec_runs` | l |\n";
+    f.write(
+        "docs/assurance.md",
+        &format!("{head}| **Proved.** c | *proved* | — | r | t | l |\n| **Lean.** c | *proved in Lean (not machine-checked here)* | — | r | t | l |\n| **Tested.** c | *tested* | — | r | `no_such_test` | l |\n| **Guess.** c | *assumed* | — | r | — | — |\n| no key | *tested* | — | r | `the_spec_runs` | l |\n"),
+    );
+    assert_eq!(
+        f.errors(),
+        vec![
+            "docs/assurance.md:5: bridge `*proved*` is not one of: construction, proved in Lean (not machine-checked here), tested, assumed".to_string(),
+            "docs/assurance.md:6: `Lean` is labelled proved in Lean but names no theorem".to_string(),
+            "docs/assurance.md:7: test `no_such_test` of `Tested` is not a `fn` under tests/, rust/, src/ or ffi/".to_string(),
+            "docs/assurance.md:8: `Guess` is labelled assumed, but its Limits do not start with `Assumed`: say what".to_string(),
+            "docs/assurance.md:9: the claim has no key (a cell starting `**Key.**`)".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn verified_needs_its_qualification() {
+    let f = Fixture::good("verified");
+    f.write(
+        "Cargo.toml",
+        "[package]\nname = \"x\"\ndescription = \"Verified authorization layer\"\n# verified: comments are not descriptions\n",
+    );
+    assert_eq!(
+        only_error(&f),
+        "Cargo.toml:3: says \"verified\" without \"not machine-checked\" (no Lean toolchain has built the proofs)"
+    );
+    f.write("Cargo.toml", "[package]\nname = \"x\"\n");
+    f.write("docs/x.md", "A formally VERIFIED monitor.\nProofs verified in Lean (not machine-checked here).\nUnverified.\n");
+    assert_eq!(
+        only_error(&f),
+        "docs/x.md:1: says \"verified\" without \"not machine-checked\" (no Lean toolchain has built the proofs)"
+    );
 }
