@@ -28,6 +28,11 @@
 //!    the README is a theorem of the table.
 //! 8. "verified" appears in README.md, docs/*.md and package descriptions
 //!    only on a line that also says "not machine-checked".
+//! 9. Anonymous constructors `⟨…⟩` whose expected type is written next to
+//!    them (`x : X := ⟨…⟩`, `(⟨…⟩ : X)`, an argument of a project `def`
+//!    declared `(p : X)`) have as many arguments as the project structure
+//!    `X` has fields (`check_anonymous_constructors` says what it cannot
+//!    see: inferred expected types, `extends`, patterns, nested `⟨…⟩`).
 //!
 //! A document that does not exist yet is reported as a note, not an error;
 //! a document that exists without its table is an error.
@@ -217,6 +222,389 @@ fn check_holes(root: &Path, sources: &BTreeMap<PathBuf, String>, f: &mut Finding
             }
         }
     }
+}
+
+/// A structure of the project: its explicit fields in order, with their
+/// types (the text after ` : `, up to ` := `), and where it is declared.
+#[derive(Debug, Clone)]
+struct Structure {
+    fields: Vec<(String, String)>,
+    at: String,
+}
+
+/// `structure X … where` declarations of lean/ and proofs/ (stripped
+/// text): their explicit fields. A structure that `extends` another is left
+/// out (its anonymous constructor takes the parent first: not modelled).
+fn lean_structures(
+    root: &Path,
+    sources: &BTreeMap<PathBuf, String>,
+) -> BTreeMap<String, Structure> {
+    let mut out = BTreeMap::new();
+    for (p, text) in sources {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let l = lines[i];
+            let indent = l.len() - l.trim_start().len();
+            let mut t = l.split_whitespace();
+            if t.next() != Some("structure") {
+                i += 1;
+                continue;
+            }
+            let Some(name) = t
+                .next()
+                .map(|n| n.chars().take_while(|c| is_ident(*c)).collect::<String>())
+            else {
+                i += 1;
+                continue;
+            };
+            // The header may run over several lines up to `where`.
+            let mut j = i;
+            let mut header = String::new();
+            while j < lines.len() {
+                header.push_str(lines[j]);
+                header.push(' ');
+                if lines[j].split_whitespace().any(|w| w == "where") {
+                    break;
+                }
+                j += 1;
+            }
+            let extends = header.split_whitespace().any(|w| w == "extends");
+            let mut fields = Vec::new();
+            let mut field_indent = None;
+            let mut k = j + 1;
+            while k < lines.len() {
+                let f = lines[k];
+                if f.trim().is_empty() {
+                    k += 1;
+                    continue;
+                }
+                let ind = f.len() - f.trim_start().len();
+                if ind <= indent {
+                    break;
+                }
+                let body = f.trim();
+                if body.starts_with("deriving") {
+                    break;
+                }
+                let fi = *field_indent.get_or_insert(ind);
+                if ind == fi && !body.contains("::") {
+                    // `a b : T`, `a : T := d`, `(a : T)`.
+                    let body = body.trim_start_matches('(').trim_end_matches(')');
+                    if let Some((names, ty)) = body.split_once(" : ") {
+                        let ty = ty.split(" := ").next().unwrap_or(ty).trim().to_string();
+                        for n in names.split_whitespace() {
+                            fields.push((n.to_string(), ty.clone()));
+                        }
+                    }
+                }
+                k += 1;
+            }
+            if !extends {
+                let last = name.rsplit('.').next().unwrap_or(&name).to_string();
+                out.insert(
+                    last,
+                    Structure {
+                        fields,
+                        at: format!("{}:{}", rel(root, p), i + 1),
+                    },
+                );
+            }
+            i = k.max(i + 1);
+        }
+    }
+    out
+}
+
+/// The index just past the bracket that closes the one at `open` (any of
+/// `(` `[` `{` `⟨`), or `None`.
+fn close_of(c: &[char], open: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (k, &ch) in c.iter().enumerate().skip(open) {
+        match ch {
+            '(' | '[' | '{' | '⟨' => depth += 1,
+            ')' | ']' | '}' | '⟩' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(k + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The top-level arguments of the anonymous constructor at `open`.
+fn anon_args(c: &[char], open: usize, close: usize) -> usize {
+    let inner: String = c[open + 1..close - 1].iter().collect();
+    if inner.trim().is_empty() {
+        return 0;
+    }
+    let mut depth = 0i32;
+    let mut n = 1;
+    for ch in inner.chars() {
+        match ch {
+            '(' | '[' | '{' | '⟨' => depth += 1,
+            ')' | ']' | '}' | '⟩' => depth -= 1,
+            ',' if depth == 0 => n += 1,
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Types the anonymous constructor cannot nest into (not structures).
+fn is_leaf_type(ty: &str) -> bool {
+    let head = ty.split_whitespace().next().unwrap_or("");
+    matches!(
+        head,
+        "Nat"
+            | "Int"
+            | "Bool"
+            | "String"
+            | "Char"
+            | "List"
+            | "Option"
+            | "Array"
+            | "ByteArray"
+            | "UInt8"
+            | "UInt16"
+            | "UInt32"
+            | "UInt64"
+            | "Fin"
+            | "Prop"
+    )
+}
+
+/// The error, if `args` arguments cannot build structure `name`: fewer
+/// than its fields always; more only when the last field is a structure
+/// of the project that the rest cannot build, or a type that is no
+/// structure (`Nat`, `List …`, …): Lean nests extra arguments into the
+/// last field.
+fn arity_error(structs: &BTreeMap<String, Structure>, name: &str, args: usize) -> Option<String> {
+    let s = structs.get(name)?;
+    let n = s.fields.len();
+    if args < n {
+        return Some(format!(
+            "⟨…⟩ with {args} argument(s) for `{name}`, which has {n} fields ({}; declared {}): the anonymous constructor fills no defaults",
+            s.fields.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(", "),
+            s.at
+        ));
+    }
+    if args > n && n > 0 {
+        let last = &s.fields[n - 1].1;
+        let head = last.split_whitespace().next().unwrap_or("");
+        let head = head.rsplit('.').next().unwrap_or(head);
+        if structs.contains_key(head) && !last.contains(' ') {
+            return arity_error(structs, head, args - n + 1);
+        }
+        if is_leaf_type(last) {
+            return Some(format!(
+                "⟨…⟩ with {args} argument(s) for `{name}`, which has {n} fields (declared {}), the last of type `{last}`",
+                s.at
+            ));
+        }
+    }
+    None
+}
+
+/// Explicit parameter types of the project's `def`s/`abbrev`s whose
+/// parameters are written as binders: `def f (a : T) (b c : U) {x : V} …`.
+/// `None` for a parameter whose type is not one identifier.
+fn def_params(sources: &BTreeMap<PathBuf, String>) -> BTreeMap<String, Vec<Option<String>>> {
+    let mut out = BTreeMap::new();
+    for text in sources.values() {
+        let c: Vec<char> = text.chars().collect();
+        let s: String = c.iter().collect();
+        for kw in ["def ", "abbrev "] {
+            let mut from = 0;
+            while let Some(k) = s[from..].find(kw) {
+                let at = from + k;
+                from = at + kw.len();
+                if at > 0 && s[..at].chars().next_back().is_some_and(is_ident) {
+                    continue;
+                }
+                let rest = &s[at + kw.len()..];
+                let name: String = rest.chars().take_while(|ch| is_ident(*ch)).collect();
+                let last = name.rsplit('.').next().unwrap_or(&name).to_string();
+                let mut params = Vec::new();
+                let mut r = rest[name.len()..].trim_start();
+                while let Some(open) = r
+                    .chars()
+                    .next()
+                    .filter(|ch| matches!(ch, '(' | '{' | '[' | '⦃'))
+                {
+                    let rc: Vec<char> = r.chars().collect();
+                    let Some(end) = close_of(&rc, 0) else { break };
+                    let group: String = rc[1..end - 1].iter().collect();
+                    if open == '(' {
+                        if let Some((names, ty)) = group.split_once(" : ") {
+                            let ty = ty.trim();
+                            let one = lean_name_shaped(ty)
+                                .then(|| ty.rsplit('.').next().unwrap_or(ty).to_string());
+                            for _ in names.split_whitespace() {
+                                params.push(one.clone());
+                            }
+                        }
+                    }
+                    let bytes: usize = rc[..end].iter().map(|ch| ch.len_utf8()).sum();
+                    r = r[bytes..].trim_start();
+                }
+                if !last.is_empty() && params.iter().any(Option::is_some) {
+                    out.entry(last).or_insert(params);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Anonymous constructors `⟨…⟩` whose expected type is written next to
+/// them, checked against the project's structures: `x : X := ⟨…⟩` (a
+/// `def`, `let`, `have`, `instance`), `(⟨…⟩ : X)`, and an argument of a
+/// project `def` whose parameter at that position is declared `(p : X)`
+/// (`step ⟨…⟩ (State.initial ⟨…⟩)`). It cannot see an expected type that
+/// Lean infers (unification, `show`, implicit or instance arguments, a
+/// parameter written as `A → B`, a function value), structures that
+/// `extends` another, nor patterns (`fun ⟨a, b⟩`, `match`, `obtain`,
+/// `rcases`), and `.mk` applications; it reads stripped source text, not
+/// Lean's parse.
+fn check_anonymous_constructors(
+    root: &Path,
+    sources: &BTreeMap<PathBuf, String>,
+    f: &mut Findings,
+) {
+    let structs = lean_structures(root, sources);
+    let params = def_params(sources);
+    let mut checked = 0;
+    for (p, text) in sources {
+        let c: Vec<char> = text.chars().collect();
+        let line_of = |k: usize| c[..k].iter().filter(|&&ch| ch == '\n').count() + 1;
+        let mut report = |k: usize, name: &str, args: usize, f: &mut Findings| {
+            checked += 1;
+            if let Some(e) = arity_error(&structs, name, args) {
+                f.errors
+                    .push(format!("{}:{}: {e}", rel(root, p), line_of(k)));
+            }
+        };
+        for k in 0..c.len() {
+            if c[k] != '⟨' {
+                continue;
+            }
+            let Some(end) = close_of(&c, k) else { continue };
+            let args = anon_args(&c, k, end);
+            // `(⟨…⟩ : X)`
+            let before: String = c[..k].iter().collect();
+            let after: String = c[end..].iter().collect();
+            if before.trim_end().ends_with('(') {
+                if let Some(rest) = after.trim_start().strip_prefix(':') {
+                    let ty: String = rest
+                        .trim_start()
+                        .chars()
+                        .take_while(|ch| is_ident(*ch))
+                        .collect();
+                    let rest2 = rest.trim_start()[ty.len()..].trim_start();
+                    if rest2.starts_with(')') {
+                        report(k, ty.rsplit('.').next().unwrap_or(&ty), args, f);
+                        continue;
+                    }
+                }
+            }
+            // `x : X := ⟨…⟩`
+            if let Some(b) = before.trim_end().strip_suffix(":=") {
+                let b = b.trim_end();
+                let ty: String = b
+                    .chars()
+                    .rev()
+                    .take_while(|ch| is_ident(*ch))
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                let b2 = b[..b.len() - ty.len()].trim_end();
+                if !ty.is_empty() && b2.ends_with(':') && !b2.ends_with("::") {
+                    report(k, ty.rsplit('.').next().unwrap_or(&ty), args, f);
+                    continue;
+                }
+            }
+        }
+        // Arguments of project defs: `f a (b) ⟨…⟩ …`.
+        let s: String = c.iter().collect();
+        for (fname, ptys) in &params {
+            let mut from = 0;
+            while let Some(off) = s[from..].find(fname.as_str()) {
+                let at = from + off;
+                from = at + fname.len();
+                let prev = s[..at].chars().next_back();
+                let next = s[at + fname.len()..].chars().next();
+                if next.is_some_and(is_ident) || prev.is_some_and(|ch| is_ident(ch) && ch != '.') {
+                    continue;
+                }
+                // Not the declaration itself.
+                let head = s[..at].trim_end();
+                if head.ends_with("def") || head.ends_with("abbrev") || head.ends_with("theorem") {
+                    continue;
+                }
+                let rc: Vec<char> = s[from..].chars().collect();
+                let base = s[..from].chars().count();
+                let mut q = 0;
+                let mut index = 0;
+                loop {
+                    while q < rc.len() && matches!(rc[q], ' ' | '\n') {
+                        q += 1;
+                    }
+                    if q >= rc.len() || index >= ptys.len() {
+                        break;
+                    }
+                    let ch = rc[q];
+                    let end = if matches!(ch, '(' | '[' | '⟨') {
+                        match close_of(&rc, q) {
+                            Some(e) => e,
+                            None => break,
+                        }
+                    } else if is_ident(ch) || ch.is_ascii_digit() {
+                        let word: String = rc[q..].iter().take_while(|x| is_ident(**x)).collect();
+                        if matches!(
+                            word.as_str(),
+                            "then"
+                                | "else"
+                                | "with"
+                                | "at"
+                                | "by"
+                                | "do"
+                                | "fun"
+                                | "in"
+                                | "from"
+                                | "if"
+                                | "match"
+                                | "let"
+                                | "have"
+                                | "show"
+                                | "using"
+                        ) {
+                            break;
+                        }
+                        q + word.chars().count()
+                    } else {
+                        break;
+                    };
+                    if ch == '⟨' {
+                        if let Some(ty) = &ptys[index] {
+                            let args = anon_args(&rc, q, end);
+                            report(base + q, ty, args, f);
+                        }
+                    }
+                    q = end;
+                    index += 1;
+                }
+            }
+        }
+    }
+    f.notes.push(format!(
+        "lean/, proofs/: {checked} anonymous constructors with a visible expected type checked against {} structures",
+        structs.len()
+    ));
 }
 
 /// `import` lines: module names.
@@ -744,6 +1132,7 @@ fn check(root: &Path) -> Findings {
     let sources = lean_sources(root);
     let declared = lean_declarations(&sources);
     check_holes(root, &sources, &mut f);
+    check_anonymous_constructors(root, &sources, &mut f);
     check_imports(root, &sources, &mut f);
     check_assurance(root, &declared, &mut f);
     check_mirror(root, &declared, &mut f);
@@ -1056,5 +1445,45 @@ fn verified_needs_its_qualification() {
     assert_eq!(
         only_error(&f),
         "docs/x.md:1: says \"verified\" without \"not machine-checked\" (no Lean toolchain has built the proofs)"
+    );
+}
+
+#[test]
+fn anonymous_constructors_with_the_wrong_number_of_fields_are_found() {
+    let f = Fixture::good("anon");
+    f.write(
+        "lean/Agenra/Spec.lean",
+        "namespace Agenra\ndef grantMatches (n : Nat) : Bool := n == 0\n\
+         structure Policy where\n  tools : List Nat\n  agents : List Nat\n  grants : List Nat\n  \
+         /-- a doc comment -/\n  sets : List String\n  shared : List Nat := []\n  deriving Repr\n\
+         structure State where\n  sets : List (List String)\n\
+         structure Flags where\n  a b : Bool\n\
+         structure Pair where\n  n : Nat\n  flags : Flags\n\
+         def State.initial (p : Policy) : State := ⟨p.sets.map (fun _ => [])⟩\n\
+         def step (p : Policy) (s : State) (n : Nat) : Nat := n\nend Agenra\n",
+    );
+    // The bug of issue 26 (proofs/AgenraProofs/Ledger.lean): four
+    // arguments for a five-field Policy, as function arguments.
+    f.write(
+        "proofs/AgenraProofs/Basic.lean",
+        "import Agenra.Spec\nnamespace Agenra\ntheorem grantMatches_zero : grantMatches 0 = true := rfl\n\
+         example : step ⟨[], [], [], [\"a\", \"b\"]⟩ (State.initial ⟨[], [], [], [\"a\"]⟩) 1 = 1 := rfl\n\
+         def p5 : Policy := ⟨[], [], [], [], []⟩\n\
+         def p3 : Policy := ⟨[], [], []⟩\n\
+         example : (⟨true, false, true⟩ : Flags) = ⟨true, false⟩ := rfl\n\
+         def nested : Pair := ⟨1, true, false⟩\n\
+         def short : Pair := ⟨1, ⟨true⟩⟩\nend Agenra\n",
+    );
+    let fields = "tools, agents, grants, sets, shared; declared lean/Agenra/Spec.lean:3";
+    let mut errors = f.errors();
+    errors.sort();
+    assert_eq!(
+        errors,
+        vec![
+            format!("proofs/AgenraProofs/Basic.lean:4: ⟨…⟩ with 4 argument(s) for `Policy`, which has 5 fields ({fields}): the anonymous constructor fills no defaults"),
+            format!("proofs/AgenraProofs/Basic.lean:4: ⟨…⟩ with 4 argument(s) for `Policy`, which has 5 fields ({fields}): the anonymous constructor fills no defaults"),
+            format!("proofs/AgenraProofs/Basic.lean:6: ⟨…⟩ with 3 argument(s) for `Policy`, which has 5 fields ({fields}): the anonymous constructor fills no defaults"),
+            "proofs/AgenraProofs/Basic.lean:7: ⟨…⟩ with 3 argument(s) for `Flags`, which has 2 fields (declared lean/Agenra/Spec.lean:13), the last of type `Bool`".to_string(),
+        ]
     );
 }
