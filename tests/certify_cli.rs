@@ -226,3 +226,24 @@ fn emit_lean_without_a_call_class_still_certifies() {
     assert!(file.contains("classes := []"), "{file}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Lean file that cannot be written costs the exit code (1), not the
+/// verdict on stdout or the `--out` certificate (both used to be lost).
+#[test]
+fn an_unwritable_lean_file_keeps_the_verdict_and_the_certificate() {
+    let (old, new) = (
+        corpus("coding-agent/base.agr"),
+        corpus("coding-agent/cd01-write-quota-realistic.agr"),
+    );
+    let cert = temp("unwritable-lean.json");
+    let lean = temp("no-such-dir/Rev.lean");
+    let out = agenra(&["certify", &old, &new, "--out", &cert, "--emit-lean", &lean]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("certified"), "{text}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("Rev.lean: cannot write"), "{err}");
+    let check = agenra(&["check-cert", &old, &new, &cert]);
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+    let _ = std::fs::remove_file(&cert);
+}
