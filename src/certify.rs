@@ -142,9 +142,9 @@ pub fn run_certify(
 ) -> Result<(String, u8), String> {
     let (po, pn) = (load(old)?, load(new)?);
     let report = certify(&po, &pn);
-    if let Some(path) = emit_lean {
-        write_lean(&po, &pn, &report, path)?;
-    }
+    // `--out` first, and the verdict whatever `--emit-lean` does: a Lean
+    // file that cannot be written costs the exit code (1), not the verdict
+    // or the certificate.
     if let Some(path) = out {
         match &report.certificate {
             Some(cert) => {
@@ -169,6 +169,12 @@ pub fn run_certify(
     } else {
         report_text(&report)
     };
+    if let Some(path) = emit_lean {
+        if let Err(e) = write_lean(&po, &pn, &report, path) {
+            eprintln!("agenra: error: {e}");
+            return Ok((text, 1));
+        }
+    }
     Ok((text, exit_code(report.verdict)))
 }
 

@@ -181,3 +181,69 @@ fn the_corpus_bench_ends_with_its_summary() {
     assert_eq!(last["non_preserving_certified"], 0);
     assert!(last["seconds"].is_number());
 }
+
+/// A revision whose abstraction has no call class (no grant matches any
+/// call, before or after): certified, and `--emit-lean` still writes its
+/// (vacuous, but checked) Lean certificate, prints the verdict and writes
+/// the `--out` certificate. It used to exit 1 with none of the three.
+#[test]
+fn emit_lean_without_a_call_class_still_certifies() {
+    let dir = temp("no-class");
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = format!("{dir}/old.agr");
+    let new = format!("{dir}/new.agr");
+    std::fs::write(
+        &old,
+        "policy \"p\";\ntool a.x(path: string) { resource path; }\ntool b.y(path: string) { resource path; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &new,
+        "// the same policy, commented\npolicy \"p\";\ntool a.x(path: string) { resource path; }\ntool b.y(path: string) { resource path; }\n",
+    )
+    .unwrap();
+    let lean = format!("{dir}/NoClass.lean");
+    let cert = format!("{dir}/cert.json");
+    let out = agenra(&["certify", &old, &new, "--emit-lean", &lean, "--out", &cert]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("certified"), "{text}");
+    let check = agenra(&["check-cert", &old, &new, &cert]);
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+    let file = std::fs::read_to_string(&lean).unwrap();
+    assert!(
+        file.contains("namespace AgenraCertificate.NoClass"),
+        "{file}"
+    );
+    assert!(
+        file.contains("theorem preserves0 : Preserves ctx0"),
+        "{file}"
+    );
+    assert!(
+        file.contains("theorem preserves : Preserves ctx0 := preserves0"),
+        "{file}"
+    );
+    assert!(file.contains("classes := []"), "{file}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A Lean file that cannot be written costs the exit code (1), not the
+/// verdict on stdout or the `--out` certificate (both used to be lost).
+#[test]
+fn an_unwritable_lean_file_keeps_the_verdict_and_the_certificate() {
+    let (old, new) = (
+        corpus("coding-agent/base.agr"),
+        corpus("coding-agent/cd01-write-quota-realistic.agr"),
+    );
+    let cert = temp("unwritable-lean.json");
+    let lean = temp("no-such-dir/Rev.lean");
+    let out = agenra(&["certify", &old, &new, "--out", &cert, "--emit-lean", &lean]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("certified"), "{text}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("Rev.lean: cannot write"), "{err}");
+    let check = agenra(&["check-cert", &old, &new, &cert]);
+    assert_eq!(check.status.code(), Some(0), "{check:?}");
+    let _ = std::fs::remove_file(&cert);
+}

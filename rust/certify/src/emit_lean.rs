@@ -32,9 +32,6 @@ pub enum EmitError {
     /// The call classes could not be enumerated.
     #[error("the call classes cannot be enumerated: {0}")]
     Classes(String),
-    /// The abstraction has no call class: there is nothing to prove.
-    #[error("the abstraction has no call class: there is no relation to emit")]
-    NoComponents,
     /// The relation of a by-construction certificate could not be computed.
     #[error("no explicit relation for tools {tools:?}: {why}")]
     Relation { tools: Vec<usize>, why: String },
@@ -52,9 +49,6 @@ pub fn emit_lean(
     name: &str,
 ) -> Result<String, EmitError> {
     let parts = relations(old, new, cert)?;
-    if parts.is_empty() {
-        return Err(EmitError::NoComponents);
-    }
     let ns = lean_ident(name);
     let mut out = String::new();
     let _ = writeln!(
@@ -121,25 +115,58 @@ pub struct Part {
 
 /// The relation of every component: the certificate's own for a
 /// simulation, the reachable pairs otherwise.
+///
+/// An abstraction with no call class has no component; it still gets one
+/// part (no tools, no classes, the relation explored from the initial
+/// pair), so that its certificate is a Lean file like any other: the
+/// theorem `Preserves ctx0` over no call class is vacuous in content but
+/// checked the same way (it used to be an error, and `agenra certify
+/// --emit-lean` exited 1 on a certified revision).
 pub fn relations(old: &Policy, new: &Policy, cert: &Certificate) -> Result<Vec<Part>, EmitError> {
+    let (parts, classes, flags) = component_relations(old, new, cert)?;
+    if !parts.is_empty() {
+        return Ok(parts);
+    }
+    let empty = restrict(&classes, &[]);
+    Ok(vec![Part {
+        tools: Vec::new(),
+        relation: explored_part(old, new, Vec::new(), &empty, &flags)?,
+        classes: empty,
+        flags,
+    }])
+}
+
+type Relations = (Vec<Part>, Classes, Flags);
+
+fn component_relations(
+    old: &Policy,
+    new: &Policy,
+    cert: &Certificate,
+) -> Result<Relations, EmitError> {
     match &cert.proof {
         Proof::Simulation {
             classes,
             flags,
             components: parts,
-        } => Ok(parts
-            .iter()
-            .map(|p| Part {
-                tools: p.tools.clone(),
-                classes: restrict(classes, &p.tools),
-                flags: flags.clone(),
-                relation: p.relation.clone(),
-            })
-            .collect()),
-        Proof::Construction { classes, .. } => explored(old, new, classes),
+        } => Ok((
+            parts
+                .iter()
+                .map(|p| Part {
+                    tools: p.tools.clone(),
+                    classes: restrict(classes, &p.tools),
+                    flags: flags.clone(),
+                    relation: p.relation.clone(),
+                })
+                .collect(),
+            classes.clone(),
+            flags.clone(),
+        )),
+        Proof::Construction { classes, .. } => {
+            Ok((explored(old, new, classes)?, classes.clone(), flags_of(old)))
+        }
         Proof::Identical => {
             let classes = enumerate(old, new).map_err(|e| EmitError::Classes(e.to_string()))?;
-            explored(old, new, &classes)
+            Ok((explored(old, new, &classes)?, classes, flags_of(old)))
         }
     }
 }
@@ -149,33 +176,7 @@ fn explored(old: &Policy, new: &Policy, classes: &Classes) -> Result<Vec<Part>, 
     let mut parts = Vec::new();
     for tools in components(old, new, classes) {
         let sub = restrict(classes, &tools);
-        let ctx = Ctx {
-            old,
-            new,
-            classes: &sub,
-            flags: &flags,
-        };
-        let relation = match explore(&ctx) {
-            Outcome::Closed { states, unknown } if unknown.is_empty() => states,
-            Outcome::Closed { unknown, .. } => {
-                return Err(EmitError::Relation {
-                    tools,
-                    why: unknown.join("; "),
-                })
-            }
-            Outcome::Lost { .. } => {
-                return Err(EmitError::Relation {
-                    tools,
-                    why: "the abstraction loses a workflow".into(),
-                })
-            }
-            Outcome::TooLarge => {
-                return Err(EmitError::Relation {
-                    tools,
-                    why: "too many state pairs".into(),
-                })
-            }
-        };
+        let relation = explored_part(old, new, tools.clone(), &sub, &flags)?;
         parts.push(Part {
             tools,
             classes: sub,
@@ -184,6 +185,37 @@ fn explored(old: &Policy, new: &Policy, classes: &Classes) -> Result<Vec<Part>, 
         });
     }
     Ok(parts)
+}
+
+/// The reachable pairs of one component (`tools`, its classes `sub`).
+fn explored_part(
+    old: &Policy,
+    new: &Policy,
+    tools: Vec<usize>,
+    sub: &Classes,
+    flags: &Flags,
+) -> Result<Vec<State>, EmitError> {
+    let ctx = Ctx {
+        old,
+        new,
+        classes: sub,
+        flags,
+    };
+    match explore(&ctx) {
+        Outcome::Closed { states, unknown } if unknown.is_empty() => Ok(states),
+        Outcome::Closed { unknown, .. } => Err(EmitError::Relation {
+            tools,
+            why: unknown.join("; "),
+        }),
+        Outcome::Lost { .. } => Err(EmitError::Relation {
+            tools,
+            why: "the abstraction loses a workflow".into(),
+        }),
+        Outcome::TooLarge => Err(EmitError::Relation {
+            tools,
+            why: "too many state pairs".into(),
+        }),
+    }
 }
 
 fn emit_component(
@@ -200,11 +232,19 @@ fn emit_component(
         // A name must not close the doc comment it is printed in.
         .map(|n| n.replace("-/", "- /"))
         .collect();
-    let _ = writeln!(
-        out,
-        "/-- Component {i} (tools {}): the ledger abstraction. -/",
-        tools.join(", ")
-    );
+    if tools.is_empty() {
+        let _ = writeln!(
+            out,
+            "/-- Component {i} (no call class: no grant of OLD or NEW matches any call): the\n\
+             ledger abstraction. -/"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "/-- Component {i} (tools {}): the ledger abstraction. -/",
+            tools.join(", ")
+        );
+    }
     let _ = writeln!(out, "def ctx{i} : Ctx :=");
     let _ = writeln!(out, "  {{ old := {},", grants(&old.grants));
     let _ = writeln!(out, "    new := {},", grants(&new.grants));

@@ -722,3 +722,20 @@ fn the_lean_checker_accepts_the_emitted_relations_and_rejects_a_smaller_one() {
     assert!(checked >= 20, "{checked}");
     assert!(rejected >= 10, "{rejected}");
 }
+
+/// A certified pair with no call class (issue 26: `--emit-lean` used to
+/// fail on it): one part with no tools and no classes, whose relation the
+/// Lean checker (transcribed) accepts.
+#[test]
+fn a_pair_without_a_call_class_gets_one_checked_part() {
+    let src = "policy \"p\";\ntool a.x(path: string) { resource path; }\n";
+    let p = agenra_policy::compile(src, "p").unwrap().policy;
+    let cert = certify(&p, &p)
+        .certificate
+        .expect("identical policies are certified");
+    let parts = relations(&p, &p, &cert).expect("a relation for the empty abstraction");
+    assert_eq!(parts.len(), 1);
+    assert!(parts[0].tools.is_empty() && parts[0].classes.classes.is_empty());
+    let ctx = ctx_of(&p, &p, &parts[0]);
+    assert!(check_simulation_tree(&ctx, &tree_of(&parts[0].relation)));
+}
