@@ -13,7 +13,7 @@
 //!   Argument maps are built in a shuffled order, so name resolution works
 //!   for real.
 //! * `params18` (hidden in `--help`): the minimal 18-parameter workload of
-//!   the name-resolution before/after figure (README): string and int
+//!   the name-resolution before/after comparison of commit 985605c: string and int
 //!   parameters only, whole-call sinks, conjunctions of tests. It is kept
 //!   expressible in the model of commit bfc6e6a, where it was ported to
 //!   measure the linear name lookups of that code.
