@@ -475,11 +475,11 @@ impl<'a> Report<'a> {
     }
 
     /// GitHub-flavoured Markdown. Every text from the log goes through
-    /// [`agenra::render::markdown`] (or [`md_code`] in a code span), so a
+    /// [`agenra_cli::render::markdown`] (or [`md_code`] in a code span), so a
     /// crafted id cannot add markup, HTML, a table cell or a line, and a
     /// control or bidirectional character shows as an escape.
     fn markdown(&self, origin: &str, chain: &str) -> String {
-        use agenra::render::markdown as cell;
+        use agenra_cli::render::markdown as cell;
         let (facts, tables) = self.tables();
         let mut out = format!(
             "# Audit report: session {} of tenant {}\n\nFrom {}; chain verified: {}.\n\n",
@@ -517,7 +517,7 @@ impl<'a> Report<'a> {
     fn html(&self, origin: &str, chain: &str) -> String {
         // Every text goes through it: HTML-escaped, and control or
         // bidirectional characters shown as escapes.
-        let esc = agenra::render::html;
+        let esc = agenra_cli::render::html;
         let (facts, tables) = self.tables();
         let title = format!(
             "Audit report: session {} of tenant {}",
@@ -570,7 +570,7 @@ impl<'a> Report<'a> {
 /// backtick fence longer than any backtick run of `s` (inside a code span,
 /// CommonMark interprets no markup, HTML or entity).
 fn md_code(s: &str) -> String {
-    let s = agenra::render::escape(s);
+    let s = agenra_cli::render::escape(s);
     let mut longest = 0;
     let mut run = 0;
     for c in s.chars() {

@@ -242,7 +242,10 @@ fn lower(
     let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0);
     for (k, rule, what) in rows {
         let line = format!("  {k:w0$}  {rule:w1$}  {what}");
-        print(&format!("{}\n", agenra::render::escape(line.trim_end())));
+        print(&format!(
+            "{}\n",
+            agenra_cli::render::escape(line.trim_end())
+        ));
     }
     Ok(())
 }

@@ -6,12 +6,12 @@ mod cmd_ir;
 mod cmd_mcp_proxy;
 mod cmd_serve;
 mod cmd_token;
-use agenra::bench;
-use agenra::render;
 use agenra::replay::{Record, ReplayError, Stepper};
 use agenra::stream;
 use agenra::trace::{parse_trace, read_trace, TraceEvent};
 use agenra::Sessions;
+use agenra_cli::bench;
+use agenra_cli::render;
 use agenra_core::hash::{content_hash, to_cbor, to_json};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -498,7 +498,7 @@ fn main() -> ExitCode {
             trace,
             json,
             engine,
-        } => agenra::engine_replay::run_replay(&policy, &trace, engine, json).map_err(fail),
+        } => agenra_cli::engine_replay::run_replay(&policy, &trace, engine, json).map_err(fail),
         Command::Monitor {
             policy,
             trace_out,
@@ -508,9 +508,8 @@ fn main() -> ExitCode {
             policy,
             trace_out,
             engine,
-        } => {
-            agenra::engine_replay::run_monitor(&policy, trace_out.as_deref(), engine).map_err(fail)
-        }
+        } => agenra_cli::engine_replay::run_monitor(&policy, trace_out.as_deref(), engine)
+            .map_err(fail),
         Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
         Command::Bench {
             which:
@@ -539,12 +538,14 @@ fn main() -> ExitCode {
             out,
             emit_lean,
         } => certify_cmd(&old, &new, json, out.as_deref(), emit_lean.as_deref()),
-        Command::CheckCert { old, new, cert } => agenra::certify::run_check_cert(&old, &new, &cert)
-            .map(|line| print!("{line}"))
-            .map_err(|e| {
-                eprintln!("agenra: error: {}", e.trim_end());
-                Failed(1)
-            }),
+        Command::CheckCert { old, new, cert } => {
+            agenra_cli::certify::run_check_cert(&old, &new, &cert)
+                .map(|line| print!("{line}"))
+                .map_err(|e| {
+                    eprintln!("agenra: error: {}", e.trim_end());
+                    Failed(1)
+                })
+        }
         Command::Verify {
             policy,
             bound,
@@ -552,7 +553,7 @@ fn main() -> ExitCode {
             timeout_ms,
             witness_dir,
             json,
-        } => coded(agenra::cmd_verify::run_verify(
+        } => coded(agenra_cli::cmd_verify::run_verify(
             &policy,
             bound,
             &property,
@@ -567,7 +568,7 @@ fn main() -> ExitCode {
             engine,
             json,
         } => coded(
-            agenra::cmd_authorize::run_authorize(&policy, ir.as_deref(), &trace, engine, json)
+            agenra_cli::cmd_authorize::run_authorize(&policy, ir.as_deref(), &trace, engine, json)
                 .map(|t| (t, 0)),
         ),
         Command::Graph {
@@ -577,7 +578,7 @@ fn main() -> ExitCode {
             seq,
             format,
         } => coded(
-            agenra::cmd_authorize::run_graph(
+            agenra_cli::cmd_authorize::run_graph(
                 &policy,
                 ir.as_deref(),
                 &trace,
@@ -588,21 +589,21 @@ fn main() -> ExitCode {
         ),
         Command::Bench {
             which: BenchKind::Authorizer { json },
-        } => coded(agenra::bench_authorizer::run_bench(json).map(|t| (t, 0))),
+        } => coded(agenra_cli::bench_authorizer::run_bench(json).map(|t| (t, 0))),
         Command::Diff {
             old,
             new,
             bound,
             json,
-        } => coded(agenra::cmd_verify::run_diff(&old, &new, bound, json)),
+        } => coded(agenra_cli::cmd_verify::run_diff(&old, &new, bound, json)),
         Command::Bench {
             which: BenchKind::Verify { json },
-        } => coded(agenra::bench_verify::run_bench(json).map(|t| (t, 0))),
+        } => coded(agenra_cli::bench_verify::run_bench(json).map(|t| (t, 0))),
         Command::Bench {
             which: BenchKind::Certify { json, corpus },
         } => {
-            let dir = corpus.unwrap_or_else(agenra::certify::default_corpus);
-            agenra::certify::run_bench(&dir, json)
+            let dir = corpus.unwrap_or_else(agenra_cli::certify::default_corpus);
+            agenra_cli::certify::run_bench(&dir, json)
                 .map(|(text, _)| print!("{text}"))
                 .map_err(|e| {
                     eprintln!("agenra: error: {}", e.trim_end());
@@ -931,7 +932,7 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
 }
 
 fn bench_scale(json: bool, full: bool, one: Option<&str>, events: u64) -> Result<(), Failed> {
-    use agenra::bench_scale;
+    use agenra_cli::bench_scale;
     if let Some(name) = one {
         let m = bench_scale::one(name, events).map_err(fail)?;
         println!("{}", serde_json::to_string(&m).map_err(fail)?);
@@ -975,7 +976,7 @@ fn bench_scale(json: bool, full: bool, one: Option<&str>, events: u64) -> Result
 
 fn bench_embed(json: bool, samples: usize) -> Result<(), Failed> {
     let read = || LIVE_BYTES.load(Ordering::Relaxed);
-    let r = agenra::bench_embed::run(samples, Some(&read)).map_err(fail)?;
+    let r = agenra_cli::bench_embed::run(samples, Some(&read)).map_err(fail)?;
     if !json {
         println!(
             "typed decisions (18 parameters): p50 {} ns, p99 {} ns ({} samples)",
@@ -1055,7 +1056,7 @@ fn certify_cmd(
     out: Option<&Path>,
     emit_lean: Option<&Path>,
 ) -> Result<(), Failed> {
-    match agenra::certify::run_certify(old, new, json, out, emit_lean) {
+    match agenra_cli::certify::run_certify(old, new, json, out, emit_lean) {
         Ok((text, 0)) => {
             print!("{text}");
             Ok(())
