@@ -1,13 +1,8 @@
 //! The `agenra` command line's own modules: the commands that render,
-//! certify, authorize and verify, and the benchmark harnesses. The library
-//! facade is the crate `agenra` (`rust/agenra`); nothing here is part of
-//! its API.
+//! certify, authorize and verify. The library facade is the crate `agenra`
+//! (`rust/agenra`), the benchmark harnesses the crate `agenra-bench`;
+//! nothing here is part of either's API.
 
-pub mod bench;
-pub mod bench_authorizer;
-pub mod bench_embed;
-pub mod bench_scale;
-pub mod bench_verify;
 pub mod certify;
 pub mod cmd_authorize;
 pub mod cmd_verify;

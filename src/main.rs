@@ -1,6 +1,5 @@
 //! The `agenra` command line.
 
-mod bench_serve;
 mod cmd_audit;
 mod cmd_ir;
 mod cmd_mcp_proxy;
@@ -10,14 +9,11 @@ use agenra::replay::{Record, ReplayError, Stepper};
 use agenra::stream;
 use agenra::trace::{parse_trace, read_trace, TraceEvent};
 use agenra::Sessions;
-use agenra_cli::bench;
 use agenra_cli::render;
 use agenra_core::hash::{content_hash, to_cbor, to_json};
 use clap::{Parser, Subcommand, ValueEnum};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Writes to standard output; when the reader has gone away
 /// (`agenra replay ... | head -1`) the process ends quietly instead of
@@ -40,29 +36,6 @@ macro_rules! print {
 macro_rules! println {
     ($($t:tt)*) => { out(format_args!("{}\n", format_args!($($t)*))) };
 }
-
-/// Counts live heap bytes, for the memory figure of `bench monitor`.
-struct Counting;
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 #[derive(Parser)]
 #[command(
@@ -149,10 +122,14 @@ enum Command {
         #[arg(long)]
         seq: u64,
     },
-    /// Benchmarks.
+    /// Benchmarks (`agenra bench --help`; docs/performance.md): runs the
+    /// `agenra-bench` binary installed next to this one.
+    #[command(disable_help_flag = true)]
     Bench {
-        #[command(subcommand)]
-        which: BenchKind,
+        /// `monitor`, `embed`, `scale`, `serve`, `authorizer`, `verify` or
+        /// `certify`, and their flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
     },
     /// Does NEW preserve every workflow OLD admits? Exit 0 certified, 2 not
     /// preserved, 3 unknown (docs/certify.md).
@@ -326,108 +303,6 @@ enum Format {
     Cbor,
 }
 
-#[derive(Subcommand)]
-enum BenchKind {
-    /// `agenra serve` over loopback HTTP on the durable store: the JSON
-    /// figures on the last line.
-    Serve {
-        /// Only the JSON object.
-        #[arg(long)]
-        json: bool,
-        /// Concurrent client threads (one session and connection each).
-        #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=256))]
-        clients: u64,
-        /// Measured seconds (after half a second of warm-up).
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-    },
-    /// `agenra verify` on a generated policy (50 grants, 20 flow rules, 10
-    /// path rules) at K = 5: the JSON summary on the last line.
-    Verify {
-        /// One JSON object per property, then the summary.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The SMT authorizer on generated graphs of 1-50 nodes, each decided
-    /// 5 times: per size bucket median/p95/max ms, and the native median,
-    /// as one JSON object on the last line.
-    Authorizer {
-        /// Only the JSON object.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The certify corpus (tests/certify-corpus): the summary object last.
-    Certify {
-        /// One JSON object per revision, then the summary.
-        #[arg(long)]
-        json: bool,
-        /// The corpus directory (with `ground-truth.json`).
-        #[arg(long)]
-        corpus: Option<PathBuf>,
-    },
-    /// A synthetic monitor workload (p50/p95/p99 ns per authorize).
-    Monitor {
-        /// One JSON object with the figures (the same keys for every workload).
-        #[arg(long)]
-        json: bool,
-        /// Timed authorize calls.
-        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-        samples: u64,
-        /// `standard`: tools of 2 parameters (the figures' reference);
-        /// `wide`: 18 parameters of mixed types, per-argument sinks and
-        /// lineage, provenance by value.
-        #[arg(long, value_enum, default_value_t = WorkloadArg::Standard)]
-        workload: WorkloadArg,
-    },
-    /// The embedding API on the 18-parameter workload: p50/p99 per typed
-    /// decision, session creation, bytes per call of a compact session.
-    Embed {
-        /// One JSON object with the figures on the last line.
-        #[arg(long)]
-        json: bool,
-        /// Timed decisions.
-        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-        samples: u64,
-    },
-    /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
-    /// 10^5 events (10^6 with --full), with and without flow DENYs, with
-    /// normal and colliding call ids, on 3 and 10^4 grants, and checking a
-    /// 10^5-rule policy. Each measurement runs in its own process.
-    Scale {
-        /// One JSON object per measurement, then the summary on the last line.
-        #[arg(long)]
-        json: bool,
-        /// Go up to sessions of 10^6 events.
-        #[arg(long)]
-        full: bool,
-        /// Run one measurement in this process and print it (used by the
-        /// parent run).
-        #[arg(long, hide = true)]
-        one: Option<String>,
-        #[arg(long, hide = true, default_value_t = 1000)]
-        events: u64,
-    },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum WorkloadArg {
-    Standard,
-    Wide,
-    /// The minimal 18-parameter workload of the name-resolution figure.
-    #[value(hide = true)]
-    Params18,
-}
-
-impl From<WorkloadArg> for bench::Workload {
-    fn from(w: WorkloadArg) -> bench::Workload {
-        match w {
-            WorkloadArg::Standard => bench::Workload::Standard,
-            WorkloadArg::Wide => bench::Workload::Wide,
-            WorkloadArg::Params18 => bench::Workload::Params18,
-        }
-    }
-}
-
 /// An error already shown to the user; carries the exit code.
 struct Failed(u8);
 
@@ -465,14 +340,7 @@ fn main() -> ExitCode {
         ),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
-        Command::Bench {
-            which:
-                BenchKind::Serve {
-                    json,
-                    clients,
-                    seconds,
-                },
-        } => bench_serve::run(json, clients as usize, seconds),
+        Command::Bench { args } => run_bench(&args),
         Command::Check {
             files,
             deny_warnings,
@@ -511,26 +379,6 @@ fn main() -> ExitCode {
         } => agenra_cli::engine_replay::run_monitor(&policy, trace_out.as_deref(), engine)
             .map_err(fail),
         Command::Explain { policy, trace, seq } => explain(&policy, &trace, seq),
-        Command::Bench {
-            which:
-                BenchKind::Monitor {
-                    json,
-                    samples,
-                    workload,
-                },
-        } => bench_monitor(workload.into(), json, samples as usize),
-        Command::Bench {
-            which: BenchKind::Embed { json, samples },
-        } => bench_embed(json, samples as usize),
-        Command::Bench {
-            which:
-                BenchKind::Scale {
-                    json,
-                    full,
-                    one,
-                    events,
-                },
-        } => bench_scale(json, full, one.as_deref(), events),
         Command::Certify {
             old,
             new,
@@ -587,29 +435,12 @@ fn main() -> ExitCode {
             )
             .map(|t| (t, 0)),
         ),
-        Command::Bench {
-            which: BenchKind::Authorizer { json },
-        } => coded(agenra_cli::bench_authorizer::run_bench(json).map(|t| (t, 0))),
         Command::Diff {
             old,
             new,
             bound,
             json,
         } => coded(agenra_cli::cmd_verify::run_diff(&old, &new, bound, json)),
-        Command::Bench {
-            which: BenchKind::Verify { json },
-        } => coded(agenra_cli::bench_verify::run_bench(json).map(|t| (t, 0))),
-        Command::Bench {
-            which: BenchKind::Certify { json, corpus },
-        } => {
-            let dir = corpus.unwrap_or_else(agenra_cli::certify::default_corpus);
-            agenra_cli::certify::run_bench(&dir, json)
-                .map(|(text, _)| print!("{text}"))
-                .map_err(|e| {
-                    eprintln!("agenra: error: {}", e.trim_end());
-                    Failed(1)
-                })
-        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -931,104 +762,26 @@ fn explain(policy: &Path, trace: &Path, seq: u64) -> Result<(), Failed> {
     Ok(())
 }
 
-fn bench_scale(json: bool, full: bool, one: Option<&str>, events: u64) -> Result<(), Failed> {
-    use agenra_cli::bench_scale;
-    if let Some(name) = one {
-        let m = bench_scale::one(name, events).map_err(fail)?;
-        println!("{}", serde_json::to_string(&m).map_err(fail)?);
-        return Ok(());
-    }
+/// `agenra bench ARGS`: the benchmarks are the `agenra-bench` binary
+/// next to this one, so that its counting allocator stays out of this one.
+fn run_bench(args: &[std::ffi::OsString]) -> Result<(), Failed> {
     let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find myself: {e}")))?;
-    let mut rows = Vec::new();
-    if !json {
-        println!(
-            "{:<14} {:>9} {:>10} {:>10} {:>9}",
-            "measurement", "events", "seconds", "µs/event", "peak MB"
-        );
+    let bench = exe.with_file_name(format!("agenra-bench{}", std::env::consts::EXE_SUFFIX));
+    if !bench.is_file() {
+        return Err(fail(format!(
+            "the benchmarks are the binary `{}`, which is not installed (cargo install --path . installs both)",
+            bench.display()
+        )));
     }
-    for (name, n) in bench_scale::plan(if full { 1_000_000 } else { 100_000 }) {
-        let out = std::process::Command::new(&exe)
-            .args(["bench", "scale", "--one", name, "--events", &n.to_string()])
-            .output()
-            .map_err(|e| fail(format!("cannot run a measurement: {e}")))?;
-        if !out.status.success() {
-            return Err(fail(format!(
-                "measurement {name} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let m: bench_scale::Measure = serde_json::from_slice(&out.stdout)
-            .map_err(|e| fail(format!("measurement {name}: {e}")))?;
-        if json {
-            println!("{}", serde_json::to_string(&m).map_err(fail)?);
-        } else {
-            println!(
-                "{:<14} {:>9} {:>10.3} {:>10.2} {:>9.1}",
-                m.name, m.events, m.seconds, m.us_per_event, m.peak_rss_mb
-            );
-        }
-        rows.push(m);
+    let status = std::process::Command::new(&bench)
+        .args(args)
+        .status()
+        .map_err(|e| fail(format!("cannot run {}: {e}", bench.display())))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => Err(Failed(u8::try_from(code).unwrap_or(1))),
+        None => Err(fail(format!("{} was stopped by a signal", bench.display()))),
     }
-    let summary = bench_scale::summarize(&rows);
-    println!("{}", serde_json::to_string(&summary).map_err(fail)?);
-    Ok(())
-}
-
-fn bench_embed(json: bool, samples: usize) -> Result<(), Failed> {
-    let read = || LIVE_BYTES.load(Ordering::Relaxed);
-    let r = agenra_cli::bench_embed::run(samples, Some(&read)).map_err(fail)?;
-    if !json {
-        println!(
-            "typed decisions (18 parameters): p50 {} ns, p99 {} ns ({} samples)",
-            r.p50_ns, r.p99_ns, r.samples
-        );
-        println!("new session: {:.0} ns", r.session_new_ns);
-        println!(
-            "compact session (window {}): {:.1} bytes per call over 10^4 calls, {:.2} over 10^6; full session: {:.1} over 10^4",
-            r.compact_window,
-            r.compact_bytes_per_call_1e4,
-            r.compact_bytes_per_call_1e6,
-            r.full_bytes_per_call_1e4
-        );
-    }
-    println!(
-        "{}",
-        serde_json::json!({
-            "p50_ns": r.p50_ns,
-            "p99_ns": r.p99_ns,
-            "session_new_ns": r.session_new_ns,
-            "compact_bytes_per_call_1e4": r.compact_bytes_per_call_1e4,
-            "compact_bytes_per_call_1e6": r.compact_bytes_per_call_1e6,
-        })
-    );
-    Ok(())
-}
-
-fn bench_monitor(workload: bench::Workload, json: bool, samples: usize) -> Result<(), Failed> {
-    let read = || LIVE_BYTES.load(Ordering::Relaxed);
-    let report = bench::run_workload(workload, samples, Some(&read)).map_err(fail)?;
-    if json {
-        println!("{}", serde_json::to_string(&report).map_err(fail)?);
-    } else {
-        println!(
-            "monitor workload `{}`: {} parameters per tool, {} grants, {} flow rules, {} path rules, session preloaded with {} events",
-            report.workload,
-            workload.params(),
-            report.grants,
-            report.flow_rules,
-            report.path_rules,
-            report.preloaded_events
-        );
-        println!(
-            "authorize: p50 {} ns, p95 {} ns, p99 {} ns, mean {} ns ({} samples)",
-            report.p50_ns, report.p95_ns, report.p99_ns, report.mean_ns, report.samples
-        );
-        println!(
-            "memory: {:.1} bytes per session event",
-            report.bytes_per_event
-        );
-    }
-    Ok(())
 }
 
 /// Prints a report; its exit code (or an error, exit 1).

@@ -4,8 +4,8 @@
 //! NAME --events N`), so that its peak RSS is its own. Events are generated
 //! in memory with a fixed pattern, so runs compare.
 
-use crate::replay::Stepper;
-use crate::Sessions;
+use agenra::replay::Stepper;
+use agenra::Sessions;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -51,7 +51,7 @@ fn peak_rss_mb() -> f64 {
 }
 
 fn sessions(policy: &str) -> Result<Sessions, String> {
-    let p = crate::compile_policy(policy, "scale").map_err(|e| e.to_string())?;
+    let p = agenra::compile_policy(policy, "scale").map_err(|e| e.to_string())?;
     Sessions::new(p).map_err(|e| e.to_string())
 }
 
@@ -172,7 +172,7 @@ pub fn one(name: &str, events: u64) -> Result<Measure, String> {
                 .collect();
             let text = format!("tool t(x: string) {{ resource x; }}\n{text}");
             let start = Instant::now();
-            crate::compile_policy(&text, "scale").map_err(|e| e.to_string())?;
+            agenra::compile_policy(&text, "scale").map_err(|e| e.to_string())?;
             (start.elapsed().as_secs_f64(), events)
         }
         other => return Err(format!("unknown measurement `{other}`")),

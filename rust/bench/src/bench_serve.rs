@@ -10,7 +10,6 @@
 //! own connection and writer, the clients spread over them
 //! (`docs/store.md`, "Several replicas").
 
-use crate::{fail, Failed};
 use agenra_gateway::auth::{Credentials, Role};
 use agenra_gateway::client::Client;
 use agenra_gateway::{Gateway, Perimeter, Server};
@@ -202,9 +201,10 @@ pub fn measure(clients: usize, seconds: f64) -> Result<Figures, String> {
     result
 }
 
-/// `agenra bench serve`.
-pub fn run(json: bool, clients: usize, seconds: f64) -> Result<(), Failed> {
-    let f = measure(clients, seconds).map_err(fail)?;
+/// `agenra bench serve`: the text to print (the JSON object on its last
+/// line).
+pub fn run(json: bool, clients: usize, seconds: f64) -> Result<String, String> {
+    let f = measure(clients, seconds)?;
     let mut out = String::new();
     if !json {
         let store = match f.replicas {
@@ -219,9 +219,7 @@ pub fn run(json: bool, clients: usize, seconds: f64) -> Result<(), Failed> {
             f.clients, f.seconds, f.decisions_per_s, f.p50_ms, f.p99_ms, f.commits, f.records_per_commit
         ));
     }
-    out.push_str(&serde_json::to_string(&f).map_err(fail)?);
+    out.push_str(&serde_json::to_string(&f).map_err(|e| e.to_string())?);
     out.push('\n');
-    use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(out.as_bytes());
-    Ok(())
+    Ok(out)
 }

@@ -5,20 +5,16 @@
 //! them). Builds without the CLI:
 //!
 //! ```text
-//! cargo build --release --no-default-features --example embed_profile
+//! cargo build --release -p agenra-bench --example embed_profile
 //! valgrind --tool=callgrind --toggle-collect='*decide_all*' \
 //!     target/release/examples/embed_profile 20000
 //! ```
 //!
 //! Prints the p50 and the decisions' verdict counts.
 
-#[allow(dead_code)]
-#[path = "../src/bench.rs"]
-mod bench;
-
 use agenra::core::event::{Call, Outcome, Report};
 use agenra::core::{CompiledPolicy, ParamHandle, Session, ToolHandle, TypedCall, Value, Verdict};
-use bench::{params18_call, params18_policy, Rng};
+use agenra_bench::bench::{params18_call, params18_policy, Rng};
 use std::collections::HashMap;
 use std::time::Instant;
 
