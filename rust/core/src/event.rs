@@ -339,15 +339,6 @@ impl Unchecked {
     }
 }
 
-impl TryFrom<Unchecked> for Event {
-    type Error = crate::ident::IdentError;
-    fn try_from(u: Unchecked) -> Result<Event, Self::Error> {
-        let event = u.into_event();
-        event.check_identifiers()?;
-        Ok(event)
-    }
-}
-
 impl Event {
     /// The session the event names (`None`: the implicit session).
     pub fn session(&self) -> Option<&str> {

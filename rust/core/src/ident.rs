@@ -265,6 +265,18 @@ impl Event {
     }
 }
 
+// Decoding an event checks its identifiers (`Event` is `try_from =
+// "Unchecked"`); the impl lives here so that `event` needs nothing of this
+// module.
+impl TryFrom<crate::event::Unchecked> for Event {
+    type Error = IdentError;
+    fn try_from(u: crate::event::Unchecked) -> Result<Event, Self::Error> {
+        let event = u.into_event();
+        event.check_identifiers()?;
+        Ok(event)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

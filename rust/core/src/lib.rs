@@ -5,6 +5,7 @@
 
 pub mod decimal;
 pub mod hash;
+pub mod ids;
 pub mod label;
 pub mod pattern;
 pub mod policy;

@@ -10,20 +10,7 @@ use crate::pattern::{glob_matches, Pattern};
 use crate::value::{ArgCond, ArgOp, NamedCond, ParamType, SetId};
 use serde::{Deserialize, Serialize};
 
-/// Index into [`Policy::tools`].
-pub type ToolId = usize;
-/// Index into [`Policy::sinks`].
-pub type SinkId = usize;
-/// Index into [`Policy::facts`].
-pub type FactId = usize;
-/// Index into [`Policy::agents`]; agent 0 is the root agent [`ROOT_AGENT`].
-pub type AgentId = usize;
-/// Index into [`Policy::scopes`].
-pub type ScopeId = usize;
-/// Index into [`Policy::grants`] (and into the ledger's remaining counts).
-pub type GrantId = usize;
-/// Index into [`Policy::sanitizers`].
-pub type SanitizerId = usize;
+pub use crate::ids::{AgentId, FactId, GrantId, SanitizerId, ScopeId, SinkId, ToolId};
 
 /// The name of the root agent every policy has (agent 0).
 pub const ROOT_AGENT: &str = "main";

@@ -6,8 +6,8 @@
 //! element (`all`), or for some element with an explicit `any`. Lists are
 //! never joined into strings.
 
+use crate::ids::AgentId;
 use crate::pattern::Pattern;
-use crate::policy::AgentId;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;

@@ -34,7 +34,7 @@
 //!   them.
 
 use crate::api::ApiError;
-use crate::http::json;
+use crate::reply::json;
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use hyper::body::{Frame, Incoming, SizeHint};

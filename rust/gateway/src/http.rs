@@ -9,7 +9,7 @@ use crate::state::{Gateway, Pending};
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -93,13 +93,7 @@ pub(crate) fn scoped(
     })
 }
 
-pub(crate) fn json<T: Serialize>(status: u16, value: &T) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_else(|e| {
-        format!("{{\"error\":\"cannot encode the answer: {e}\"}}").into_bytes()
-    });
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
+pub(crate) use crate::reply::json;
 
 fn error(gw: &Gateway, e: ApiError) -> Response {
     gw.metrics.error(e.status);

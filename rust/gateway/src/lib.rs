@@ -17,6 +17,7 @@ pub mod desk;
 pub mod http;
 pub mod metrics;
 pub mod perimeter;
+mod reply;
 pub mod state;
 
 pub use conn::Limits;

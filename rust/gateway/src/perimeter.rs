@@ -378,7 +378,7 @@ pub async fn guard(
 
 /// The JSON answer to a refusal (401s say how to authenticate).
 pub fn refusal(e: ApiError) -> Response {
-    let mut r = crate::http::json(e.status, &e);
+    let mut r = crate::reply::json(e.status, &e);
     if e.status == 401 {
         r.headers_mut().insert(
             header::WWW_AUTHENTICATE,

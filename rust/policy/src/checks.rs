@@ -1,8 +1,8 @@
 //! Checks on the lowered policy as a whole: agent cycles, attenuation of
 //! delegates' grants, and the warnings that need every rule at once.
 
-use crate::compile::SourceMap;
 use crate::names::Diags;
+use crate::source_map::SourceMap;
 use agenra_core::policy::{FlowEffect, Grant, Quota};
 use agenra_core::Policy;
 use std::collections::{HashMap, HashSet};

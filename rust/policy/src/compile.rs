@@ -20,22 +20,10 @@ use agenra_core::{
     Sanitizer, Value,
 };
 
+pub use crate::source_map::SourceMap;
+
 /// The most sensitivity levels a policy may declare (a `Level` is a `u8`).
 pub const MAX_LEVELS: usize = 255;
-
-/// Where the declarations and rules of the lowered policy come from, for
-/// diagnostics about the policy as a whole.
-#[derive(Debug, Default)]
-pub struct SourceMap {
-    /// Name span of each agent (`None` for `main`).
-    pub agents: Vec<Option<Span>>,
-    /// Name span of each grant.
-    pub grants: Vec<Span>,
-    /// Name span of each declared set.
-    pub sets: Vec<Span>,
-    /// Sink span of each flow rule.
-    pub flow_sinks: Vec<Span>,
-}
 
 /// Compiles a parsed file: the policy and its warnings, or the errors.
 pub fn compile_file(

@@ -11,6 +11,7 @@ pub mod format;
 pub mod lexer;
 mod names;
 pub mod parser;
+mod source_map;
 pub mod span;
 
 pub use diagnostic::{Diagnostic, Severity};

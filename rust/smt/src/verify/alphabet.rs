@@ -3,6 +3,7 @@
 //! tell apart about a call), each with what a `succeeded` result of it
 //! reports.
 
+use crate::step::{CallInputs, SymLabel};
 use agenra_certify::classes;
 use agenra_core::label::Label;
 use agenra_core::policy::{AgentId, FactId, Policy, ToolId};
@@ -289,7 +290,7 @@ fn signature(policy: &Policy, l: &Letter) -> Vec<u64> {
     out.push(u64::MAX);
     out.extend(l.needs().into_iter().map(|s| s as u64));
     for agent in policy.chain_iter(l.agent) {
-        let c = super::run::letter_inputs(policy, &l.as_agent(agent));
+        let c = letter_inputs(policy, &l.as_agent(agent));
         let bits = c
             .flow_when
             .iter()
@@ -334,7 +335,7 @@ pub fn distinct(policy: &Policy, letters: &[Letter]) -> Vec<Letter> {
 /// (or, for taint monotonicity, admitted in the second run), so they range
 /// over the letters that can be admitted only.
 pub fn may_be_admitted(policy: &Policy, l: &Letter) -> bool {
-    let c = super::run::letter_inputs(policy, l);
+    let c = letter_inputs(policy, l);
     let granted = policy.chain_iter(l.agent).all(|agent| {
         policy.grants.iter().enumerate().any(|(g, x)| {
             x.agent == agent && x.tool == l.tool && c.grant_match[g].as_bool() != Some(false)
@@ -346,4 +347,11 @@ pub fn may_be_admitted(policy: &Policy, l: &Letter) -> bool {
             && c.call_when[i].as_bool() == Some(true)
     });
     granted && !denied
+}
+
+/// Per letter, the constant conditions of a call (`when`, grant matches).
+pub(crate) fn letter_inputs(policy: &Policy, l: &Letter) -> CallInputs {
+    let b = SymLabel::bottom(policy);
+    let sinks = vec![b.clone(); policy.tools[l.tool].sinks.len()];
+    CallInputs::concrete(policy, &l.request(), &l.sets, sinks, b.clone(), b, 0)
 }

@@ -4,7 +4,7 @@
 //! (observed lineage `[]`) or from one earlier call's output, a paused call
 //! is approved or rejected, and an admitted call succeeds or fails.
 
-use super::alphabet::Letter;
+use super::alphabet::{letter_inputs, Letter};
 use crate::step::{admit, encode_step, CallInputs, HistoryState, StepEncoding, SymLabel};
 use agenra_core::label::Label;
 use agenra_core::policy::{AgentId, Policy, ToolId};
@@ -193,13 +193,6 @@ pub struct Run {
     own: Vec<(AgentId, SymLabel, SymLabel)>,
     /// Per group, per letter: its constant conditions.
     consts: Vec<Vec<CallInputs>>,
-}
-
-/// Per letter, the constant conditions of a call (`when`, grant matches).
-pub(crate) fn letter_inputs(policy: &Policy, l: &Letter) -> CallInputs {
-    let b = SymLabel::bottom(policy);
-    let sinks = vec![b.clone(); policy.tools[l.tool].sinks.len()];
-    CallInputs::concrete(policy, &l.request(), &l.sets, sinks, b.clone(), b, 0)
 }
 
 fn or_picks(picks: &[(Bool, &CallInputs)], f: impl Fn(&CallInputs) -> &Bool) -> Bool {

@@ -79,6 +79,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod builder;
+mod gated;
+pub use builder::GateBuilder;
+pub use gated::Gated;
+
 /// A boxed, `Send` future (what an asynchronous approval callback returns).
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -146,122 +151,6 @@ pub struct Entry {
     pub tool_ok: Option<bool>,
     /// An error the session returned when the tool's result was reported.
     pub report_error: Option<String>,
-}
-
-/// Builds a [`Gate`]: the session, and how ids, times and approvals are made.
-pub struct GateBuilder {
-    session: Session,
-    clock: Clock,
-    approve: Approver,
-    observe: Option<Observer>,
-    prefix: String,
-    agent: Option<String>,
-    errors_refund: bool,
-    discoverers: BTreeMap<String, Discoverer>,
-}
-
-impl GateBuilder {
-    /// The clock calls are stamped with, in seconds (the default reads the
-    /// system clock). A reading earlier than the last one is raised to it,
-    /// since the monitor refuses time that goes backwards.
-    pub fn clock(mut self, clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
-        self.clock = Box::new(clock);
-        self
-    }
-
-    /// The approval callback, asked on a PAUSE: true approves. Without one,
-    /// every PAUSE is rejected. It runs on the task that made the call, so
-    /// a callback that waits for a person should be
-    /// [`GateBuilder::on_pause_async`].
-    pub fn on_pause(self, approve: impl Fn(&Paused) -> bool + Send + Sync + 'static) -> Self {
-        self.on_pause_async(move |paused| {
-            let answer = approve(&paused);
-            Box::pin(std::future::ready(answer))
-        })
-    }
-
-    /// An asynchronous approval callback (a chat message to a reviewer, a
-    /// ticket): the session is not locked while it runs, so other calls go on.
-    pub fn on_pause_async(
-        mut self,
-        approve: impl Fn(Paused) -> BoxFuture<bool> + Send + Sync + 'static,
-    ) -> Self {
-        self.approve = Box::new(approve);
-        self
-    }
-
-    /// Called with every decided call (for logs, metrics or tests).
-    pub fn on_entry(mut self, observe: impl Fn(&Entry) + Send + Sync + 'static) -> Self {
-        self.observe = Some(Box::new(observe));
-        self
-    }
-
-    /// The prefix of generated call ids (default `rig-`): ids are the
-    /// prefix and a counter from 1. Use distinct prefixes if other code
-    /// authorizes calls in the same session.
-    pub fn id_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The calling agent, for policies with several agents (default: the
-    /// policy's `main`).
-    pub fn agent(mut self, agent: impl Into<String>) -> Self {
-        self.agent = Some(agent.into());
-        self
-    }
-
-    /// Reports a tool error as a failed call (no effect: its units come
-    /// back). By default an error is an unknown outcome: the units stay
-    /// spent, since a tool that failed half-way may have acted.
-    pub fn errors_refund(mut self) -> Self {
-        self.errors_refund = true;
-        self
-    }
-
-    /// What a successful call of the policy's tool `policy_tool`
-    /// discovered, read from its output (e.g. the addresses a contact search
-    /// returned): reported with the result, so a grant with `discovers SET`
-    /// adds them to the set. Without it a result discovers nothing.
-    pub fn discovers(
-        mut self,
-        policy_tool: impl Into<String>,
-        extract: impl Fn(&Value) -> Vec<String> + Send + Sync + 'static,
-    ) -> Self {
-        self.discoverers
-            .insert(policy_tool.into(), Box::new(extract));
-        self
-    }
-
-    /// The gate. Clones share its session.
-    pub fn build(self) -> Gate {
-        Gate {
-            inner: Arc::new(Inner {
-                state: Mutex::new(State {
-                    session: self.session,
-                    last_time: 0,
-                }),
-                next: AtomicU64::new(1),
-                clock: self.clock,
-                approve: self.approve,
-                observe: self.observe,
-                prefix: self.prefix,
-                agent: self.agent,
-                errors_refund: self.errors_refund,
-                discoverers: self.discoverers,
-            }),
-        }
-    }
-}
-
-impl fmt::Debug for GateBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GateBuilder")
-            .field("prefix", &self.prefix)
-            .field("agent", &self.agent)
-            .field("errors_refund", &self.errors_refund)
-            .finish_non_exhaustive()
-    }
 }
 
 /// One Agenra session in front of a set of rig tools. Cheap to clone; the
@@ -654,83 +543,4 @@ fn output_json(out: &ToolOutput) -> Value {
         return Value::String(t.to_string());
     }
     serde_json::to_value(out).unwrap_or(Value::Null)
-}
-
-/// A rig [`Tool`] behind a [`Gate`]: the same name, description and
-/// schema; each call is authorized before the inner tool runs.
-pub struct Gated<T> {
-    inner: T,
-    gate: Gate,
-    policy_tool: String,
-}
-
-impl<T> Gated<T> {
-    /// The policy's name for this tool, when it differs from the rig name
-    /// (policies name tools like `email.send`; model providers often allow
-    /// only letters, digits, `_` and `-`).
-    pub fn policy_tool(mut self, name: impl Into<String>) -> Self {
-        self.policy_tool = name.into();
-        self
-    }
-
-    /// The wrapped tool.
-    pub fn inner(&self) -> &T {
-        &self.inner
-    }
-
-    /// The gate this tool goes through.
-    pub fn gate(&self) -> &Gate {
-        &self.gate
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Gated<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gated")
-            .field("inner", &self.inner)
-            .field("policy_tool", &self.policy_tool)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T: Tool> Tool for Gated<T> {
-    const NAME: &'static str = T::NAME;
-    /// The raw arguments: the monitor reads them as JSON before the inner
-    /// tool decodes them.
-    type Args = Value;
-    type Output = ToolOutput;
-    type Error = ToolExecutionError;
-
-    fn description(&self) -> String {
-        self.inner.description()
-    }
-
-    fn parameters(&self) -> Value {
-        self.inner.parameters()
-    }
-
-    fn map_error(&self, error: ToolExecutionError) -> ToolExecutionError {
-        error
-    }
-
-    async fn call(
-        &self,
-        context: &mut ToolContext,
-        args: Value,
-    ) -> Result<ToolOutput, ToolExecutionError> {
-        let inner = &self.inner;
-        self.gate
-            .guard(&self.policy_tool, args, |args| async move {
-                let args: T::Args = serde_json::from_value(args).map_err(|e| {
-                    Failure::NotRun(ToolExecutionError::invalid_args(format!(
-                        "failed to parse tool arguments: {e}"
-                    )))
-                })?;
-                match inner.call(context, args).await {
-                    Ok(output) => output.into_tool_output().map_err(Failure::Ran),
-                    Err(error) => Err(Failure::Ran(inner.map_error(error))),
-                }
-            })
-            .await
-    }
 }
