@@ -9,3 +9,4 @@ import AgenraProofs.Pool
 import AgenraProofs.Scope
 import AgenraProofs.PoolSum
 import AgenraProofs.Books
+import AgenraProofs.TenantBooks

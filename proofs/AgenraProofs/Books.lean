@@ -31,7 +31,7 @@ books of a grant"):
 
 The equality needs the maps to be well kept (`CallsWf`: one entry per call id in
 `paused` and in `running`, and no id in both), which `step` maintains
-(`step_wf`), and the one library fact `beq_iff_eq` for `String`
+(`step_wf`), and the one library fact `eq_of_beq` for `String`
 (`str_eq_of_beq`).
 
 Style as in `AgenraProofs.Accounting`: `show`, `rw` with the `rfl`
@@ -49,10 +49,15 @@ namespace Agenra
 
 /-! ## Keys of the call maps -/
 
-/-- `==` on call ids is equality (`beq_iff_eq`, `src/Init/Core.lean`; the
-`LawfulBEq String` instance is the one core derives from `DecidableEq`). -/
+/-- `==` on call ids is equality. `eq_of_beq` is the field of `LawfulBEq`
+that `src/Init/Core.lean` exports (`export LawfulBEq (eq_of_beq)`), stated
+`{a b : α} → a == b → a = b` in every copy read (2024 to 2026); `String`'s
+`==` is the `DecidableEq` one, and Core states `instance : LawfulBEq String
+:= inferInstance` next to `instance [DecidableEq α] : LawfulBEq α`. Not
+`beq_iff_eq.mp`: `beq_iff_eq` takes `a b` explicitly in some copies and
+implicitly in others, and `.mp` on the explicit form does not elaborate. -/
 theorem str_eq_of_beq (a b : String) (h : (a == b) = true) : a = b :=
-  beq_iff_eq.mp h
+  eq_of_beq h
 
 /-- Each call id at most once in a map (what `mapInsert` keeps). -/
 def Uniq : List (String × List Nat) → Prop

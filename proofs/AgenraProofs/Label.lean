@@ -145,4 +145,122 @@ theorem taint_monotone (allows : List Label) (denies : List LabelPattern) (l l' 
   · obtain ⟨p, hp1, hp2⟩ := hp
     exact ⟨p, hp1, matches_upward p l l' hp2 hl⟩
 
+/-! ## The whole flow check of one call -/
+
+/-- **join_mono.** The join is monotone in both arguments. -/
+theorem join_mono (a a' b b' : Label) (ha : a.flowsTo a') (hb : b.flowsTo b') :
+    (a.join b).flowsTo (a'.join b') :=
+  join_least a b (a'.join b') (flowsTo_trans a a' (a'.join b') ha (join_left a' b'))
+    (flowsTo_trans b b' (a'.join b') hb (join_right a' b'))
+
+/-- Every argument label raised (index by index, `labelAt`). -/
+def ArgsFlowTo (args args' : List Label) : Prop :=
+  ∀ (i : Nat), (labelAt args i).flowsTo (labelAt args' i)
+
+/-- Joining raised parameter labels onto a raised start gives a raised label. -/
+theorem joinParams_mono (args args' : List Label) (ha : ArgsFlowTo args args') :
+    ∀ (ps : List Nat) (acc acc' : Label), acc.flowsTo acc' →
+      (joinParams args acc ps).flowsTo (joinParams args' acc' ps) := by
+  intro ps
+  induction ps with
+  | nil =>
+    intro acc acc' h
+    exact h
+  | cons q qs ih =>
+    intro acc acc' h
+    exact ih (acc.join (labelAt args q)) (acc'.join (labelAt args' q))
+      (join_mono acc acc' (labelAt args q) (labelAt args' q) h (ha q))
+
+/-- A sink's flow label is monotone in the input, resource and argument labels. -/
+theorem sinkLabel_mono (input input' own own' : Label) (args args' : List Label)
+    (hi : input.flowsTo input') (ho : own.flowsTo own') (ha : ArgsFlowTo args args')
+    (u : SinkUse) : (sinkLabel input own args u).flowsTo (sinkLabel input' own' args' u) := by
+  cases u with
+  | mk params rules =>
+    cases params with
+    | none =>
+      show (input.join own).flowsTo (input'.join own')
+      exact join_mono input input' own own' hi ho
+    | some ps =>
+      show ((joinParams args Label.bottom ps).join own).flowsTo
+        ((joinParams args' Label.bottom ps).join own')
+      exact join_mono (joinParams args Label.bottom ps) (joinParams args' Label.bottom ps) own own'
+        (joinParams_mono args args' ha ps Label.bottom Label.bottom (flowsTo_refl Label.bottom)) ho
+
+/-- An allow rule that exempts a label exempts every label below it
+(ceilings are downward closed). -/
+theorem exempts_down (r : FlowRuleOn) (l l' : Label) (hx : r.exempts l') (hl : l.flowsTo l') :
+    r.exempts l := by
+  cases r with
+  | mk eff h =>
+    cases eff with
+    | allow c =>
+      have h2 : l'.flowsTo c ∧ h = true := hx
+      show l.flowsTo c ∧ h = true
+      exact ⟨flowsTo_trans l l' c hl h2.1, h2.2⟩
+    | deny p =>
+      have h2 : False := hx
+      exact h2.elim
+    | pause p =>
+      have h2 : False := hx
+      exact h2.elim
+
+/-- A deny rule that hits a label hits every label above it (patterns are
+upward closed, `matches_upward`). -/
+theorem denies_up (r : FlowRuleOn) (l l' : Label) (hd : r.denies l) (hl : l.flowsTo l') :
+    r.denies l' := by
+  cases r with
+  | mk eff h =>
+    cases eff with
+    | allow c =>
+      have h2 : False := hd
+      exact h2.elim
+    | deny p =>
+      have h2 : p.matchesLabel l ∧ h = true := hd
+      show p.matchesLabel l' ∧ h = true
+      exact ⟨matches_upward p l l' h2.1 hl, h2.2⟩
+    | pause p =>
+      have h2 : False := hd
+      exact h2.elim
+
+/-- One flow with its sink's rules (conditions included): a denied flow
+stays denied when its label is raised. -/
+theorem flowDeniedBy_mono (rules : List FlowRuleOn) (l l' : Label) (hd : flowDeniedBy rules l)
+    (hl : l.flowsTo l') : flowDeniedBy rules l' := by
+  obtain ⟨hna, hp⟩ := hd
+  show (¬ ∃ (r : FlowRuleOn), r ∈ rules ∧ r.exempts l') ∧
+    (∃ (r : FlowRuleOn), r ∈ rules ∧ r.denies l')
+  refine ⟨?_, ?_⟩
+  · intro hex
+    obtain ⟨r, hr, hx⟩ := hex
+    exact hna ⟨r, hr, exempts_down r l l' hx hl⟩
+  · obtain ⟨r, hr, hx⟩ := hp
+    exact ⟨r, hr, denies_up r l l' hx hl⟩
+
+/-- **flows_taint_monotone.** Taint monotonicity of the whole flow check of
+one call (step 3, `Reference::flows`), graph joins included: if the check
+denies the call (some sink's flow, or what the calling agent receives, is
+not exempt and hit by a deny rule whose condition holds), it still denies
+it when the call's input label, the resource's own label and every argument
+label are raised (the same rules and conditions: conditions read no label).
+Each flow's label is the join of the labels flowing into it, and the join
+is monotone (`join_mono`, `joinParams_mono`), so every flow's label rises;
+exemptions are downward closed and deny patterns upward closed.
+
+Not covered: how `input`, `own` and `args` are computed from lineage,
+per-agent contexts, provenance by value (which can LOWER a label) and
+sanitizers; PAUSE (raising a label can turn PAUSE into DENY, never DENY into
+anything else, but that is not stated); steps other than 3. -/
+theorem flows_taint_monotone (sinks : List SinkUse) (received : List FlowRuleOn)
+    (input input' own own' : Label) (args args' : List Label)
+    (hd : flowsDenied sinks received input own args)
+    (hi : input.flowsTo input') (ho : own.flowsTo own') (ha : ArgsFlowTo args args') :
+    flowsDenied sinks received input' own' args' := by
+  unfold flowsDenied at hd ⊢
+  rcases hd with ⟨u, hu, hdu⟩ | hdr
+  · exact Or.inl ⟨u, hu, flowDeniedBy_mono u.rules (sinkLabel input own args u)
+      (sinkLabel input' own' args' u) hdu (sinkLabel_mono input input' own own' args args' hi ho ha u)⟩
+  · exact Or.inr (flowDeniedBy_mono received (input.join own) (input'.join own') hdr
+      (join_mono input input' own own' hi ho))
+
 end Agenra
