@@ -202,3 +202,14 @@ def test_a_refusal_is_a_tool_error_the_model_sees(suite, policy):
     first = executor.last_run
     pipeline.query(ut.PROMPT, FunctionsRuntime(suite.tools), env)
     assert executor.last_run is not first
+
+
+def test_an_approver_that_raises_rejects_the_pause(suite, policy, replay):
+    def broken(decision, call):
+        raise RuntimeError("the approval service is down")
+
+    utility, _, executor = run_pair(suite, policy, "user_task_11", on_pause=broken)
+    paused = [r for r in executor.last_run.records if r.verdict == "PAUSE"]
+    assert paused and not any(r.admitted or r.approval for r in paused)
+    assert not utility
+    assert_replay_agrees(executor, replay)

@@ -146,3 +146,19 @@ def test_a_basetool_subclass_and_a_plain_callable(session):
     assert g.invoke({"to": "a@example.com", "body": "b"}) == "ok"
     with pytest.raises(TypeError):
         guard_tool(42, session)
+
+
+def test_an_approver_that_raises_rejects_and_propagates(session):
+    ran = []
+
+    def broken(d):
+        raise RuntimeError("approver down")
+
+    @agenra.guard(session, "send_email", on_pause=broken)
+    def mail(to, body):
+        ran.append(to)
+
+    with pytest.raises(RuntimeError, match="approver down"):
+        mail("eve@evil.test", "x")
+    assert ran == []
+    assert session.grant_left("outside") == 1, "rejected: the reserved unit came back"
