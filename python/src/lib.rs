@@ -120,7 +120,7 @@ fn to_json(
     }
     // decimal.Decimal: an exact decimal is written as its string (the
     // monitor reads a decimal parameter's string exactly).
-    if type_name(v) == "Decimal" {
+    if type_name(v) == "Decimal" && is_decimal_module(v) {
         let s: String = v.str()?.to_str()?.to_owned();
         return Ok(J::String(s));
     }
@@ -129,6 +129,15 @@ fn to_json(
         what(),
         type_name(v)
     )))
+}
+
+/// Whether `v`'s type comes from the standard `decimal` module (a class of
+/// another module that happens to be called `Decimal` is refused).
+fn is_decimal_module(v: &Bound<'_, PyAny>) -> bool {
+    match v.get_type().module() {
+        Ok(m) => m.to_str().is_ok_and(|m| m == "decimal"),
+        Err(_) => false,
+    }
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {

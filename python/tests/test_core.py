@@ -276,3 +276,14 @@ def test_the_recorded_trace_replays_to_the_same_decisions(policy, tmp_path, repl
 def test_a_session_without_record_has_no_trace(policy):
     with pytest.raises(agenra.AgenraError, match="record=True"):
         policy.session().trace()
+
+
+def test_only_the_standard_decimal_is_read_as_an_exact_decimal(policy):
+    class Decimal:  # noqa: D401  (a look-alike from another module)
+        def __str__(self):
+            return "1.00"
+
+    s = policy.session()
+    with pytest.raises(TypeError, match="argument `amount`: a value of type Decimal"):
+        s.authorize("pay", {"amount": Decimal()})
+    assert s.authorize("pay", {"amount": decimal.Decimal("1.00")}).verdict == "ALLOW"
