@@ -61,13 +61,24 @@ pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) 
         Routes::Agent => perimeter::need_agent,
         Routes::Control => perimeter::need_control,
     };
-    r.fallback(not_found)
+    let page = control.then(|| {
+        let desk = Arc::new(crate::desk::GatewayDesk(Arc::clone(&gateway)));
+        crate::page::router(desk, Arc::clone(&perimeter))
+    });
+    let r = r
+        .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             (perimeter, sink, needs),
             perimeter::guard,
         ))
-        .with_state(gateway)
+        .with_state(gateway);
+    // The approvals page checks its own credentials (a cookie or a bearer
+    // token; `page.rs`), on the control listener only.
+    match page {
+        Some(p) => r.merge(p),
+        None => r,
+    }
 }
 
 /// The tenant `p` acts for in a request naming `given`; a refusal (403)

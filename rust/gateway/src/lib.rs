@@ -16,6 +16,7 @@ pub mod conn;
 pub mod desk;
 pub mod http;
 pub mod metrics;
+pub mod page;
 pub mod perimeter;
 pub mod state;
 
