@@ -543,16 +543,21 @@ async fn reject(
 // Rendering. Every string that reaches a page goes through `text`.
 
 /// `s` with control characters and invisible or direction-changing
-/// characters made visible: C0 controls as their Unicode control pictures
-/// (`␊` for a newline), DEL as `␡`, others as `⟨U+XXXX⟩`.
+/// characters made visible: `⟨LF⟩`, `⟨CR⟩`, `⟨TAB⟩`, `⟨ESC⟩`, and any
+/// other as `⟨U+XXXX⟩` (control pictures such as `␊` are missing from
+/// common fonts).
 pub fn visible(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         let u = c as u32;
         match c {
-            '\u{0}'..='\u{1f}' => out.push(char::from_u32(0x2400 + u).unwrap_or('?')),
-            '\u{7f}' => out.push('\u{2421}'),
-            '\u{80}'..='\u{9f}'
+            '\n' => out.push_str("\u{27e8}LF\u{27e9}"),
+            '\r' => out.push_str("\u{27e8}CR\u{27e9}"),
+            '\t' => out.push_str("\u{27e8}TAB\u{27e9}"),
+            '\u{1b}' => out.push_str("\u{27e8}ESC\u{27e9}"),
+            '\u{0}'..='\u{1f}'
+            | '\u{7f}'
+            | '\u{80}'..='\u{9f}'
             | '\u{200b}'..='\u{200f}'
             | '\u{202a}'..='\u{202e}'
             | '\u{2060}'..='\u{2069}'
@@ -856,10 +861,7 @@ mod tests {
             text("<script>\"a\"&'b'</script>"),
             "&lt;script&gt;&quot;a&quot;&amp;&#39;b&#39;&lt;/script&gt;"
         );
-        assert_eq!(
-            visible("a\nb\u{1b}[31m\u{7f}"),
-            "a\u{240a}b\u{241b}[31m\u{2421}"
-        );
+        assert_eq!(visible("a\nb\u{1b}[31m\u{7f}"), "a⟨LF⟩b⟨ESC⟩[31m⟨U+007F⟩");
         assert_eq!(visible("x\u{202e}y"), "x\u{27e8}U+202E\u{27e9}y");
         let long = "z".repeat(FOLD + 5);
         let v = value_html(&serde_json::Value::String(long));
@@ -882,7 +884,7 @@ mod tests {
         let html = card(&c, &[], 10);
         assert!(!html.contains("<img"), "{html}");
         assert!(!html.contains("<b>"), "{html}");
-        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;\u{240a}"));
+        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;⟨LF⟩"));
         assert!(html.contains("1:00"));
         assert!(html.contains("<svg"));
         assert!(html.contains("data-call=\"c&quot;1\""));

@@ -245,7 +245,7 @@ fn the_desk_shows_each_paused_call_and_settles_it_bound_to_its_digest() {
     // Escaped, control characters visible, folded, the path drawn.
     assert!(!html.contains("<img"), "{html}");
     assert!(
-        html.contains("&lt;img src=x onerror=alert(1)&gt;\u{27e8}U+202E\u{27e9}\u{240a}"),
+        html.contains("&lt;img src=x onerror=alert(1)&gt;⟨U+202E⟩⟨LF⟩"),
         "{html}"
     );
     assert!(html.contains("<details>"), "{html}");
