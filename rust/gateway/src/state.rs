@@ -342,6 +342,8 @@ struct Shared {
     pools: Mutex<HashMap<String, TenantLane>>,
     /// Seconds a paused call waits before it expires.
     pause_timeout: AtomicU64,
+    /// Webhook notifications of pauses and settlements (`--notify-url`).
+    notify: std::sync::OnceLock<Arc<crate::notify::Notifier>>,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -868,6 +870,23 @@ impl Shared {
         if let Ok(mut p) = self.pending.lock() {
             let timeout = self.pause_timeout.load(Ordering::Relaxed);
             track_pending(&mut p, &event, &outcome, timeout);
+            // Queued under the session's lock: in the log's order.
+            if let Some(n) = self.notify.get() {
+                let key = (
+                    outcome.tenant.clone(),
+                    outcome.session.clone(),
+                    outcome.call.clone(),
+                );
+                let paused = matches!(event, Event::Call(_))
+                    .then(|| p.get(&key))
+                    .flatten();
+                n.event(
+                    &outcome,
+                    paused,
+                    record.actor.as_deref(),
+                    record.note.as_deref(),
+                );
+            }
         }
         // Emitted under the session's lock: the log holds the session's
         // events in the order they were applied.
@@ -1036,6 +1055,7 @@ impl Gateway {
             pending: Mutex::new(BTreeMap::new()),
             pools: Mutex::new(HashMap::new()),
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
+            notify: std::sync::OnceLock::new(),
         });
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
@@ -1319,6 +1339,17 @@ impl Gateway {
         let t = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         check_name("tenant", &t)?;
         Ok(t)
+    }
+
+    /// Sends each new pause and its settlement to `n` from now on (once:
+    /// a second notifier is refused, `false`).
+    pub fn set_notifier(&self, n: Arc<crate::notify::Notifier>) -> bool {
+        self.shared.notify.set(n).is_ok()
+    }
+
+    /// The notifier, when there is one.
+    pub fn notifier(&self) -> Option<&Arc<crate::notify::Notifier>> {
+        self.shared.notify.get()
     }
 
     /// Sets how long a paused call waits (seconds, at least 1) before it
