@@ -615,6 +615,16 @@ pub fn value_html(v: &serde_json::Value) -> String {
 /// SVG: one box per node, arrows between; `tool` names a node's tool
 /// when known. With a text version for screen readers.
 pub fn path_svg(path: &[String], tool: &dyn Fn(&str) -> Option<String>) -> String {
+    path_svg_with(path, tool, &text)
+}
+
+/// [`path_svg`] with every string printed through `text` (it must escape
+/// for HTML: the audit report passes its own escaping).
+pub fn path_svg_with(
+    path: &[String],
+    tool: &dyn Fn(&str) -> Option<String>,
+    text: &dyn Fn(&str) -> String,
+) -> String {
     if path.is_empty() {
         return "<p class=\"nopath\">No labelled data path: the grant itself asks for approval.</p>"
             .into();
