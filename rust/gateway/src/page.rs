@@ -443,7 +443,18 @@ struct List {
 async fn list(State(page): State<Shared>, headers: HeaderMap) -> Response {
     let run = || {
         let p = page.approver(&headers, "GET /desk/api/approvals")?;
-        let calls = page.desk.approvals_where(&|t| p.serves(t))?;
+        // A credential's tenants, each asked by name (a desk may hold
+        // another tenant than the default one); every tenant otherwise.
+        let calls = match &p.tenants {
+            Some(ts) => {
+                let mut all = Vec::new();
+                for t in ts {
+                    all.extend(page.desk.approvals(Some(t.clone()))?);
+                }
+                all
+            }
+            None => page.desk.approvals_where(&|_| true)?,
+        };
         let now = crate::state::now_secs();
         let mut shown: Vec<(usize, Card)> = calls
             .into_iter()
@@ -815,7 +826,7 @@ data-session=\"{}\" aria-labelledby=\"{id}-h\">",
 <textarea id=\"{id}-reason\" name=\"reason\" rows=\"2\" maxlength=\"1000\"></textarea>\
 <div class=\"buttons\"><button type=\"submit\" name=\"act\" value=\"approve\" class=\"approve\">Approve</button> \
 <button type=\"submit\" name=\"act\" value=\"reject\" class=\"reject\">Reject</button></div></form>\
-<p class=\"answer\" role=\"status\" aria-live=\"polite\"></p>\
+<p class=\"answer\" role=\"status\" aria-live=\"polite\" tabindex=\"-1\"></p>\
 <p class=\"digest\">Digest of what is shown: <code>{}</code></p></article>",
         text(&c.digest)
     );

@@ -80,6 +80,7 @@ fn wd(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Value
 }
 
 struct Browser {
+    profile: PathBuf,
     driver: Child,
     addr: SocketAddr,
     session: String,
@@ -98,6 +99,7 @@ impl Drop for Browser {
         });
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
 
@@ -136,6 +138,7 @@ impl Browser {
         let v = wd(addr, "POST", "/session", Some(&caps));
         let session = v["sessionId"].as_str().expect("a session id").to_string();
         Browser {
+            profile,
             driver,
             addr,
             session,
