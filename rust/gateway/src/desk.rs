@@ -1,8 +1,9 @@
 //! The approval endpoints of the HTTP API alone, over any holder of
 //! paused calls (an [`ApprovalDesk`]): `GET /health`, `GET /v1/approvals`,
 //! `POST /v1/approvals/{call}/approve` and `/reject`, with the same bodies,
-//! answers and errors as `agenra serve` (`docs/http-api.md`). Every other
-//! path is a 404, every other method a 405.
+//! answers and errors as `agenra serve` (`docs/http-api.md`), and the
+//! approvals page under `/desk` ([`crate::page`]). Every other path is a
+//! 404, every other method a 405.
 //!
 //! `agenra mcp-proxy --on-pause wait` serves them for its own session
 //! (`docs/mcp-proxy.md`), so a human approves the proxy's paused calls

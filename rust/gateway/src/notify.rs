@@ -158,11 +158,6 @@ impl Target {
             path: path.to_string(),
         })
     }
-
-    /// `http://host:port` (the path may hold a token: never shown).
-    fn shown(&self) -> String {
-        format!("http://{}:{}", self.host, self.port)
-    }
 }
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
@@ -212,9 +207,8 @@ pub struct NotifyStats {
 #[derive(Clone, Debug, Serialize)]
 pub struct NotifyHealth {
     /// `ok`, or `failing` while deliveries fail (the gateway still decides).
+    /// (`/health` is open: the receiver's address is not shown.)
     pub status: &'static str,
-    /// The receiver (scheme, host and port; the path is not shown).
-    pub url: String,
     /// Delivered.
     pub sent: u64,
     /// Failed attempts.
@@ -232,7 +226,6 @@ pub struct NotifyHealth {
 pub struct Notifier {
     tx: Mutex<Option<SyncSender<Vec<u8>>>>,
     stats: Arc<NotifyStats>,
-    shown: String,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -285,7 +278,7 @@ impl Notifier {
         let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
         let stats = Arc::new(NotifyStats::default());
         let s2 = Arc::clone(&stats);
-        let t2 = target.clone();
+        let t2 = target;
         let thread = std::thread::Builder::new()
             .name("agenra-notify".into())
             .spawn(move || deliver_all(rx, t2, config.secret, config.backoff, s2))
@@ -293,7 +286,6 @@ impl Notifier {
         Ok(Arc::new(Notifier {
             tx: Mutex::new(Some(tx)),
             stats,
-            shown: target.shown(),
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -312,7 +304,6 @@ impl Notifier {
             } else {
                 "ok"
             },
-            url: self.shown.clone(),
             sent: s.sent.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
             dropped: s.dropped.load(Ordering::Relaxed),
@@ -444,12 +435,12 @@ fn deliver_all(
 fn post(t: &Target, body: &[u8], sig: &str) -> Result<(), String> {
     let addr = (t.host.as_str(), t.port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", t.shown()))?
+        .map_err(|e| format!("cannot resolve the receiver's host: {e}"))?
         .next()
-        .ok_or_else(|| format!("{} has no address", t.shown()))?;
+        .ok_or_else(|| "the receiver's host has no address".to_string())?;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| format!("cannot connect to {}: {e}", t.shown()))?;
-    let io = |e: std::io::Error| format!("{}: {e}", t.shown());
+        .map_err(|e| format!("cannot connect to the receiver: {e}"))?;
+    let io = |e: std::io::Error| format!("the receiver: {e}");
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(io)?;
     s.set_write_timeout(Some(Duration::from_secs(10)))
@@ -473,11 +464,11 @@ X-Agenra-Signature: {sig}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("{}: no HTTP status in {line:?}", t.shown()))?;
+        .ok_or_else(|| "the receiver sent no HTTP status line".to_string())?;
     if (200..300).contains(&status) {
         Ok(())
     } else {
-        Err(format!("{} answered {status}", t.shown()))
+        Err(format!("the receiver answered {status}"))
     }
 }
 
@@ -542,7 +533,6 @@ mod tests {
             (t.host.as_str(), t.port, t.path.as_str()),
             ("127.0.0.1", 9000, "/hook?t=1")
         );
-        assert_eq!(t.shown(), "http://127.0.0.1:9000");
         let t = Target::parse("http://localhost").unwrap();
         assert_eq!((t.port, t.path.as_str()), (80, "/"));
     }
