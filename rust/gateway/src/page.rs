@@ -604,7 +604,7 @@ pub fn text(s: &str) -> String {
 }
 
 /// An argument's value as shown: a string as itself, anything else as
-/// JSON; longer than [`FOLD`] characters, folded (`<details>`).
+/// JSON; longer than 120 characters (`FOLD`), folded (`<details>`).
 pub fn value_html(v: &serde_json::Value) -> String {
     let raw = match v {
         serde_json::Value::String(s) => s.clone(),
