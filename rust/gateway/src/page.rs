@@ -401,7 +401,7 @@ async fn login(State(page): State<Shared>, headers: HeaderMap, body: Body) -> Re
 
 async fn logout(State(page): State<Shared>, headers: HeaderMap) -> Response {
     let run = || {
-        post_checks(&page, &headers)?;
+        post_checks(&page, &headers).inspect_err(|e| page.refuse(None, "POST /desk/logout", e))?;
         page.approver(&headers, "POST /desk/logout")?;
         if let Some(sid) = cookie(&headers, COOKIE) {
             if let Ok(mut l) = page.logins.lock() {
@@ -499,7 +499,7 @@ async fn settle(
         "POST /desk/api/approvals/{call}/reject"
     };
     let run = async {
-        post_checks(&page, &headers)?;
+        post_checks(&page, &headers).inspect_err(|e| page.refuse(None, request, e))?;
         let p = page.approver(&headers, request)?;
         let call = crate::http::path(call)?;
         let mut req: api::ResolveIn = resolve_body(body).await?;
