@@ -79,12 +79,27 @@ fn wd(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Value
     value
 }
 
-struct Browser {
+/// The driver process and the browser profile: stopped and removed when
+/// dropped, also when the session could not be made.
+struct Driver {
+    child: Child,
     profile: PathBuf,
-    driver: Child,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+struct Browser {
     addr: SocketAddr,
     session: String,
     shots: PathBuf,
+    // Dropped last: after the session is closed.
+    _driver: Driver,
 }
 
 impl Drop for Browser {
@@ -97,9 +112,6 @@ impl Drop for Browser {
                 None,
             )
         });
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
     }
 }
 
@@ -111,12 +123,17 @@ impl Browser {
             .unwrap()
             .port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let driver = Command::new(chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts");
+        let profile =
+            std::env::temp_dir().join(format!("agenra-desk-chromium-{}", std::process::id()));
+        let driver = Driver {
+            child: Command::new(chromedriver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("chromedriver starts"),
+            profile: profile.clone(),
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(addr).is_err() {
             assert!(Instant::now() < deadline, "chromedriver did not listen");
@@ -124,8 +141,6 @@ impl Browser {
         }
         let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("desk-screenshots");
         std::fs::create_dir_all(&shots).unwrap();
-        let profile =
-            std::env::temp_dir().join(format!("agenra-desk-chromium-{}", std::process::id()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -138,11 +153,10 @@ impl Browser {
         let v = wd(addr, "POST", "/session", Some(&caps));
         let session = v["sessionId"].as_str().expect("a session id").to_string();
         Browser {
-            profile,
-            driver,
             addr,
             session,
             shots,
+            _driver: driver,
         }
     }
 
