@@ -334,6 +334,10 @@ impl<'a> Report<'a> {
                     }
                     None => "no certificate (the server ran without --require-certified)".into(),
                 };
+                let admitted = match &p.actor {
+                    Some(a) => format!("{admitted}; run by {a}"),
+                    None => admitted,
+                };
                 let mark = if p.policy_hash == self.opened.policy_hash {
                     " (this session's)"
                 } else {
@@ -445,15 +449,19 @@ impl<'a> Report<'a> {
                             .as_ref()
                             .map(|n| format!(", because \"{n}\""))
                             .unwrap_or_default();
+                        let at = utc(x.time_ms);
                         if kind == "approve" {
                             format!(
-                                "approved{by} (record {}{note}), re-checked: {} — {}",
+                                "approved{by} at {at} (record {}{note}), re-checked: {} — {}",
                                 x.seq,
                                 x.verdict.clone().unwrap_or_default(),
                                 x.reason.clone().unwrap_or_default()
                             )
                         } else {
-                            format!("rejected{by} (record {}{note}): units returned", x.seq)
+                            format!(
+                                "rejected{by} at {at} (record {}{note}): units returned",
+                                x.seq
+                            )
                         }
                     },
                 );
@@ -525,7 +533,7 @@ impl<'a> Report<'a> {
             esc(self.tenant)
         );
         let mut out = format!(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}.DENY{{color:#b00}}.PAUSE{{color:#a60}}.ALLOW{{color:#070}}</style></head><body>\n<h1>{title}</h1>\n<p>From <code>{}</code>; chain verified: {}.</p>\n<ul>\n",
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}.DENY{{color:#b00}}.PAUSE{{color:#a60}}.ALLOW{{color:#070}}svg.path rect{{fill:#fff;stroke:#555;stroke-width:1.5}}svg.path .src rect{{fill:#fff1e0;stroke:#b35900}}svg.path .sink rect{{fill:#e8f0fe;stroke:#1f4fa8}}svg.path text{{font:12px monospace;fill:#111}}svg.path text.role{{font-size:10px;fill:#555}}svg.path .edge{{stroke:#555;stroke-width:2;fill:none}}svg.path .head{{fill:#555}}.pathtext{{color:#555;font-size:.9em}}</style></head><body>\n<h1>{title}</h1>\n<p>From <code>{}</code>; chain verified: {}.</p>\n<ul>\n",
             esc(origin),
             esc(chain)
         );
@@ -561,7 +569,44 @@ impl<'a> Report<'a> {
             }
             out.push_str("</table>\n");
         }
+        out.push_str(&self.drawings());
         out.push_str("</body></html>\n");
+        out
+    }
+
+    /// Each decision's data path (a DENY's, a PAUSE's, an approval's
+    /// re-check), drawn as inline SVG (`agenra_gateway::page::path_svg`,
+    /// as the approvals page draws it), every text escaped.
+    fn drawings(&self) -> String {
+        let esc = |s: &str| agenra::render::html(s);
+        let tools: std::collections::HashMap<String, String> = self
+            .events
+            .iter()
+            .filter(|r| Self::event_field(r, "kind") == "call")
+            .map(|r| (Self::call_of(r), Self::event_field(r, "tool")))
+            .filter(|(_, t)| !t.is_empty())
+            .collect();
+        let tool = |n: &str| tools.get(n).cloned();
+        let mut out = String::from(
+            "<h2>Data paths, drawn</h2>\n<p>From the labelled source to the call, for every decision that names a path.</p>\n",
+        );
+        let mut any = false;
+        for r in self.events.iter().filter(|r| !r.path.is_empty()) {
+            any = true;
+            out.push_str(&format!(
+                "<figure><figcaption>record {}: {} <code>{}</code>: <span class=\"{}\">{}</span> by <code>{}</code></figcaption>\n{}</figure>\n",
+                r.seq,
+                esc(&Self::event_field(r, "kind")),
+                esc(&Self::call_of(r)),
+                esc(r.verdict.as_deref().unwrap_or("")),
+                esc(r.verdict.as_deref().unwrap_or("")),
+                esc(r.rule.as_deref().unwrap_or("")),
+                agenra_gateway::page::path_svg_with(&r.path, &tool, &esc),
+            ));
+        }
+        if !any {
+            out.push_str("<p>None.</p>\n");
+        }
         out
     }
 }

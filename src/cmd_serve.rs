@@ -100,6 +100,15 @@ pub struct ServeArgs {
     /// last one allowed. API revisions say so with `allow_widening` in their body.
     #[arg(long)]
     allow_widening: bool,
+    /// POST each new PAUSE and its settlement as JSON to this webhook
+    /// (`http://HOST:PORT/PATH`), signed `X-Agenra-Signature: sha256=<HMAC>`,
+    /// retried with back-off, never delaying a decision (docs/http-api.md).
+    #[arg(long, value_name = "URL", requires = "notify_secret_file")]
+    notify_url: Option<String>,
+    /// The HMAC key of --notify-url (at least 16 bytes; a trailing newline
+    /// is not part of it).
+    #[arg(long, value_name = "FILE", requires = "notify_url")]
+    notify_secret_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -119,6 +128,9 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.pause_timeout = args.pause_timeout;
     config.max_clock_skew = args.max_clock_skew;
     config.limits = args.limits.limits();
+    if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {
+        config.notify = Some(agenra_gateway::notify::NotifyConfig::new(url, secret).map_err(fail)?);
+    }
     let control = config.control_listen.clone();
     agenra_gateway::run(&config, |addr, gateway| {
         let mut out = std::io::stdout().lock();

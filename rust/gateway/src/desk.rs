@@ -1,8 +1,9 @@
 //! The approval endpoints of the HTTP API alone, over any holder of
 //! paused calls (an [`ApprovalDesk`]): `GET /health`, `GET /v1/approvals`,
 //! `POST /v1/approvals/{call}/approve` and `/reject`, with the same bodies,
-//! answers and errors as `agenra serve` (`docs/http-api.md`). Every other
-//! path is a 404, every other method a 405.
+//! answers and errors as `agenra serve` (`docs/http-api.md`), and the
+//! approvals page under `/desk` ([`crate::page`]). Every other path is a
+//! 404, every other method a 405.
 //!
 //! `agenra mcp-proxy --on-pause wait` serves them for its own session
 //! (`docs/mcp-proxy.md`), so a human approves the proxy's paused calls
@@ -42,6 +43,29 @@ pub trait ApprovalDesk: Send + Sync + 'static {
     ) -> Result<Outcome, ApiError>;
     /// Records a request the perimeter refused.
     fn refused(&self, r: Refusal);
+
+    /// The paused calls of every tenant `keep` accepts, newest first (the
+    /// approvals page). By default, the default tenant's, filtered.
+    fn approvals_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<PendingCall>, ApiError> {
+        let mut calls: Vec<PendingCall> = self
+            .approvals(None)?
+            .into_iter()
+            .filter(|c| keep(&c.tenant))
+            .collect();
+        calls.sort_by_key(|c| std::cmp::Reverse(c.time));
+        Ok(calls)
+    }
+
+    /// The `n` latest calls of a session, newest first (the approvals
+    /// page); by default none are known.
+    fn recent_calls(
+        &self,
+        _tenant: &str,
+        _session: &str,
+        _n: usize,
+    ) -> Result<Vec<crate::state::RecentCall>, ApiError> {
+        Ok(Vec::new())
+    }
 }
 
 type Desk = Arc<dyn ApprovalDesk>;
@@ -68,13 +92,14 @@ pub fn router(desk: Desk, perimeter: Arc<Perimeter>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             (
-                perimeter,
+                Arc::clone(&perimeter),
                 sink,
                 perimeter::need_approvals as perimeter::Needs,
             ),
             perimeter::guard,
         ))
-        .with_state(desk)
+        .with_state(Arc::clone(&desk))
+        .merge(crate::page::router(desk, perimeter))
 }
 
 fn error(e: &ApiError) -> Response {
@@ -208,5 +233,58 @@ impl DeskServer {
     /// Stops accepting, finishes the requests in flight, and returns.
     pub fn stop(mut self) {
         self.serving.shutdown();
+    }
+}
+
+/// `agenra serve`'s gateway as a desk (the approvals page of
+/// [`crate::page`] over it).
+pub struct GatewayDesk(pub Arc<crate::Gateway>);
+
+impl ApprovalDesk for GatewayDesk {
+    fn health(&self) -> Health {
+        let gw = &self.0;
+        Health {
+            status: if gw.is_failed() { "failed" } else { "ok" },
+            policy_hash: gw.current_policy().hash().to_string(),
+            sessions: gw.session_count(),
+            pending_approvals: gw.pending_count(),
+        }
+    }
+
+    fn approvals(&self, tenant: Option<String>) -> Result<Vec<PendingCall>, ApiError> {
+        self.0.approvals(tenant)
+    }
+
+    fn approvals_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<PendingCall>, ApiError> {
+        self.0.approvals_where(keep)
+    }
+
+    fn recent_calls(
+        &self,
+        tenant: &str,
+        session: &str,
+        n: usize,
+    ) -> Result<Vec<crate::state::RecentCall>, ApiError> {
+        self.0.recent_calls(tenant, session, n)
+    }
+
+    fn resolve(
+        &self,
+        call: String,
+        req: api::ResolveIn,
+        approve: bool,
+        actor: &str,
+    ) -> Result<Outcome, ApiError> {
+        let start = std::time::Instant::now();
+        let (mut out, seq) = self.0.resolve(call, req, approve, actor)?.wait()?;
+        out.audit_seq = seq;
+        self.0
+            .metrics
+            .observe(out.decision, out.replayed, start.elapsed());
+        Ok(out)
+    }
+
+    fn refused(&self, r: Refusal) {
+        self.0.record_refusal(r);
     }
 }

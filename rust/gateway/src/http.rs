@@ -61,13 +61,24 @@ pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) 
         Routes::Agent => perimeter::need_agent,
         Routes::Control => perimeter::need_control,
     };
-    r.fallback(not_found)
+    let page = control.then(|| {
+        let desk = Arc::new(crate::desk::GatewayDesk(Arc::clone(&gateway)));
+        crate::page::router(desk, Arc::clone(&perimeter))
+    });
+    let r = r
+        .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             (perimeter, sink, needs),
             perimeter::guard,
         ))
-        .with_state(gateway)
+        .with_state(gateway);
+    // The approvals page checks its own credentials (a cookie or a bearer
+    // token; `page.rs`), on the control listener only.
+    match page {
+        Some(p) => r.merge(p),
+        None => r,
+    }
 }
 
 /// The tenant `p` acts for in a request naming `given`; a refusal (403)
@@ -165,13 +176,27 @@ pub struct Health {
     pub pending_approvals: usize,
 }
 
+/// `GET /health` of `agenra serve`: [`Health`], and the webhook's state
+/// when `--notify-url` is given (failing deliveries show here, never as a
+/// 503: notifications decide nothing).
+#[derive(Serialize)]
+struct ServeHealth {
+    #[serde(flatten)]
+    health: Health,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notify: Option<crate::notify::NotifyHealth>,
+}
+
 async fn health(State(gw): State<Arc<Gateway>>) -> Response {
     let status = if gw.is_failed() { "failed" } else { "ok" };
-    let h = Health {
-        status,
-        policy_hash: gw.current_policy().hash().to_string(),
-        sessions: gw.session_count(),
-        pending_approvals: gw.pending_count(),
+    let h = ServeHealth {
+        health: Health {
+            status,
+            policy_hash: gw.current_policy().hash().to_string(),
+            sessions: gw.session_count(),
+            pending_approvals: gw.pending_count(),
+        },
+        notify: gw.notifier().map(|n| n.health()),
     };
     json(if gw.is_failed() { 503 } else { 200 }, &h)
 }
@@ -181,7 +206,39 @@ async fn metrics(State(gw): State<Arc<Gateway>>, Extension(p): Extension<Princip
         return error(&gw, e);
     }
     let stats = gw.store_stats();
-    let text = gw.metrics.render(&[
+    let mut extra: Vec<(&str, &str, f64)> = Vec::new();
+    if let Some(n) = gw.notifier() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = n.stats();
+        extra = vec![
+            (
+                "agenra_notify_sent",
+                "Webhook notifications delivered (--notify-url).",
+                s.sent.load(Relaxed) as f64,
+            ),
+            (
+                "agenra_notify_failures",
+                "Webhook delivery attempts that failed.",
+                s.failures.load(Relaxed) as f64,
+            ),
+            (
+                "agenra_notify_dropped",
+                "Webhook notifications given up or dropped.",
+                s.dropped.load(Relaxed) as f64,
+            ),
+            (
+                "agenra_notify_queued",
+                "Webhook notifications waiting to be delivered.",
+                s.queued.load(Relaxed) as f64,
+            ),
+            (
+                "agenra_notify_failing",
+                "1 while the last webhook delivery attempt failed.",
+                if s.failing.load(Relaxed) { 1.0 } else { 0.0 },
+            ),
+        ];
+    }
+    let mut gauges = vec![
         (
             "agenra_sessions",
             "Open sessions.",
@@ -207,7 +264,9 @@ async fn metrics(State(gw): State<Arc<Gateway>>, Extension(p): Extension<Princip
             "Records other replicas appended that this one applied (PostgreSQL store).",
             stats.caught_up as f64,
         ),
-    ]);
+    ];
+    gauges.extend(extra);
+    let text = gw.metrics.render(&gauges);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

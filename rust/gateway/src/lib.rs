@@ -16,6 +16,8 @@ pub mod conn;
 pub mod desk;
 pub mod http;
 pub mod metrics;
+pub mod notify;
+pub mod page;
 pub mod perimeter;
 mod reply;
 pub mod state;
@@ -68,6 +70,9 @@ pub struct ServeConfig {
     /// Limits on connections and the time to read a request
     /// ([`conn`], `docs/http-api.md`).
     pub limits: Limits,
+    /// Webhook notifications of pauses and settlements (`--notify-url`,
+    /// `--notify-secret-file`; [`notify`]).
+    pub notify: Option<notify::NotifyConfig>,
 }
 
 impl ServeConfig {
@@ -88,6 +93,7 @@ impl ServeConfig {
             pause_timeout: state::DEFAULT_PAUSE_TIMEOUT,
             max_clock_skew: state::DEFAULT_MAX_SKEW,
             limits: Limits::default(),
+            notify: None,
         }
     }
 
@@ -130,6 +136,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("pause_timeout", &self.pause_timeout)
             .field("max_clock_skew", &self.max_clock_skew)
             .field("limits", &self.limits)
+            .field("notify", &self.notify)
             .finish()
     }
 }
@@ -146,6 +153,9 @@ pub enum ServeError {
     /// Opening or recovering the store.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// The webhook (`--notify-url`, `--notify-secret-file`).
+    #[error(transparent)]
+    Notify(#[from] notify::NotifyError),
     /// Sockets, the runtime.
     #[error("{what}: {source}")]
     Io {
@@ -393,6 +403,9 @@ pub fn run(
     let gateway = Arc::new(open(config)?);
     gateway.set_pause_timeout(config.pause_timeout);
     gateway.set_max_clock_skew(config.max_clock_skew);
+    if let Some(n) = &config.notify {
+        gateway.set_notifier(notify::Notifier::spawn(n.clone())?);
+    }
     let server = Server::spawn_split(
         Arc::clone(&gateway),
         Arc::clone(&perimeter),

@@ -188,7 +188,7 @@ impl Perimeter {
     }
 
     /// The principal a request's `Authorization` header names.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
         let credentials = match &self.access {
             Access::Insecure => return Ok(Principal::insecure()),
             Access::Tokens { credentials, .. } => credentials
@@ -225,9 +225,42 @@ impl Perimeter {
             .ok_or_else(|| ApiError::field(401, "authorization", "unknown or revoked credential"))
     }
 
+    /// The principal of the credential whose token has SHA-256 `digest`
+    /// (a browser session of the approvals page keeps the digest, never
+    /// the token), as the credentials are now: `None` once it is revoked.
+    pub(crate) fn principal_of_digest(&self, digest: &str) -> Option<Principal> {
+        let credentials = match &self.access {
+            Access::Insecure => return Some(Principal::insecure()),
+            Access::Tokens { credentials, .. } => {
+                credentials.read().ok().map(|c| Arc::clone(&c))?
+            }
+        };
+        let mut found = None;
+        for c in &credentials.tokens {
+            let stored = c.sha256.to_ascii_lowercase();
+            let same = stored.len() == digest.len()
+                && stored
+                    .bytes()
+                    .zip(digest.bytes())
+                    .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+                    == 0;
+            if same {
+                found = Some(c);
+            }
+        }
+        found.map(|c| {
+            let all = c.role == Role::Admin || c.tenants.iter().any(|t| t == "*");
+            Principal {
+                name: c.name.clone(),
+                role: Some(c.role),
+                tenants: (!all).then(|| c.tenants.clone()),
+            }
+        })
+    }
+
     /// Whether `host` (a `Host` header: a name or IP literal, and a port)
     /// names this server: an IP literal, `localhost`, or an allowed name.
-    fn host_allowed(&self, host: &str) -> bool {
+    pub(crate) fn host_allowed(&self, host: &str) -> bool {
         let name = if let Some(rest) = host.strip_prefix('[') {
             // [v6]:port
             return rest
@@ -250,7 +283,7 @@ fn lowercase(hosts: Vec<String>) -> Vec<String> {
 /// Refuses a request a browser sent from a page of another site: an
 /// `Origin` that is not this server's own (`http(s)://` + its `Host`), or
 /// `Sec-Fetch-Site: cross-site`/`same-site`.
-fn cross_site(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn cross_site(headers: &HeaderMap) -> Option<String> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -276,7 +309,7 @@ fn cross_site(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Whether a body is declared JSON (`application/json`, any parameters).
-fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -133,6 +133,27 @@ pub struct PendingCall {
     /// When the pause expires (seconds): an approval after it is refused
     /// and the call is rejected, its units returned.
     pub expires: u64,
+    /// The data path that paused it, from the labelled source to this call
+    /// (call ids, `context`), as the decision named it; empty when no flow
+    /// paused it (an approval grant). Not part of the digest.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
+}
+
+/// One call of a session, as the approvals page lists the session's recent
+/// calls.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecentCall {
+    /// The call's id.
+    pub call: String,
+    /// Its tool, when the policy declares it.
+    pub tool: Option<String>,
+    /// The decision it got.
+    pub decision: Option<&'static str>,
+    /// Where it stands now.
+    pub status: Option<agenra_core::graph::Status>,
+    /// Its time (seconds).
+    pub time: u64,
 }
 
 /// The digest an approval names: SHA-256 over the canonical JSON (keys
@@ -321,6 +342,8 @@ struct Shared {
     pools: Mutex<HashMap<String, TenantLane>>,
     /// Seconds a paused call waits before it expires.
     pause_timeout: AtomicU64,
+    /// Webhook notifications of pauses and settlements (`--notify-url`).
+    notify: std::sync::OnceLock<Arc<crate::notify::Notifier>>,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -847,6 +870,23 @@ impl Shared {
         if let Ok(mut p) = self.pending.lock() {
             let timeout = self.pause_timeout.load(Ordering::Relaxed);
             track_pending(&mut p, &event, &outcome, timeout);
+            // Queued under the session's lock: in the log's order.
+            if let Some(n) = self.notify.get() {
+                let key = (
+                    outcome.tenant.clone(),
+                    outcome.session.clone(),
+                    outcome.call.clone(),
+                );
+                let paused = matches!(event, Event::Call(_))
+                    .then(|| p.get(&key))
+                    .flatten();
+                n.event(
+                    &outcome,
+                    paused,
+                    record.actor.as_deref(),
+                    record.note.as_deref(),
+                );
+            }
         }
         // Emitted under the session's lock: the log holds the session's
         // events in the order they were applied.
@@ -1015,6 +1055,7 @@ impl Gateway {
             pending: Mutex::new(BTreeMap::new()),
             pools: Mutex::new(HashMap::new()),
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
+            notify: std::sync::OnceLock::new(),
         });
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
@@ -1298,6 +1339,17 @@ impl Gateway {
         let t = tenant.unwrap_or_else(|| DEFAULT_TENANT.to_string());
         check_name("tenant", &t)?;
         Ok(t)
+    }
+
+    /// Sends each new pause and its settlement to `n` from now on (once:
+    /// a second notifier is refused, `false`).
+    pub fn set_notifier(&self, n: Arc<crate::notify::Notifier>) -> bool {
+        self.shared.notify.set(n).is_ok()
+    }
+
+    /// The notifier, when there is one.
+    pub fn notifier(&self) -> Option<&Arc<crate::notify::Notifier>> {
+        self.shared.notify.get()
     }
 
     /// Sets how long a paused call waits (seconds, at least 1) before it
@@ -1723,6 +1775,45 @@ impl Gateway {
             .collect())
     }
 
+    /// The `n` latest calls of a session, newest first (the approvals
+    /// page).
+    pub fn recent_calls(
+        &self,
+        tenant: &str,
+        session: &str,
+        n: usize,
+    ) -> Result<Vec<RecentCall>, ApiError> {
+        check_name("session", session)?;
+        let entry = self.shared.entry(tenant, session)?;
+        let e = entry
+            .lock()
+            .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        let state = e.session.state();
+        let policy = e.session.policy();
+        let mut calls: Vec<(Option<NodeId>, RecentCall)> = e
+            .answers
+            .iter()
+            .map(|(id, a)| {
+                let node = state.call_node(id);
+                let n = node.and_then(|i| state.graph.node(i));
+                let tool = n
+                    .and_then(|n| policy.tools.get(n.tool as usize))
+                    .map(|t| t.name.clone());
+                let call = RecentCall {
+                    call: id.clone(),
+                    tool,
+                    decision: a.outcome.decision,
+                    status: state.call_status(id),
+                    time: n.map_or(0, |n| n.time),
+                };
+                (node, call)
+            })
+            .collect();
+        calls.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.call.cmp(&b.1.call)));
+        calls.truncate(n);
+        Ok(calls.into_iter().map(|(_, c)| c).collect())
+    }
+
     /// `GET /v1/sessions/{id}`.
     pub fn session_view(
         &self,
@@ -1899,6 +1990,7 @@ fn track_pending(
                     policy_hash: outcome.policy_hash.clone(),
                     digest,
                     expires: c.time.saturating_add(timeout),
+                    path: outcome.path.clone(),
                 },
             );
         }
