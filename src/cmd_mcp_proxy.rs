@@ -52,17 +52,25 @@ use agenra_gateway::Gateway;
 use agenra_store::{Log, MemoryBackend};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The tenant of the proxy's session by default (`--tenant`).
 pub const DEFAULT_TENANT: &str = "default";
 /// The proxy's session by default (`--session`).
 pub const DEFAULT_SESSION: &str = "mcp-proxy";
+/// The longest request id (as JSON text) the proxy takes: the call id
+/// `mcp-N:ID` must fit the monitor's 1,024 bytes.
+pub const MAX_ID_BYTES: usize = 960;
+/// How long a cancelled call's answer is waited for by default
+/// (`--cancel-timeout`).
+pub const DEFAULT_CANCEL_TIMEOUT: u64 = 30;
 /// How many fresh call ids the proxy tries when the ones it makes up are
 /// taken already (another proxy driving the same session).
 const ID_ATTEMPTS: u32 = 16;
@@ -93,6 +101,27 @@ pub struct PauseOptions {
     pub tokens: Option<PathBuf>,
     /// `--insecure-no-auth`: the approval endpoints take any request.
     pub insecure_no_auth: bool,
+}
+
+/// Other flags of `agenra mcp-proxy`.
+#[derive(Clone, Debug, Default)]
+pub struct ProxyOptions {
+    /// `--cancel-timeout`: seconds a cancelled call's answer is waited for
+    /// before the call is reported `unknown`.
+    pub cancel_timeout: Option<u64>,
+    /// `--show-all-tools`: `tools/list` answers are forwarded unchanged.
+    pub show_all_tools: bool,
+}
+
+/// The tools a session of `policy` may ever call: declared, and named by a
+/// grant (with or without approval).
+fn callable_tools(policy: &agenra_core::policy::Policy) -> HashSet<String> {
+    policy
+        .grants
+        .iter()
+        .filter_map(|g| policy.tools.get(g.tool))
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 /// Where the proxy keeps its session: `--store`, `--tenant`, `--session`.
@@ -181,6 +210,13 @@ impl PauseOptions {
 struct State {
     pending: HashMap<String, Inflight>,
     waiting: HashMap<String, Waiting>,
+    /// The waiting calls by their JSON-RPC id's key (so that checking an id
+    /// does not walk every waiting call).
+    waiting_keys: HashMap<String, String>,
+    /// Task-augmented calls (MCP 2025-11-25) whose server answered with a
+    /// task handle: the task id and the proxy's call id, reported once the
+    /// client fetches the task's result (`tasks/result`).
+    tasks: HashMap<String, String>,
     seq: u64,
 }
 
@@ -188,6 +224,20 @@ struct State {
 enum Inflight {
     /// An allowed `tools/call`: the proxy's call id.
     Call(String),
+    /// An allowed `tools/call` the client cancelled: whatever the server
+    /// answers, or nothing within `--cancel-timeout`, is reported `unknown`.
+    Cancelled(String),
+    /// A cancelled call already reported `unknown` (no answer in time): the
+    /// id stays taken until the server answers it, so a late answer can
+    /// never pass for another request's.
+    Abandoned,
+    /// `tasks/result` for a task a call became: its answer is the call's.
+    TaskResult(String),
+    /// `tasks/cancel` for such a task: its call is reported `unknown`.
+    TaskCancel(String),
+    /// `tools/list`: its answer lists only the tools the session may call
+    /// (unless `--show-all-tools`).
+    ToolsList,
     /// Any other request (its id is live until the server answers it).
     Other,
 }
@@ -196,7 +246,95 @@ impl State {
     /// Whether a request with this id key is in flight (forwarded and
     /// unanswered, or a call waiting for approval).
     fn live(&self, key: &str) -> bool {
-        self.pending.contains_key(key) || self.waiting.values().any(|w| w.key == key)
+        self.pending.contains_key(key) || self.waiting_keys.contains_key(key)
+    }
+}
+
+/// What the timer thread does when a deadline passes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// Rejects the paused call (call id) if it still waits (seconds waited).
+    Pause(String, u64),
+    /// Reports the cancelled call with this id key `unknown` if the server
+    /// has not answered it yet.
+    Cancel(String),
+}
+
+/// The deadlines of waiting and cancelled calls, in one heap served by one
+/// thread (not a thread per call).
+#[derive(Default)]
+struct Timers {
+    heap: Mutex<BinaryHeap<Reverse<(Instant, Timer)>>>,
+    wake: Condvar,
+}
+
+impl Timers {
+    fn add(&self, after: Duration, timer: Timer) {
+        let at = Instant::now() + after;
+        self.heap
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Reverse((at, timer)));
+        self.wake.notify_one();
+    }
+}
+
+/// The timer thread: fires each deadline once it passes.
+fn run_timers(proxy: &Proxy) {
+    let timers = &proxy.timers;
+    let mut heap = timers.heap.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let now = Instant::now();
+        let next = heap.peek().map(|Reverse((at, _))| *at);
+        match next {
+            Some(at) if at <= now => {
+                let Some(Reverse((_, timer))) = heap.pop() else {
+                    continue;
+                };
+                drop(heap);
+                fire(proxy, timer);
+                heap = timers.heap.lock().unwrap_or_else(|e| e.into_inner());
+            }
+            Some(at) => {
+                heap = timers
+                    .wake
+                    .wait_timeout(heap, at - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            None => heap = timers.wake.wait(heap).unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+}
+
+fn fire(proxy: &Proxy, timer: Timer) {
+    match timer {
+        Timer::Pause(call, secs) => {
+            // Settled meanwhile: nothing to do (and nothing listed).
+            if !lock(&proxy.state).waiting.contains_key(&call) {
+                return;
+            }
+            let by = By::proxy("no approval came in time");
+            let _ = settle(proxy, &call, Settle::Reject(Why::TimedOut(secs)), &by);
+        }
+        Timer::Cancel(key) => {
+            let mut st = lock(&proxy.state);
+            let Some(Inflight::Cancelled(call)) = st.pending.get(&key) else {
+                return;
+            };
+            let call = call.clone();
+            st.pending.insert(key, Inflight::Abandoned);
+            report_answer(
+                proxy,
+                &call,
+                Outcome::Unknown,
+                Value::Null,
+                &format!(
+                    "cancelled by the client, and the server did not answer within {} s",
+                    proxy.cancel_timeout
+                ),
+            );
+        }
     }
 }
 
@@ -243,6 +381,15 @@ struct Proxy {
     server_in: Mutex<Option<ChildStdin>>,
     /// Wait mode's timeout in seconds; `None` in error mode.
     wait: Option<u64>,
+    /// `--cancel-timeout`: seconds a cancelled call's answer is waited for.
+    cancel_timeout: u64,
+    /// Deadlines of paused and cancelled calls.
+    timers: Timers,
+    /// The tools `tools/list` answers show (declared and named by a grant
+    /// of the session's policy); `None` with `--show-all-tools`.
+    callable: Option<HashSet<String>>,
+    /// The server process.
+    child: ChildState,
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -448,7 +595,14 @@ pub fn run(
     server: &[String],
     pause: &PauseOptions,
     store: &StoreOptions,
+    options: &ProxyOptions,
 ) -> Result<(), Failed> {
+    let cancel_timeout = options.cancel_timeout.unwrap_or(DEFAULT_CANCEL_TIMEOUT);
+    if cancel_timeout == 0 {
+        return Err(fail(
+            "mcp-proxy: --cancel-timeout must be at least 1 second",
+        ));
+    }
     let wait = pause
         .validate()
         .map_err(|e| fail(format!("mcp-proxy: {e}")))?;
@@ -480,15 +634,26 @@ pub fn run(
         state: Mutex::new(State {
             pending: HashMap::new(),
             waiting: HashMap::new(),
+            waiting_keys: HashMap::new(),
+            tasks: HashMap::new(),
             seq: 0,
         }),
         server_in: Mutex::new(None),
         wait: wait.as_ref().map(|w| w.timeout),
+        cancel_timeout,
+        timers: Timers::default(),
+        callable: (!options.show_all_tools).then(|| callable_tools(compiled.policy())),
+        child: ChildState::default(),
     };
     let (policy_hash, last) = resume(&proxy, &compiled, &shown)?;
     proxy.policy_hash = policy_hash;
     proxy.state.get_mut().unwrap_or_else(|e| e.into_inner()).seq = last;
     let proxy = Arc::new(proxy);
+    let timers = Arc::clone(&proxy);
+    std::thread::Builder::new()
+        .name("agenra-mcp-timers".into())
+        .spawn(move || run_timers(&timers))
+        .map_err(|e| fail(format!("mcp-proxy: cannot start the timer thread: {e}")))?;
     // Listen before the server starts, so a bad address starts nothing.
     let desk = match &wait {
         Some(w) => {
@@ -518,6 +683,8 @@ pub fn run(
         return Err(fail("mcp-proxy: the server's pipes are missing"));
     };
     *lock_in(&proxy) = Some(server_in);
+    proxy.child.pid.store(child.id(), Ordering::SeqCst);
+    watch_signals(&proxy)?;
 
     let client_proxy = Arc::clone(&proxy);
     std::thread::spawn(move || client_to_server(&client_proxy));
@@ -538,16 +705,25 @@ pub fn run(
         if text.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        from_server(&proxy, text);
-        to_client(text);
+        match from_server(&proxy, text) {
+            Some(instead) => to_client(&instead),
+            None => to_client(text),
+        }
     }
-    let status = child
-        .wait()
+    // The server closed its output: the client's ends too (its reader sees
+    // the end now, not when the server process is gone), and a server that
+    // does not exit is ended (MCP's stdio shutdown: SIGTERM, then SIGKILL).
+    close_client_output();
+    let status = end_child(&proxy, &mut child)
         .map_err(|e| fail(format!("mcp-proxy: waiting for the server: {e}")))?;
     // The process exits now: approval requests in flight are cut rather
     // than waited for (an idle client connection could hold a graceful
     // shutdown open).
     std::mem::forget(desk);
+    let signal = proxy.child.stopped_by.load(Ordering::SeqCst);
+    if signal != 0 {
+        return Err(Failed(u8::try_from(128 + signal).unwrap_or(1)));
+    }
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => Err(Failed(u8::try_from(code).unwrap_or(1))),
@@ -618,11 +794,173 @@ fn client_to_server(proxy: &Arc<Proxy>) {
     }
     // Dropping the server's input closes it.
     drop(lock_in(proxy).take());
+    reject_waiting(proxy);
+    // MCP's stdio shutdown: a server that does not exit once its input
+    // closed is sent SIGTERM, then SIGKILL.
+    stop_child(proxy, "the client closed its input");
+}
+
+/// Rejects the calls still waiting for approval (nobody is left to answer).
+fn reject_waiting(proxy: &Proxy) {
     let waiting: Vec<String> = lock(&proxy.state).waiting.keys().cloned().collect();
     for call in waiting {
         let by = By::proxy("the client is gone");
         let _ = settle(proxy, &call, Settle::Reject(Why::ClientGone), &by);
     }
+}
+
+/// How long the server gets to exit after its input closed, and after
+/// SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The server process: its pid, and whether it was reaped (after which the
+/// pid may belong to another process and is never signalled).
+#[derive(Default)]
+struct ChildState {
+    pid: AtomicU32,
+    reaped: AtomicBool,
+    /// The signal that stopped the proxy (0: none): its exit code is then
+    /// 128 + it, whatever the server's.
+    stopped_by: AtomicI32,
+}
+
+/// Sends `signal` to the server unless it was reaped.
+fn signal_child(proxy: &Proxy, signal: libc::c_int) {
+    let pid = proxy.child.pid.load(Ordering::SeqCst);
+    if pid == 0 || proxy.child.reaped.load(Ordering::SeqCst) {
+        return;
+    }
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on the pid of our own child, not reaped yet (so the
+    // pid is still its); no memory is shared.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Waits up to `grace` for the server to be reaped.
+fn reaped_within(proxy: &Proxy, grace: Duration) -> bool {
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if proxy.child.reaped.load(Ordering::SeqCst) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proxy.child.reaped.load(Ordering::SeqCst)
+}
+
+/// Ends the server if it does not exit by itself: waits `EXIT_GRACE`,
+/// sends SIGTERM, waits again, sends SIGKILL (MCP's stdio shutdown).
+fn stop_child(proxy: &Proxy, why: &str) {
+    if reaped_within(proxy, EXIT_GRACE) {
+        return;
+    }
+    log(&format!(
+        "{why}, and the server has not exited: sending it SIGTERM"
+    ));
+    signal_child(proxy, libc::SIGTERM);
+    if reaped_within(proxy, EXIT_GRACE) {
+        return;
+    }
+    log("the server has not exited after SIGTERM: sending it SIGKILL");
+    signal_child(proxy, libc::SIGKILL);
+}
+
+/// Waits for the server once its output closed: SIGTERM after
+/// `EXIT_GRACE`, SIGKILL after another; marks it reaped.
+fn end_child(
+    proxy: &Proxy,
+    child: &mut std::process::Child,
+) -> std::io::Result<std::process::ExitStatus> {
+    let mut signalled = 0;
+    let mut deadline = Instant::now() + EXIT_GRACE;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            match signalled {
+                0 => {
+                    log("the server closed its output but has not exited: sending it SIGTERM");
+                    signal_child(proxy, libc::SIGTERM);
+                }
+                1 => {
+                    log("the server has not exited after SIGTERM: sending it SIGKILL");
+                    signal_child(proxy, libc::SIGKILL);
+                }
+                _ => break child.wait()?,
+            }
+            signalled += 1;
+            deadline = Instant::now() + EXIT_GRACE;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    proxy.child.reaped.store(true, Ordering::SeqCst);
+    Ok(status)
+}
+
+/// Closes the client's end of the proxy's standard output: file
+/// descriptor 1 is pointed at /dev/null (so it is never reused for another
+/// file), which closes the pipe the client reads.
+fn close_client_output() {
+    let _ = std::io::stdout().lock().flush();
+    // SAFETY: open/dup2/close on file descriptors this process owns; the
+    // path is a NUL-terminated literal.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+    }
+}
+
+/// On SIGTERM, SIGINT or SIGHUP the proxy stops as a client closing its
+/// input would have it (waiting calls rejected, the server's input
+/// closed), ends the server (SIGTERM, then SIGKILL) and exits with 128 +
+/// the signal's number.
+fn watch_signals(proxy: &Arc<Proxy>) -> Result<(), Failed> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| fail(format!("mcp-proxy: cannot watch signals: {e}")))?;
+    let (mut term, mut int, mut hup) = runtime
+        .block_on(async {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::hangup())?,
+            ))
+        })
+        .map_err(|e| fail(format!("mcp-proxy: cannot watch signals: {e}")))?;
+    let proxy = Arc::clone(proxy);
+    std::thread::Builder::new()
+        .name("agenra-mcp-signals".into())
+        .spawn(move || {
+            let (name, number) = runtime.block_on(async {
+                tokio::select! {
+                    _ = term.recv() => ("SIGTERM", libc::SIGTERM),
+                    _ = int.recv() => ("SIGINT", libc::SIGINT),
+                    _ = hup.recv() => ("SIGHUP", libc::SIGHUP),
+                }
+            });
+            log(&format!("{name}: stopping, and ending the server"));
+            proxy.child.stopped_by.store(number, Ordering::SeqCst);
+            drop(lock_in(&proxy).take());
+            reject_waiting(&proxy);
+            signal_child(&proxy, libc::SIGTERM);
+            if !reaped_within(&proxy, EXIT_GRACE) {
+                signal_child(&proxy, libc::SIGKILL);
+                reaped_within(&proxy, EXIT_GRACE);
+            }
+            std::process::exit(128 + number);
+        })
+        .map_err(|e| fail(format!("mcp-proxy: cannot watch signals: {e}")))?;
+    Ok(())
 }
 
 /// A `tools/call` request from the client: its id, tool name and arguments.
@@ -787,6 +1125,17 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
                 let _ = settle(proxy, &call, Settle::Reject(Why::Cancelled), &by);
                 return Action::Drop;
             }
+            // The client gives up on a running call: the notification goes
+            // on to the server (which may stop it), and the call's outcome
+            // is `unknown` whatever the server answers (a cancelled call
+            // may have run in part; the client ignores the answer), or when
+            // nothing comes within `--cancel-timeout`.
+            if let Some(key) = cancelled_running(&proxy.state, &message) {
+                proxy.timers.add(
+                    Duration::from_secs(proxy.cancel_timeout),
+                    Timer::Cancel(key),
+                );
+            }
             return as_sent();
         }
         Some(id) => id,
@@ -799,6 +1148,24 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
             "agenra: a request id must be a string or a number",
         ));
     };
+    // The call id `mcp-N:ID` must fit the monitor's 1,024 bytes: a longer
+    // id is refused (any request, so the rule is one), never forwarded.
+    let shown_id = id.to_string();
+    if shown_id.len() > MAX_ID_BYTES {
+        log(&format!(
+            "client sent a request whose id is {} bytes long (at most {MAX_ID_BYTES}); refused",
+            shown_id.len()
+        ));
+        return Action::Answer(rpc_error(
+            id,
+            -32600,
+            &format!(
+                "agenra: a request id may be at most {MAX_ID_BYTES} bytes of JSON \
+                 (this one is {})",
+                shown_id.len()
+            ),
+        ));
+    }
     let mut st = lock(&proxy.state);
     // A request reusing the id of one in flight would make its answer look
     // like the other's (a `ping`'s `{}` taken for a call's result).
@@ -813,7 +1180,21 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
         ));
     }
     if !is_call {
-        st.pending.insert(key, Inflight::Other);
+        let task = || {
+            message
+                .get("params")
+                .and_then(|p| p.get("taskId"))
+                .and_then(Value::as_str)
+                .filter(|t| st.tasks.contains_key(*t))
+                .map(str::to_string)
+        };
+        let inflight = match method.as_str() {
+            Some("tools/list") if proxy.callable.is_some() => Inflight::ToolsList,
+            Some("tasks/result") => task().map_or(Inflight::Other, Inflight::TaskResult),
+            Some("tasks/cancel") => task().map_or(Inflight::Other, Inflight::TaskCancel),
+            _ => Inflight::Other,
+        };
+        st.pending.insert(key, inflight);
         return as_sent();
     }
     let call = match tool_call(&message) {
@@ -877,6 +1258,7 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
                 call.name
             ));
             let seq = st.seq;
+            st.waiting_keys.insert(key.clone(), call_id.clone());
             st.waiting.insert(
                 call_id.clone(),
                 Waiting {
@@ -890,22 +1272,10 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
                 },
             );
             drop(st);
-            let timer = Arc::clone(proxy);
-            let timed = call_id.clone();
-            let started = std::thread::Builder::new()
-                .name("agenra-pause-timer".into())
-                .spawn(move || {
-                    std::thread::sleep(Duration::from_secs(timeout));
-                    // Nothing happens if it was settled meanwhile.
-                    let by = By::proxy("no approval came in time");
-                    let _ = settle(&timer, &timed, Settle::Reject(Why::TimedOut(timeout)), &by);
-                });
-            if let Err(e) = started {
-                // Without a timer it could wait forever: rejected at once.
-                log(&format!("call {call_id}: cannot start its timeout ({e})"));
-                let by = By::proxy("no timer for the pause");
-                let _ = settle(proxy, &call_id, Settle::Reject(Why::TimedOut(0)), &by);
-            }
+            // One timer thread serves every deadline.
+            proxy
+                .timers
+                .add(Duration::from_secs(timeout), Timer::Pause(call_id, timeout));
             Action::Drop
         }
         Some(v) if v == Verdict::Pause.as_str() => {
@@ -926,6 +1296,19 @@ fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
                 ),
             ))
         }
+        _ if rule == "well-formed" && reason == format!("unknown tool `{}`", call.name) => {
+            // A tool the policy does not declare: the JSON-RPC error MCP
+            // gives for an unknown tool (as the server would answer it).
+            log(&format!("DENY {} by `{rule}`: {reason}", call.name));
+            Action::Answer(rpc_error(
+                call.id,
+                -32602,
+                &format!(
+                    "Unknown tool: {} (agenra: DENY by rule `{rule}`: {reason})",
+                    call.name
+                ),
+            ))
+        }
         _ => {
             log(&format!("DENY {} by `{rule}`: {reason}", call.name));
             Action::Answer(tool_error(
@@ -942,11 +1325,26 @@ fn cancelled_waiting(state: &Mutex<State>, message: &Value) -> Option<String> {
         return None;
     }
     let request = id_key(message.get("params")?.get("requestId")?)?;
-    let st = lock(state);
-    st.waiting
-        .iter()
-        .find(|(_, w)| w.key == request)
-        .map(|(call, _)| call.clone())
+    lock(state).waiting_keys.get(&request).cloned()
+}
+
+/// The id key of the running call a `notifications/cancelled` names, now
+/// marked cancelled.
+fn cancelled_running(state: &Mutex<State>, message: &Value) -> Option<String> {
+    if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+        return None;
+    }
+    let request = id_key(message.get("params")?.get("requestId")?)?;
+    let mut st = lock(state);
+    let entry = st.pending.get_mut(&request)?;
+    let Inflight::Call(call) = entry else {
+        return None;
+    };
+    log(&format!(
+        "call {call} cancelled by the client while running; its outcome will be `unknown`"
+    ));
+    *entry = Inflight::Cancelled(std::mem::take(call));
+    Some(request)
 }
 
 /// How a waiting call is settled.
@@ -988,6 +1386,8 @@ impl By {
 fn settle(proxy: &Proxy, call: &str, how: Settle, by: &By) -> Result<ApiOutcome, ApiError> {
     let mut st = lock(&proxy.state);
     if !st.waiting.contains_key(call) {
+        // Listing the session's calls is not done under the state lock.
+        drop(st);
         let known = proxy
             .calls()
             .is_ok_and(|calls| calls.iter().any(|(id, _)| id == call));
@@ -1018,6 +1418,7 @@ fn settle(proxy: &Proxy, call: &str, how: Settle, by: &By) -> Result<ApiOutcome,
     let Some(w) = st.waiting.remove(call) else {
         return Ok(outcome); // checked above, under the same lock
     };
+    st.waiting_keys.remove(&w.key);
     let verdict = outcome.decision;
     let paused = format!("agenra: PAUSE by rule `{}`: {}", w.rule, w.reason);
     match (how, verdict) {
@@ -1051,6 +1452,7 @@ fn settle(proxy: &Proxy, call: &str, how: Settle, by: &By) -> Result<ApiOutcome,
         }
         (Settle::Approve, Some(v)) if v == Verdict::Pause.as_str() => {
             // Not expected (an approval admits or denies); keep waiting.
+            st.waiting_keys.insert(w.key.clone(), call.to_string());
             st.waiting.insert(call.to_string(), w);
         }
         (Settle::Approve, _) => {
@@ -1120,14 +1522,16 @@ impl ApprovalDesk for Proxy {
             return Ok(Vec::new());
         }
         // The gateway's view (digest, expiry, arguments) of the calls this
-        // proxy holds.
-        let st = lock(&self.state);
+        // proxy holds, listed without holding the state lock (which every
+        // client line takes); the lock is then taken once to filter.
         let mut calls: Vec<PendingCall> = self
             .gateway
             .approvals(Some(tenant))?
             .into_iter()
-            .filter(|p| p.session == self.session && st.waiting.contains_key(&p.call))
+            .filter(|p| p.session == self.session)
             .collect();
+        let st = lock(&self.state);
+        calls.retain(|p| st.waiting.contains_key(&p.call));
         calls.sort_by_key(|p| st.waiting.get(&p.call).map_or(0, |w| w.seq));
         Ok(calls)
     }
@@ -1190,7 +1594,7 @@ impl ApprovalDesk for Proxy {
 /// call it answers, and that call is reported `unknown` (units kept, its
 /// output label merged); when not even that finds its id, every call in
 /// flight is reported `unknown`.
-fn from_server(proxy: &Proxy, line: &[u8]) {
+fn from_server(proxy: &Proxy, line: &[u8]) -> Option<Vec<u8>> {
     let (message, exact) = match parse_line(line) {
         // A bare CR splits the line for a client reading universal newlines.
         Ok(m) => (m, !line.contains(&b'\r')),
@@ -1205,17 +1609,17 @@ fn from_server(proxy: &Proxy, line: &[u8]) {
                     let mut st = lock(&proxy.state);
                     let mut calls = Vec::new();
                     st.pending.retain(|_, f| match f {
-                        Inflight::Call(call) => {
+                        Inflight::Call(call) | Inflight::Cancelled(call) => {
                             calls.push(std::mem::take(call));
                             false
                         }
-                        Inflight::Other => true,
+                        _ => true,
                     });
                     calls.sort_by_key(|c| call_number(c));
                     for call in calls {
                         report_answer(proxy, &call, Outcome::Unknown, Value::Null, &why);
                     }
-                    return;
+                    return None;
                 }
             }
         }
@@ -1227,63 +1631,160 @@ fn from_server(proxy: &Proxy, line: &[u8]) {
             for item in items {
                 server_message(proxy, item, false);
             }
+            None
         }
         other => server_message(proxy, other, exact),
     }
 }
 
 /// A message from the server (`exact`: parsed as the client parses it).
-fn server_message(proxy: &Proxy, message: &Value, exact: bool) {
-    let Some(obj) = message.as_object() else {
-        return;
-    };
+/// `Some`: the line to forward instead (a `tools/list` answer showing only
+/// the tools the session may call).
+fn server_message(proxy: &Proxy, message: &Value, exact: bool) -> Option<Vec<u8>> {
+    let obj = message.as_object()?;
     if obj.contains_key("method") {
-        return; // a request or notification from the server
+        return None; // a request or notification from the server
     }
-    let Some(key) = obj.get("id").and_then(id_key) else {
-        return;
-    };
+    let key = obj.get("id").and_then(id_key)?;
     let mut st = lock(&proxy.state);
-    let Some(Inflight::Call(call_id)) = st.pending.remove(&key) else {
-        return;
-    };
-    let (status, output, why) = if !exact {
-        (
-            Outcome::Unknown,
-            Value::Null,
-            "the server's answer cannot be parsed exactly",
-        )
-    } else {
-        match (obj.get("result"), obj.get("error")) {
-            (Some(Value::Object(result)), None) => {
-                let content = matches!(result.get("content"), Some(Value::Array(_)));
-                match result.get("isError") {
-                    _ if !content => (
-                        Outcome::Unknown,
-                        Value::Null,
-                        "the server's answer is not a tools/call result (no `content` list)",
-                    ),
-                    None | Some(Value::Bool(false)) => {
-                        (Outcome::Succeeded, Value::Object(result.clone()), "")
-                    }
-                    Some(Value::Bool(true)) => (Outcome::Failed, Value::Null, ""),
-                    Some(_) => (
-                        Outcome::Unknown,
-                        Value::Null,
-                        "the server's answer has an `isError` that is not a boolean",
-                    ),
-                }
-            }
-            (None, Some(Value::Object(_))) => (Outcome::Failed, Value::Null, ""),
-            _ => (
+    let call_id = match st.pending.remove(&key)? {
+        Inflight::Call(call) => call,
+        Inflight::Cancelled(call) => {
+            report_answer(
+                proxy,
+                &call,
                 Outcome::Unknown,
                 Value::Null,
-                "the server's answer is not a JSON-RPC result or error",
-            ),
+                "cancelled by the client while running (whatever the server answers)",
+            );
+            return None;
         }
+        Inflight::TaskResult(task) => {
+            let call = st.tasks.remove(&task)?;
+            let (status, output, why) = if exact {
+                classify(obj)
+            } else {
+                (Outcome::Unknown, Value::Null, UNPARSEABLE)
+            };
+            // An error to `tasks/result` may be about the task (expired,
+            // unknown), not the tool: the call may have run.
+            let (status, why) = match (status, obj.get("error")) {
+                (Outcome::Failed, Some(_)) => (
+                    Outcome::Unknown,
+                    "the server answered the task's result with a JSON-RPC error",
+                ),
+                (status, _) => (status, why),
+            };
+            report_answer(proxy, &call, status, output, why);
+            return None;
+        }
+        Inflight::TaskCancel(task) => {
+            if let Some(call) = st.tasks.remove(&task) {
+                report_answer(
+                    proxy,
+                    &call,
+                    Outcome::Unknown,
+                    Value::Null,
+                    "its task was cancelled by the client",
+                );
+            }
+            return None;
+        }
+        Inflight::ToolsList => return exact.then(|| visible_tools(proxy, message)).flatten(),
+        Inflight::Abandoned | Inflight::Other => return None,
+    };
+    if exact {
+        // A task handle (MCP 2025-11-25): the call runs on as a task; its
+        // result comes with the client's `tasks/result`.
+        if let Some(task) = task_handle(obj) {
+            log(&format!(
+                "call {call_id} runs as task `{task}`; its result is reported when the \
+                 client fetches it (tasks/result)"
+            ));
+            st.tasks.insert(task, call_id);
+            return None;
+        }
+    }
+    let (status, output, why) = if exact {
+        classify(obj)
+    } else {
+        (Outcome::Unknown, Value::Null, UNPARSEABLE)
     };
     report_answer(proxy, &call_id, status, output, why);
     drop(st);
+    None
+}
+
+const UNPARSEABLE: &str = "the server's answer cannot be parsed exactly";
+
+/// The task id of a task handle (`{"result": {"task": {"taskId": ...}}}`,
+/// MCP 2025-11-25's `CreateTaskResult`).
+fn task_handle(obj: &Map<String, Value>) -> Option<String> {
+    let result = obj.get("result")?.as_object()?;
+    if result.contains_key("content") {
+        return None;
+    }
+    let id = result.get("task")?.get("taskId")?.as_str()?;
+    (!id.is_empty() && id.len() <= MAX_ID_BYTES).then(|| id.to_string())
+}
+
+/// What an answer to a `tools/call` (or its task's `tasks/result`) reports.
+fn classify(obj: &Map<String, Value>) -> (Outcome, Value, &'static str) {
+    match (obj.get("result"), obj.get("error")) {
+        (Some(Value::Object(result)), None) => {
+            let content = matches!(result.get("content"), Some(Value::Array(_)));
+            match result.get("isError") {
+                _ if !content => (
+                    Outcome::Unknown,
+                    Value::Null,
+                    "the server's answer is not a tools/call result (no `content` list)",
+                ),
+                None | Some(Value::Bool(false)) => {
+                    (Outcome::Succeeded, Value::Object(result.clone()), "")
+                }
+                Some(Value::Bool(true)) => (Outcome::Failed, Value::Null, ""),
+                Some(_) => (
+                    Outcome::Unknown,
+                    Value::Null,
+                    "the server's answer has an `isError` that is not a boolean",
+                ),
+            }
+        }
+        (None, Some(Value::Object(_))) => (Outcome::Failed, Value::Null, ""),
+        _ => (
+            Outcome::Unknown,
+            Value::Null,
+            "the server's answer is not a JSON-RPC result or error",
+        ),
+    }
+}
+
+/// A `tools/list` answer showing only the tools the session may call;
+/// `None` (forwarded unchanged) when it lists no tools.
+fn visible_tools(proxy: &Proxy, message: &Value) -> Option<Vec<u8>> {
+    let callable = proxy.callable.as_ref()?;
+    let mut message = message.clone();
+    let tools = message
+        .get_mut("result")?
+        .get_mut("tools")?
+        .as_array_mut()?;
+    let before = tools.len();
+    tools.retain(|t| {
+        t.get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| callable.contains(n))
+    });
+    if tools.len() == before {
+        return None; // nothing hidden: forwarded byte for byte
+    }
+    {
+        log(&format!(
+            "tools/list: {} of {before} tool(s) hidden (the policy grants them never; \
+             --show-all-tools shows them)",
+            before - tools.len()
+        ));
+    }
+    Some(message.to_string().into_bytes())
 }
 
 /// Reports the result of `call` (`why` says why an answer was not taken).

@@ -220,6 +220,15 @@ enum Command {
         /// One proxy at a time per session; give each concurrent proxy its own.
         #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_SESSION)]
         session: String,
+        /// Seconds a call the client cancelled (`notifications/cancelled`) waits for the
+        /// server's answer before it is reported `unknown` (default 30; its units stay
+        /// spent either way).
+        #[arg(long, value_name = "SECS")]
+        cancel_timeout: Option<u64>,
+        /// Forward `tools/list` answers unchanged (by default they list only the tools the
+        /// policy grants).
+        #[arg(long)]
+        show_all_tools: bool,
         /// The MCP server's command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         server: Vec<String>,
@@ -446,6 +455,8 @@ fn main() -> ExitCode {
             store,
             tenant,
             session,
+            cancel_timeout,
+            show_all_tools,
             server,
         } => cmd_mcp_proxy::run(
             &policy,
@@ -461,6 +472,10 @@ fn main() -> ExitCode {
                 store,
                 tenant,
                 session,
+            },
+            &cmd_mcp_proxy::ProxyOptions {
+                cancel_timeout,
+                show_all_tools,
             },
         ),
         Command::Audit { which } => cmd_audit::run(which),
