@@ -133,6 +133,11 @@ impl Fs {
     /// `None` (the test says SKIPPED) without `AGENRA_MCP_FS_SERVER`.
     /// `policy` gets `{docs}` and `{out}` replaced by the directories.
     fn start(test: &str, policy: &str) -> Option<Fs> {
+        Fs::start_with(test, policy, &[])
+    }
+
+    /// `start` with extra flags for the proxy.
+    fn start_with(test: &str, policy: &str, flags: &[&str]) -> Option<Fs> {
         let Ok(server) = std::env::var("AGENRA_MCP_FS_SERVER") else {
             eprintln!("SKIPPED: AGENRA_MCP_FS_SERVER is not set (.ci/run sets it)");
             return None;
@@ -153,6 +158,7 @@ impl Fs {
             .arg("mcp-proxy")
             .arg("--policy")
             .arg(&policy_file)
+            .args(flags)
             .arg("--")
             .arg(&server)
             .arg(&root)
@@ -343,4 +349,54 @@ fn a_ping_with_a_running_calls_id_is_refused_before_the_filesystem_server() {
         json!("the secret\n"),
         "{a}"
     );
+}
+
+/// Issue 25: `tools/list` through the proxy shows only the tools the
+/// policy grants (here `read_text_file`; `write_file` is declared but
+/// granted by nothing, the server's other tools are not declared), and
+/// all of them with `--show-all-tools`. A tool the policy does not
+/// declare is answered with MCP's unknown-tool error, `-32602`.
+#[test]
+fn tools_list_through_the_proxy_shows_only_what_the_policy_grants() {
+    let policy = concat!(
+        "policy \"mcp-filesystem-list\";\n",
+        "tool read_text_file(path: string, head?: int, tail?: int) { resource path; }\n",
+        "tool write_file(path: string, content: string) { resource path; }\n",
+        "grant docs: read_text_file on prefix \"{docs}/\" quota unlimited;\n",
+    );
+    let names = |answer: &Value| -> Vec<String> {
+        answer["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {answer}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
+    let Some(mut fs) = Fs::start("list", policy) else {
+        return;
+    };
+    fs.send(list);
+    let a = fs.recv();
+    assert_eq!(names(&a), ["read_text_file"], "{a}");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": fs.path("docs")}}});
+    fs.send(call.to_string().as_bytes());
+    let a = fs.recv();
+    assert_eq!(a["error"]["code"], json!(-32602), "{a}");
+    drop(fs);
+
+    let Some(mut fs) = Fs::start_with("list-all", policy, &["--show-all-tools"]) else {
+        return;
+    };
+    fs.send(list);
+    let all = names(&fs.recv());
+    for tool in [
+        "read_text_file",
+        "write_file",
+        "list_directory",
+        "move_file",
+    ] {
+        assert!(all.iter().any(|n| n == tool), "{tool} missing: {all:?}");
+    }
 }
