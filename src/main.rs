@@ -6,6 +6,7 @@ mod cmd_ir;
 mod cmd_mcp_proxy;
 mod cmd_serve;
 mod cmd_token;
+mod mcp_init;
 use agenra::bench;
 use agenra::render;
 use agenra::replay::{Record, ReplayError, Stepper};
@@ -229,6 +230,16 @@ enum Command {
         /// policy grants).
         #[arg(long)]
         show_all_tools: bool,
+        /// The MCP server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        server: Vec<String>,
+    },
+    /// A starting policy for an MCP server: `tool` declarations from its `tools/list`
+    /// input schemas, with TODOs for labels, sinks and grants (docs/mcp-proxy.md).
+    McpInit {
+        /// Write the policy here instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
         /// The MCP server's command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         server: Vec<String>,
@@ -478,6 +489,7 @@ fn main() -> ExitCode {
                 show_all_tools,
             },
         ),
+        Command::McpInit { out, server } => mcp_init::run(&server, out.as_deref()),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
         Command::Bench {
