@@ -1,5 +1,6 @@
 //! The `agenra` command line.
 
+mod bench_mcp;
 mod bench_serve;
 mod cmd_audit;
 mod cmd_ir;
@@ -348,6 +349,19 @@ enum Format {
 
 #[derive(Subcommand)]
 enum BenchKind {
+    /// The latency `agenra mcp-proxy` adds to a `tools/call` (a minimal echo server asked
+    /// directly and through the proxy): one JSON line with `p50_ms`, `p99_ms`, `samples`.
+    Mcp {
+        /// Only the JSON line.
+        #[arg(long)]
+        json: bool,
+        /// Measured calls each way (after 200 of warm-up).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        samples: u64,
+        /// Be the echo server (the bench starts itself with it).
+        #[arg(long, hide = true)]
+        echo_server: bool,
+    },
     /// `agenra serve` over loopback HTTP on the durable store: the JSON
     /// figures on the last line.
     Serve {
@@ -492,6 +506,20 @@ fn main() -> ExitCode {
         Command::McpInit { out, server } => mcp_init::run(&server, out.as_deref()),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
+        Command::Bench {
+            which:
+                BenchKind::Mcp {
+                    json,
+                    samples,
+                    echo_server,
+                },
+        } => {
+            if echo_server {
+                bench_mcp::echo_server()
+            } else {
+                bench_mcp::run(json, samples as usize)
+            }
+        }
         Command::Bench {
             which:
                 BenchKind::Serve {
