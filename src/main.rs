@@ -4,9 +4,9 @@ mod bench_mcp;
 mod bench_serve;
 mod cmd_audit;
 mod cmd_ir;
-mod cmd_mcp_proxy;
 mod cmd_serve;
 mod cmd_token;
+mod mcp;
 mod mcp_init;
 use agenra::bench;
 use agenra::render;
@@ -189,7 +189,7 @@ enum Command {
         /// asking for approval; `wait` holds the call until it is approved
         /// or rejected through the approval endpoints, or times out.
         #[arg(long, value_enum, default_value = "error")]
-        on_pause: cmd_mcp_proxy::OnPause,
+        on_pause: mcp::OnPause,
         /// Where `--on-pause wait` serves the approval endpoints of the HTTP
         /// API (`127.0.0.1:8080`; port 0 picks a free one).
         #[arg(long, value_name = "ADDR")]
@@ -216,11 +216,11 @@ enum Command {
         store: Option<PathBuf>,
         /// The session's tenant (its `quota N per tenant` pools are shared with the
         /// tenant's other sessions in the store).
-        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_TENANT)]
+        #[arg(long, default_value = mcp::DEFAULT_TENANT)]
         tenant: String,
         /// The session's id: a proxy restarted with the same store and id resumes it.
         /// One proxy at a time per session; give each concurrent proxy its own.
-        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_SESSION)]
+        #[arg(long, default_value = mcp::DEFAULT_SESSION)]
         session: String,
         /// Seconds a call the client cancelled (`notifications/cancelled`) waits for the
         /// server's answer before it is reported `unknown` (default 30; its units stay
@@ -483,22 +483,22 @@ fn main() -> ExitCode {
             cancel_timeout,
             show_all_tools,
             server,
-        } => cmd_mcp_proxy::run(
+        } => mcp::run(
             &policy,
             &server,
-            &cmd_mcp_proxy::PauseOptions {
+            &mcp::PauseOptions {
                 on_pause,
                 approvals_listen,
                 pause_timeout,
                 tokens,
                 insecure_no_auth,
             },
-            &cmd_mcp_proxy::StoreOptions {
+            &mcp::StoreOptions {
                 store,
                 tenant,
                 session,
             },
-            &cmd_mcp_proxy::ProxyOptions {
+            &mcp::ProxyOptions {
                 cancel_timeout,
                 show_all_tools,
             },
