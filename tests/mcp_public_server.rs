@@ -400,3 +400,66 @@ fn tools_list_through_the_proxy_shows_only_what_the_policy_grants() {
         assert!(all.iter().any(|n| n == tool), "{tool} missing: {all:?}");
     }
 }
+
+/// The processes `pid` started (Linux; empty when the kernel does not
+/// list them).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` runs (and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Issue 25, finding 5: SIGTERM to the proxy ends the filesystem server
+/// too (the proxy exits with 143), and the client's output ends.
+#[test]
+fn sigterm_to_the_proxy_ends_the_filesystem_server() {
+    let Some(mut fs) = Fs::start("sigterm", FLOW_POLICY) else {
+        return;
+    };
+    let proxy = fs.child.id();
+    let servers = children(proxy);
+    let listed = std::path::Path::new(&format!("/proc/{proxy}/task/{proxy}/children")).exists();
+    assert!(!listed || !servers.is_empty(), "the proxy runs no server");
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(proxy.to_string())
+        .status()
+        .expect("kill(1)");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let code = loop {
+        if let Some(status) = fs.child.try_wait().expect("the proxy's status") {
+            break status.code();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(143));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while servers.iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for server in servers {
+        assert!(!alive(server), "the server (pid {server}) still runs");
+    }
+    assert!(
+        matches!(
+            fs.lines.recv_timeout(Duration::from_secs(5)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+        ),
+        "the client's output is still open"
+    );
+}
