@@ -381,3 +381,24 @@ fn the_clients_output_ends_when_the_servers_does() {
     );
     assert!(p.exited_within(Duration::from_secs(10)).is_some());
 }
+
+/// `--cancel-timeout 0` would report every cancelled call at once: refused
+/// before the server starts.
+#[test]
+fn a_cancel_timeout_of_zero_is_refused() {
+    let out = Command::new(harness::BIN)
+        .arg("mcp-proxy")
+        .arg("--policy")
+        .arg(harness::mcp_dir().join("policy.agr"))
+        .args(["--cancel-timeout", "0", "--"])
+        .args(harness::fake_server())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run agenra mcp-proxy");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--cancel-timeout must be at least 1 second"),
+        "{err}"
+    );
+}
