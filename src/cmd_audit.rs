@@ -578,7 +578,7 @@ impl<'a> Report<'a> {
     /// re-check), drawn as inline SVG (`agenra_gateway::page::path_svg`,
     /// as the approvals page draws it), every text escaped.
     fn drawings(&self) -> String {
-        let esc = |s: &str| agenra::render::html(s);
+        let esc = |s: &str| agenra_cli::render::html(s);
         let tools: std::collections::HashMap<String, String> = self
             .events
             .iter()

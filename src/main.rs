@@ -2,9 +2,10 @@
 
 mod cmd_audit;
 mod cmd_ir;
-mod cmd_mcp_proxy;
 mod cmd_serve;
 mod cmd_token;
+mod mcp;
+mod mcp_init;
 use agenra::replay::{Record, ReplayError, Stepper};
 use agenra::stream;
 use agenra::trace::{parse_trace, read_trace, TraceEvent};
@@ -164,7 +165,7 @@ enum Command {
         /// asking for approval; `wait` holds the call until it is approved
         /// or rejected through the approval endpoints, or times out.
         #[arg(long, value_enum, default_value = "error")]
-        on_pause: cmd_mcp_proxy::OnPause,
+        on_pause: mcp::OnPause,
         /// Where `--on-pause wait` serves the approval endpoints of the HTTP
         /// API (`127.0.0.1:8080`; port 0 picks a free one).
         #[arg(long, value_name = "ADDR")]
@@ -191,12 +192,31 @@ enum Command {
         store: Option<PathBuf>,
         /// The session's tenant (its `quota N per tenant` pools are shared with the
         /// tenant's other sessions in the store).
-        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_TENANT)]
+        #[arg(long, default_value = mcp::DEFAULT_TENANT)]
         tenant: String,
         /// The session's id: a proxy restarted with the same store and id resumes it.
         /// One proxy at a time per session; give each concurrent proxy its own.
-        #[arg(long, default_value = cmd_mcp_proxy::DEFAULT_SESSION)]
+        #[arg(long, default_value = mcp::DEFAULT_SESSION)]
         session: String,
+        /// Seconds a call the client cancelled (`notifications/cancelled`) waits for the
+        /// server's answer before it is reported `unknown` (default 30; its units stay
+        /// spent either way).
+        #[arg(long, value_name = "SECS")]
+        cancel_timeout: Option<u64>,
+        /// Forward `tools/list` answers unchanged (by default they list only the tools the
+        /// policy grants).
+        #[arg(long)]
+        show_all_tools: bool,
+        /// The MCP server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        server: Vec<String>,
+    },
+    /// A starting policy for an MCP server: `tool` declarations from its `tools/list`
+    /// input schemas, with TODOs for labels, sinks and grants (docs/mcp-proxy.md).
+    McpInit {
+        /// Write the policy here instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
         /// The MCP server's command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         server: Vec<String>,
@@ -321,23 +341,30 @@ fn main() -> ExitCode {
             store,
             tenant,
             session,
+            cancel_timeout,
+            show_all_tools,
             server,
-        } => cmd_mcp_proxy::run(
+        } => mcp::run(
             &policy,
             &server,
-            &cmd_mcp_proxy::PauseOptions {
+            &mcp::PauseOptions {
                 on_pause,
                 approvals_listen,
                 pause_timeout,
                 tokens,
                 insecure_no_auth,
             },
-            &cmd_mcp_proxy::StoreOptions {
+            &mcp::StoreOptions {
                 store,
                 tenant,
                 session,
             },
+            &mcp::ProxyOptions {
+                cancel_timeout,
+                show_all_tools,
+            },
         ),
+        Command::McpInit { out, server } => mcp_init::run(&server, out.as_deref()),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),
         Command::Bench { args } => run_bench(&args),

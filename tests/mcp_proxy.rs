@@ -47,7 +47,10 @@ fn initialize_and_tools_list_pass_through_unchanged() {
     let expected = direct(&[init, list]);
     assert_eq!(expected.len(), 2);
 
-    let mut p = Proxy::start("passthrough");
+    // `tools/list` answers are forwarded unchanged with --show-all-tools
+    // (without it, the tools the policy never grants are hidden:
+    // tests/mcp_lifecycle.rs).
+    let mut p = Proxy::start_with("passthrough", &["--show-all-tools"]);
     p.send_line(init);
     assert_eq!(p.recv_line(), expected[0]);
     // A notification gets no answer and is forwarded too.
@@ -97,9 +100,15 @@ fn denied_call_never_reaches_the_server() {
     assert!(t.contains("DENY by rule `no_untrusted_mail`"), "{t}");
     assert_eq!(p.server_calls(), ["send_email", "read_file"]);
 
-    // An unknown tool is denied as ill-formed, and not forwarded.
+    // An unknown tool is denied as ill-formed, and not forwarded: the
+    // JSON-RPC error MCP gives for an unknown tool (-32602), as a server
+    // would answer it, not a tool result.
     let answer = p.call(5, "rm_rf", json!({}));
-    assert!(text(&answer).contains("`well-formed`"), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    assert!(answer.get("result").is_none(), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Unknown tool: rm_rf"), "{message}");
+    assert!(message.contains("`well-formed`"), "{message}");
     assert_eq!(p.server_calls(), ["send_email", "read_file"]);
     assert_eq!(p.finish(), 0);
 }

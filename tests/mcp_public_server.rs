@@ -133,6 +133,11 @@ impl Fs {
     /// `None` (the test says SKIPPED) without `AGENRA_MCP_FS_SERVER`.
     /// `policy` gets `{docs}` and `{out}` replaced by the directories.
     fn start(test: &str, policy: &str) -> Option<Fs> {
+        Fs::start_with(test, policy, &[])
+    }
+
+    /// `start` with extra flags for the proxy.
+    fn start_with(test: &str, policy: &str, flags: &[&str]) -> Option<Fs> {
         let Ok(server) = std::env::var("AGENRA_MCP_FS_SERVER") else {
             eprintln!("SKIPPED: AGENRA_MCP_FS_SERVER is not set (.ci/run sets it)");
             return None;
@@ -153,6 +158,7 @@ impl Fs {
             .arg("mcp-proxy")
             .arg("--policy")
             .arg(&policy_file)
+            .args(flags)
             .arg("--")
             .arg(&server)
             .arg(&root)
@@ -342,5 +348,118 @@ fn a_ping_with_a_running_calls_id_is_refused_before_the_filesystem_server() {
         a["result"]["content"][0]["text"],
         json!("the secret\n"),
         "{a}"
+    );
+}
+
+/// Issue 25: `tools/list` through the proxy shows only the tools the
+/// policy grants (here `read_text_file`; `write_file` is declared but
+/// granted by nothing, the server's other tools are not declared), and
+/// all of them with `--show-all-tools`. A tool the policy does not
+/// declare is answered with MCP's unknown-tool error, `-32602`.
+#[test]
+fn tools_list_through_the_proxy_shows_only_what_the_policy_grants() {
+    let policy = concat!(
+        "policy \"mcp-filesystem-list\";\n",
+        "tool read_text_file(path: string, head?: int, tail?: int) { resource path; }\n",
+        "tool write_file(path: string, content: string) { resource path; }\n",
+        "grant docs: read_text_file on prefix \"{docs}/\" quota unlimited;\n",
+    );
+    let names = |answer: &Value| -> Vec<String> {
+        answer["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {answer}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let list = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
+    let Some(mut fs) = Fs::start("list", policy) else {
+        return;
+    };
+    fs.send(list);
+    let a = fs.recv();
+    assert_eq!(names(&a), ["read_text_file"], "{a}");
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "list_directory", "arguments": {"path": fs.path("docs")}}});
+    fs.send(call.to_string().as_bytes());
+    let a = fs.recv();
+    assert_eq!(a["error"]["code"], json!(-32602), "{a}");
+    drop(fs);
+
+    let Some(mut fs) = Fs::start_with("list-all", policy, &["--show-all-tools"]) else {
+        return;
+    };
+    fs.send(list);
+    let all = names(&fs.recv());
+    for tool in [
+        "read_text_file",
+        "write_file",
+        "list_directory",
+        "move_file",
+    ] {
+        assert!(all.iter().any(|n| n == tool), "{tool} missing: {all:?}");
+    }
+}
+
+/// The processes `pid` started (Linux; empty when the kernel does not
+/// list them).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether process `pid` runs (and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Issue 25, finding 5: SIGTERM to the proxy ends the filesystem server
+/// too (the proxy exits with 143), and the client's output ends.
+#[test]
+fn sigterm_to_the_proxy_ends_the_filesystem_server() {
+    let Some(mut fs) = Fs::start("sigterm", FLOW_POLICY) else {
+        return;
+    };
+    let proxy = fs.child.id();
+    let servers = children(proxy);
+    let listed = std::path::Path::new(&format!("/proc/{proxy}/task/{proxy}/children")).exists();
+    assert!(!listed || !servers.is_empty(), "the proxy runs no server");
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(proxy.to_string())
+        .status()
+        .expect("kill(1)");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let code = loop {
+        if let Some(status) = fs.child.try_wait().expect("the proxy's status") {
+            break status.code();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(143));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while servers.iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for server in servers {
+        assert!(!alive(server), "the server (pid {server}) still runs");
+    }
+    assert!(
+        matches!(
+            fs.lines.recv_timeout(Duration::from_secs(5)),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+        ),
+        "the client's output is still open"
     );
 }

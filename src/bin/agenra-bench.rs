@@ -5,7 +5,9 @@
 //! installed together (`docs/performance.md` says what each measures).
 
 use agenra_bench::alloc::{live_bytes, Counting};
-use agenra_bench::{bench, bench_authorizer, bench_embed, bench_scale, bench_serve, bench_verify};
+use agenra_bench::{
+    bench, bench_authorizer, bench_embed, bench_mcp, bench_scale, bench_serve, bench_verify,
+};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +29,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum BenchKind {
+    /// The latency `agenra mcp-proxy` adds to a `tools/call` (a minimal echo server asked
+    /// directly and through the proxy): one JSON line with `p50_ms`, `p99_ms`, `samples`.
+    Mcp {
+        /// Only the JSON line.
+        #[arg(long)]
+        json: bool,
+        /// Measured calls each way (after 200 of warm-up).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        samples: u64,
+        /// Be the echo server (the bench starts itself with it).
+        #[arg(long, hide = true)]
+        echo_server: bool,
+    },
     /// `agenra serve` over loopback HTTP on the durable store: the JSON
     /// figures on the last line.
     Serve {
@@ -130,6 +145,10 @@ impl From<WorkloadArg> for bench::Workload {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.which {
+        BenchKind::Mcp {
+            echo_server: true, ..
+        } => bench_mcp::echo_server(),
+        BenchKind::Mcp { json, samples, .. } => mcp(json, samples as usize),
         BenchKind::Serve {
             json,
             clients,
@@ -161,6 +180,14 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `bench mcp`: the proxy is the `agenra` binary installed next to this
+/// one, the echo server this binary.
+fn mcp(json: bool, samples: usize) -> Result<(), String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+    let agenra = me.with_file_name(format!("agenra{}", std::env::consts::EXE_SUFFIX));
+    bench_mcp::run(&agenra, &me, json, samples).map(print)
 }
 
 /// Writes to standard output; a reader that has gone away ends the run

@@ -18,14 +18,21 @@ running calls concurrently would). `read_file` of `docs/lone-surrogate`
 answers with a lone surrogate in its text (as a server relaying outside
 content might), of `docs/nan` with `NaN` in its result, and of
 `docs/no-content` with a result that is not a
-tools/call result.
+tools/call result. A call with an argument whose value ends with `never` is
+logged but never answered. `wipe` (declared by the test policy, granted by
+nothing) and `shell` (not declared) are listed too. A `tools/call` with
+`params.task` (MCP 2025-11-25 tasks) is answered with a task handle; its
+result comes with `tasks/result`, its status with `tasks/get`.
 """
 import json
 import os
 import sys
 
 TOOLS = ["read_file", "send_email", "publish", "flaky", "deploy", "crash",
-         "release", "announce"]
+         "release", "announce", "wipe", "shell"]
+
+# Task-augmented calls (MCP 2025-11-25): task id -> the call's result.
+TASKS = {}
 
 
 def send(obj):
@@ -73,6 +80,16 @@ def handle(msg):
         log_call(params)
         name = params.get("name")
         args = params.get("arguments") or {}
+        if any(isinstance(v, str) and v.endswith("never") for v in args.values()):
+            return
+        if isinstance(params.get("task"), dict):
+            task = "task-%s" % mid
+            TASKS[task] = call_result(name, args)
+            send({"jsonrpc": "2.0", "id": mid, "result": {"task": {
+                "taskId": task, "status": "working", "ttl": 60000,
+                "createdAt": "2026-12-03T00:00:00Z",
+                "lastUpdatedAt": "2026-12-03T00:00:00Z"}}})
+            return
         if name == "crash":
             send({"jsonrpc": "2.0", "id": mid,
                   "error": {"code": -32000, "message": "crashed"}})
@@ -98,9 +115,28 @@ def handle(msg):
                 "content": [{"type": "text",
                              "text": "%s ok: %s" % (name, json.dumps(args, sort_keys=True))}],
                 "isError": False}})
+    elif method == "tasks/get" and mid is not None:
+        task = (msg.get("params") or {}).get("taskId")
+        send({"jsonrpc": "2.0", "id": mid, "result": {
+            "taskId": task, "status": "completed" if task in TASKS else "failed"}})
+    elif method == "tasks/result" and mid is not None:
+        task = (msg.get("params") or {}).get("taskId")
+        if task in TASKS:
+            send({"jsonrpc": "2.0", "id": mid, "result": TASKS.pop(task)})
+        else:
+            send({"jsonrpc": "2.0", "id": mid,
+                  "error": {"code": -32602, "message": "no task %s" % task}})
     elif mid is not None:
         send({"jsonrpc": "2.0", "id": mid,
               "error": {"code": -32601, "message": "no method %s" % method}})
+
+
+def call_result(name, args):
+    """What a task-augmented call's `tasks/result` answers."""
+    if name == "flaky":
+        return {"content": [{"type": "text", "text": "flaky failed"}], "isError": True}
+    return {"content": [{"type": "text", "text": "%s ok: %s" % (
+        name, json.dumps(args, sort_keys=True))}], "isError": False}
 
 
 def main():

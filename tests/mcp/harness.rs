@@ -195,6 +195,45 @@ impl Proxy {
         answer
     }
 
+    /// The proxy's standard input, taken (dropping it closes it).
+    pub fn stdin_take(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The proxy's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the proxy's standard output ends (EOF) within `within`,
+    /// skipping any lines before the end.
+    pub fn output_ends_within(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            match self.lines.recv_timeout(left) {
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return true,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+
+    /// Waits up to `within` for the proxy to exit; its exit code (or -1
+    /// when a signal ended it), `None` if it still runs.
+    pub fn exited_within(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// Asserts that the proxy sends nothing for a while.
     pub fn assert_silent(&self) {
         if let Ok(line) = self.lines.recv_timeout(Duration::from_millis(300)) {

@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod bench;
 pub mod bench_authorizer;
 pub mod bench_embed;
+pub mod bench_mcp;
 pub mod bench_scale;
 pub mod bench_serve;
 pub mod bench_verify;
