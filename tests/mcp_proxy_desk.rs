@@ -13,6 +13,12 @@ use serde_json::json;
 #[test]
 fn the_proxy_serves_the_approvals_page_over_its_desk() {
     let (mut p, mut http, creds) = Proxy::start_waiting_with("desk-page", "30");
+    // A call before the paused one: the page lists it among the session's
+    // recent calls (the proxy's desk hands the page its session's calls).
+    p.send_call(7, "read_file", json!({"path": "docs/notes.md"}));
+    let read = p.recv();
+    assert_eq!(read["id"], json!(7), "{read}");
+    assert!(!is_error(&read), "{read}");
     p.send_call(1, "deploy", json!({"target": "prod"}));
     wait_for_approvals(&mut http, 1);
     // The harness reads the address once: connect again to it.
@@ -25,9 +31,13 @@ fn the_proxy_serves_the_approvals_page_over_its_desk() {
     let (status, list) = page.get("/desk/api/approvals").unwrap();
     assert_eq!(status, 200, "{list}");
     let card = list["approvals"][0].clone();
-    assert_eq!(card["call"], json!("mcp-1:1"), "{list}");
+    assert_eq!(card["call"], json!("mcp-2:1"), "{list}");
     assert_eq!(card["tool"], json!("deploy"));
-    assert!(card["html"].as_str().unwrap().contains("prod"), "{card}");
+    let html = card["html"].as_str().unwrap();
+    assert!(html.contains("prod"), "{card}");
+    let recent = &html[html.find("recent calls").expect("a recent-calls section")..];
+    assert!(recent.contains("read_file"), "{recent}");
+    assert!(!recent.contains("(none known)"), "{recent}");
     // An agent's credential, and another tenant's approver, are refused.
     for token in [&creds.agent, &creds.admin] {
         let mut c = client().with_token(token);
@@ -43,7 +53,7 @@ fn the_proxy_serves_the_approvals_page_over_its_desk() {
     // Approved from the page, bound to the digest it showed: the call runs.
     let (status, out) = page
         .post(
-            "/desk/api/approvals/mcp-1:1/approve",
+            "/desk/api/approvals/mcp-2:1/approve",
             &json!({"tenant": card["tenant"], "session": card["session"],
                     "digest": card["digest"], "reason": "prod deploy reviewed"}),
         )

@@ -196,6 +196,30 @@ impl ApprovalDesk for Proxy {
         Ok(calls)
     }
 
+    /// The approvals page: this proxy's calls when `keep` accepts its
+    /// tenant (whatever the tenant is called), none otherwise.
+    fn approvals_where(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<PendingCall>, ApiError> {
+        if !keep(&self.tenant) {
+            return Ok(Vec::new());
+        }
+        let mut calls = self.approvals(Some(self.tenant.clone()))?;
+        calls.reverse();
+        Ok(calls)
+    }
+
+    /// The approvals page's recent calls, for this proxy's session only.
+    fn recent_calls(
+        &self,
+        tenant: &str,
+        session: &str,
+        n: usize,
+    ) -> Result<Vec<agenra_gateway::state::RecentCall>, ApiError> {
+        if tenant != self.tenant || session != self.session {
+            return Ok(Vec::new());
+        }
+        self.gateway.recent_calls(tenant, session, n)
+    }
+
     fn refused(&self, r: agenra_gateway::perimeter::Refusal) {
         self.gateway.record_refusal(r);
     }
