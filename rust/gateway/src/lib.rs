@@ -10,6 +10,7 @@
 //! monitor (`docs/store.md`).
 
 pub mod api;
+pub mod approvals;
 pub mod auth;
 pub mod client;
 pub mod conn;
@@ -20,6 +21,7 @@ pub mod notify;
 pub mod page;
 pub mod perimeter;
 mod reply;
+mod request;
 pub mod state;
 
 pub use conn::Limits;

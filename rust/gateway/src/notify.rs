@@ -16,8 +16,7 @@
 //! Plain `http://` only (no TLS client here): for an `https://` receiver,
 //! relay through a local proxy.
 
-use crate::api::Outcome;
-use crate::state::PendingCall;
+use crate::api::{Outcome, PendingCall};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::io::{BufRead, BufReader, Write};

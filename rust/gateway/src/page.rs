@@ -21,11 +21,12 @@
 //! gets 403 on every page and endpoint of the desk.
 
 use crate::api::{self, ApiError, Outcome};
+use crate::api::{PendingCall, RecentCall};
+use crate::approvals::ApprovalDesk;
 use crate::auth::{Principal, Role};
-use crate::desk::ApprovalDesk;
-use crate::http::{expired, read_body, resolve_body};
 use crate::perimeter::{self, Perimeter, Refusal};
-use crate::state::{PendingCall, RecentCall};
+use crate::reply::json;
+use crate::request::{expired, path, read_body, resolve_body};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -382,7 +383,7 @@ async fn login(State(page): State<Shared>, headers: HeaderMap, body: Body) -> Re
     };
     match run.await {
         Ok((p, sid)) => {
-            let mut r = crate::http::json(200, &LoginOut { approver: p.name });
+            let mut r = json(200, &LoginOut { approver: p.name });
             let c = format!(
                 "{COOKIE}={sid}; Path=/desk; HttpOnly; SameSite=Strict; Max-Age={}",
                 SESSION_LIFETIME.as_secs()
@@ -412,7 +413,7 @@ async fn logout(State(page): State<Shared>, headers: HeaderMap) -> Response {
     };
     match run() {
         Ok(()) => {
-            let mut r = crate::http::json(200, &serde_json::json!({"signed_out": true}));
+            let mut r = json(200, &serde_json::json!({"signed_out": true}));
             let c = format!("{COOKIE}=; Path=/desk; HttpOnly; SameSite=Strict; Max-Age=0");
             if let Ok(v) = HeaderValue::from_str(&c) {
                 r.headers_mut().insert(header::SET_COOKIE, v);
@@ -481,7 +482,7 @@ async fn list(State(page): State<Shared>, headers: HeaderMap) -> Response {
         })
     };
     match run() {
-        Ok(l) => crate::http::json(200, &l),
+        Ok(l) => json(200, &l),
         Err(e) => error(&e),
     }
 }
@@ -501,7 +502,7 @@ async fn settle(
     let run = async {
         post_checks(&page, &headers).inspect_err(|e| page.refuse(None, request, e))?;
         let p = page.approver(&headers, request)?;
-        let call = crate::http::path(call)?;
+        let call = path(call)?;
         let mut req: api::ResolveIn = resolve_body(body).await?;
         let given = req.tenant.clone();
         req.tenant = perimeter::tenant_for(&p, req.tenant).inspect_err(|e| {
@@ -527,7 +528,7 @@ async fn settle(
         }
     };
     match run.await {
-        Ok(out) => crate::http::json(200, &out),
+        Ok(out) => json(200, &out),
         Err(e) => error(&e),
     }
 }

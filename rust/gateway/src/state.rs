@@ -105,56 +105,7 @@ impl<T> Pending<T> {
     }
 }
 
-/// A paused call waiting for a human.
-#[derive(Clone, Debug, Serialize)]
-pub struct PendingCall {
-    /// The tenant.
-    pub tenant: String,
-    /// The session.
-    pub session: String,
-    /// The call's id.
-    pub call: String,
-    /// The call's tool.
-    pub tool: Option<String>,
-    /// The rule or grant that paused it.
-    pub rule: Option<String>,
-    /// Why it paused.
-    pub reason: String,
-    /// The call's time (seconds, the server's clock).
-    pub time: u64,
-    /// The call's arguments, as the monitor decided on them.
-    pub args: serde_json::Value,
-    /// The session's policy.
-    pub policy_hash: String,
-    /// What an approval must name: the SHA-256 of the call as shown here
-    /// (tenant, session, call, tool, canonical arguments, policy hash;
-    /// [`call_digest`]).
-    pub digest: String,
-    /// When the pause expires (seconds): an approval after it is refused
-    /// and the call is rejected, its units returned.
-    pub expires: u64,
-    /// The data path that paused it, from the labelled source to this call
-    /// (call ids, `context`), as the decision named it; empty when no flow
-    /// paused it (an approval grant). Not part of the digest.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub path: Vec<String>,
-}
-
-/// One call of a session, as the approvals page lists the session's recent
-/// calls.
-#[derive(Clone, Debug, Serialize)]
-pub struct RecentCall {
-    /// The call's id.
-    pub call: String,
-    /// Its tool, when the policy declares it.
-    pub tool: Option<String>,
-    /// The decision it got.
-    pub decision: Option<&'static str>,
-    /// Where it stands now.
-    pub status: Option<agenra_core::graph::Status>,
-    /// Its time (seconds).
-    pub time: u64,
-}
+pub use crate::api::{PendingCall, RecentCall};
 
 /// The digest an approval names: SHA-256 over the canonical JSON (keys
 /// sorted, no spaces) of `{"args", "call", "policy_hash", "session",
