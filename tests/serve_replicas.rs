@@ -174,3 +174,56 @@ fn two_serve_replicas_on_one_postgres_spend_each_unit_once() {
     assert!(out.contains("ok: 136 records"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `GET /v1/sessions/{id}` on one replica shows what the other spent: the
+/// view is read after catching up with the shared log, never from a
+/// replica's memory alone (which knew nothing of a session opened on the
+/// other replica, and could show spent units as left).
+#[test]
+fn a_session_view_on_one_replica_shows_what_the_other_spent() {
+    let Some(url) = agenra_store::test_database("serve_replicas_view") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("agenra-replica-view-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.agr");
+    std::fs::write(
+        &policy,
+        "tool pay.send(to: string) { resource to; }\n\
+         grant pay: pay.send quota 3;\n",
+    )
+    .unwrap();
+    let addrs = [free_addr(), free_addr()];
+    let _a = start(&policy, &url, addrs[0]);
+    let _b = start(&policy, &url, addrs[1]);
+    let mut ca = Client::connect(addrs[0]).unwrap();
+    let mut cb = Client::connect(addrs[1]).unwrap();
+    // Replica A learns of the log once (a session of its own), then B opens
+    // a session and spends a unit in it.
+    let (status, _) = ca
+        .post("/v1/sessions", &json!({"tenant": "acme", "session": "a0"}))
+        .unwrap();
+    assert_eq!(status, 201);
+    let (status, _) = cb
+        .post("/v1/sessions", &json!({"tenant": "acme", "session": "b1"}))
+        .unwrap();
+    assert_eq!(status, 201);
+    let call = json!({"tenant": "acme", "session": "b1",
+        "call": {"id": "c1", "tool": "pay.send", "args": {"to": "x"}}});
+    let (status, answer) = cb.post("/v1/authorize", &call).unwrap();
+    assert_eq!(
+        (status, answer["decision"].clone()),
+        (200, json!("ALLOW")),
+        "{answer}"
+    );
+    let (_, on_b) = cb.get("/v1/sessions/b1?tenant=acme").unwrap();
+    assert_eq!(on_b["ledger"]["pay"], 2, "{on_b}");
+    // A has decided nothing since: its view must still be current.
+    let (status, on_a) = ca.get("/v1/sessions/b1?tenant=acme").unwrap();
+    assert_eq!(status, 200, "{on_a}");
+    assert_eq!(on_a["ledger"]["pay"], 2, "{on_a}");
+    assert_eq!(on_a["ledger_hash"], on_b["ledger_hash"], "{on_a}");
+    assert_eq!(on_a["events"], on_b["events"], "{on_a}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

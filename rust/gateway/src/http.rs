@@ -260,10 +260,13 @@ async fn get_session(
             "GET /v1/sessions",
             query(q)?.tenant,
         )?;
-        gw.session_view(tenant, &session)
+        gw.session_view_current(tenant, &session)
     };
     match run() {
-        Ok(v) => json(200, &v),
+        Ok(pending) => match pending.durable().await {
+            Ok((v, _)) => json(200, &v),
+            Err(e) => error(&gw, e),
+        },
         Err(e) => error(&gw, e),
     }
 }

@@ -1765,7 +1765,30 @@ impl Gateway {
         Ok(calls.into_iter().map(|(_, c)| c).collect())
     }
 
-    /// `GET /v1/sessions/{id}`.
+    /// `GET /v1/sessions/{id}`: the view once every record before it is
+    /// durable and, on a shared store, after catching up with what the
+    /// other replicas appended (a replica's memory alone may lag behind
+    /// them: a view read from it could show units another replica spent as
+    /// still left).
+    pub fn session_view_current(
+        &self,
+        tenant: Option<String>,
+        session: &str,
+    ) -> Result<Pending<SessionView>, ApiError> {
+        let tenant = Self::tenant(tenant)?;
+        check_name("session", session)?;
+        let session = session.to_string();
+        self.exec(move |shared, sink| {
+            let entry = shared.entry(&tenant, &session)?;
+            let e = entry
+                .lock()
+                .map_err(|_| ApiError::new(500, "session poisoned"))?;
+            Ok(sink.emit(None, e.view(false)))
+        })
+    }
+
+    /// The view of a session as this replica's memory holds it (see
+    /// [`Gateway::session_view_current`] for the HTTP API's).
     pub fn session_view(
         &self,
         tenant: Option<String>,
