@@ -121,11 +121,12 @@ impl Decimal {
         }
     }
 
-    /// The hash encoding: the canonical text (`98.7`), 8-byte length first.
+    /// The hash encoding, 17 bytes: the normalized mantissa (16 bytes,
+    /// big-endian two's complement) and the scale (1 byte). Normalized, so
+    /// equal values encode alike (`98.70` and `98.7`).
     pub(crate) fn encode(self, out: &mut Vec<u8>) {
-        let text = self.to_string();
-        out.extend_from_slice(&(text.len() as u64).to_be_bytes());
-        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(&self.mantissa.to_be_bytes());
+        out.push(self.scale);
     }
 }
 

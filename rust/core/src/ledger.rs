@@ -123,21 +123,36 @@ pub type Spent = BTreeMap<GrantId, Decimal>;
 /// The ledger hash of a session whose unit counts hash to `root` and that
 /// holds `spent` of its budgets: `root` itself when it holds nothing (so
 /// policies without budgets keep their hashes), otherwise
-/// `SHA-256("agenra-ledger-v2/budgets" ‖ root ‖ n ‖ (grant ‖ amount)*)`,
-/// grants ascending, numbers 8-byte big-endian, each amount its canonical
-/// text after its 8-byte length.
+/// `SHA-256("agenra-ledger-v2/held" ‖ root ‖ budgets_digest(spent))`.
 pub fn hash_with_budgets(root: Hash, spent: &Spent) -> Hash {
-    if spent.is_empty() {
-        return root;
+    match budgets_digest(spent) {
+        None => root,
+        Some(digest) => combine(root, digest),
     }
-    let mut bytes = Vec::with_capacity(24 + 32 + 8 + 32 * spent.len());
+}
+
+/// `SHA-256("agenra-ledger-v2/budgets" ‖ n ‖ (grant ‖ amount)*)`, grants
+/// ascending, numbers 8-byte big-endian, each amount 17 bytes (its
+/// normalized mantissa, 16 bytes, and scale); `None` when nothing is held.
+fn budgets_digest(spent: &Spent) -> Option<Hash> {
+    if spent.is_empty() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(24 + 8 + 25 * spent.len());
     bytes.extend_from_slice(b"agenra-ledger-v2/budgets");
-    bytes.extend_from_slice(&root.0);
     bytes.extend_from_slice(&(spent.len() as u64).to_be_bytes());
     for (&g, amount) in spent {
         bytes.extend_from_slice(&(g as u64).to_be_bytes());
         amount.encode(&mut bytes);
     }
+    Some(Hash::of_bytes(&bytes))
+}
+
+fn combine(root: Hash, digest: Hash) -> Hash {
+    let mut bytes = [0u8; 21 + 64];
+    bytes[..21].copy_from_slice(b"agenra-ledger-v2/held");
+    bytes[21..53].copy_from_slice(&root.0);
+    bytes[53..].copy_from_slice(&digest.0);
     Hash::of_bytes(&bytes)
 }
 
@@ -352,6 +367,8 @@ pub struct SessionLedger {
     root: Hash,
     /// What this session holds of each budget (empty without budgets).
     spent: Spent,
+    /// `budgets_digest(spent)`, kept up to date as amounts change.
+    budgets: Option<Hash>,
 }
 
 impl SessionLedger {
@@ -365,6 +382,7 @@ impl SessionLedger {
             hashes: BTreeMap::new(),
             root,
             spent: Spent::new(),
+            budgets: None,
         }
     }
 
@@ -400,6 +418,7 @@ impl SessionLedger {
         } else {
             self.spent.insert(g, amount);
         }
+        self.budgets = budgets_digest(&self.spent);
     }
 
     /// How many grants the ledger has.
@@ -484,10 +503,10 @@ impl SessionLedger {
     /// The ledger hash, kept up to date as units are taken and returned
     /// (with the amounts held of budgets, when any are: `hash_with_budgets`).
     pub fn hash(&self) -> Hash {
-        if self.spent.is_empty() {
-            return self.root;
+        match self.budgets {
+            None => self.root,
+            Some(digest) => combine(self.root, digest),
         }
-        hash_with_budgets(self.root, &self.spent)
     }
 
     /// The whole ledger (`O(grants)`: for comparisons and reports).
