@@ -130,6 +130,8 @@ enum WorkloadArg {
     /// The minimal 18-parameter workload of the name-resolution figure.
     #[value(hide = true)]
     Params18,
+    /// The standard workload with every grant on an amount budget.
+    Budgets,
 }
 
 impl From<WorkloadArg> for bench::Workload {
@@ -138,6 +140,7 @@ impl From<WorkloadArg> for bench::Workload {
             WorkloadArg::Standard => bench::Workload::Standard,
             WorkloadArg::Wide => bench::Workload::Wide,
             WorkloadArg::Params18 => bench::Workload::Params18,
+            WorkloadArg::Budgets => bench::Workload::Budgets,
         }
     }
 }
@@ -223,6 +226,11 @@ fn monitor(workload: bench::Workload, json: bool, samples: usize) -> Result<(), 
         report.samples,
         report.bytes_per_event
     ));
+    if let (Some(standard), Some(ratio)) = (report.standard_p50_ns, report.p50_over_standard) {
+        print(format!(
+            "standard workload in the same run: p50 {standard} ns ({ratio:.2}x)\n"
+        ));
+    }
     Ok(())
 }
 

@@ -17,6 +17,11 @@
 //!   parameters only, whole-call sinks, conjunctions of tests. It is kept
 //!   expressible in the model of commit bfc6e6a, where it was ported to
 //!   measure the linear name lookups of that code.
+//! * `budgets`: the standard workload with every grant spending `n` from
+//!   an amount budget (`budget B on n`; every fifth grant's budget runs out
+//!   during the run, so later grants serve), the price of exact decimal
+//!   budgets; its report also gives the standard workload's p50 measured in
+//!   the same run, and the ratio.
 
 use agenra_core::label::{CategorySet, Label, LabelPattern};
 use agenra_core::policy::{
@@ -708,6 +713,22 @@ pub fn params18_call(rng: &mut Rng, id: usize, time: u64) -> Call {
     }
 }
 
+/// The standard policy with every grant spending its call's `n` from an
+/// amount budget: 10^9 (never runs out here), or, for every fifth grant,
+/// 20,000 (about 40 calls: later grants serve after that).
+pub fn budgets_policy() -> Policy {
+    let mut p = workload_policy();
+    p.budgets = (0..p.grants.len())
+        .map(|g| agenra_core::policy::Budget {
+            grant: g,
+            amount: Decimal::from(if g % 5 == 0 { 20_000 } else { 1_000_000_000 }),
+            param: 1,
+            per_tenant: false,
+        })
+        .collect();
+    p
+}
+
 /// Which workload `bench monitor` runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Workload {
@@ -720,6 +741,8 @@ pub enum Workload {
     /// 18 string and int parameters, nothing else new: the name-resolution
     /// before/after figure.
     Params18,
+    /// The standard workload with every grant on an amount budget.
+    Budgets,
 }
 
 impl Workload {
@@ -728,13 +751,14 @@ impl Workload {
             Workload::Standard => "standard",
             Workload::Wide => "wide",
             Workload::Params18 => "params18",
+            Workload::Budgets => "budgets",
         }
     }
 
     /// Parameters of each tool.
     pub fn params(self) -> usize {
         match self {
-            Workload::Standard => 2,
+            Workload::Standard | Workload::Budgets => 2,
             Workload::Wide => WIDE_PARAMS.len(),
             Workload::Params18 => PARAMS18.len(),
         }
@@ -745,12 +769,13 @@ impl Workload {
             Workload::Standard => workload_policy(),
             Workload::Wide => wide_policy(),
             Workload::Params18 => params18_policy(),
+            Workload::Budgets => budgets_policy(),
         }
     }
 
     pub fn call(self, rng: &mut Rng, id: usize, time: u64) -> Call {
         match self {
-            Workload::Standard => random_call(rng, id, time),
+            Workload::Standard | Workload::Budgets => random_call(rng, id, time),
             Workload::Wide => wide_call(rng, id, time),
             Workload::Params18 => params18_call(rng, id, time),
         }
@@ -760,7 +785,7 @@ impl Workload {
     fn output(self, call: &Call) -> serde_json::Value {
         match self {
             Workload::Wide => wide_output(call),
-            Workload::Standard | Workload::Params18 => serde_json::Value::Null,
+            Workload::Standard | Workload::Params18 | Workload::Budgets => serde_json::Value::Null,
         }
     }
 }
@@ -778,8 +803,14 @@ pub struct BenchReport {
     pub flow_rules: usize,
     pub path_rules: usize,
     pub preloaded_events: usize,
-    /// `standard`, `wide` or `params18`.
+    /// `standard`, `wide`, `params18` or `budgets`.
     pub workload: &'static str,
+    /// `budgets` only: the standard workload's p50, measured in the same
+    /// run just before, and `p50_ns` over it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standard_p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_over_standard: Option<f64>,
 }
 
 /// Plays `n` random events of the workload into the monitor (calls, a
@@ -843,6 +874,10 @@ pub fn run_workload(
     allocated: Option<&dyn Fn() -> usize>,
 ) -> Result<BenchReport, agenra_core::MonitorError> {
     let samples = samples.max(1);
+    let standard = match workload {
+        Workload::Budgets => Some(run_workload(Workload::Standard, samples, None)?.p50_ns),
+        _ => None,
+    };
     let mut rng = Rng::new(0x5eed);
     let mut monitor = Monitor::new(workload.policy())?;
 
@@ -888,6 +923,8 @@ pub fn run_workload(
         path_rules: PATH_RULES,
         preloaded_events: PRELOADED_EVENTS,
         workload: workload.name(),
+        standard_p50_ns: standard,
+        p50_over_standard: standard.map(|s| pct(0.50) as f64 / s.max(1) as f64),
     })
 }
 
@@ -924,10 +961,44 @@ mod tests {
 
     #[test]
     fn every_call_is_well_formed_and_some_are_allowed_some_denied() {
-        for workload in [Workload::Standard, Workload::Wide, Workload::Params18] {
+        for workload in [
+            Workload::Standard,
+            Workload::Wide,
+            Workload::Params18,
+            Workload::Budgets,
+        ] {
             let (allow, deny, _) = verdicts(workload, 2_000);
             assert!(allow > 100 && deny > 100, "{workload:?}: {allow} {deny}");
         }
+    }
+
+    #[test]
+    fn the_budgets_workload_spends_and_runs_budgets_out() {
+        let mut monitor = Monitor::new(budgets_policy()).expect("a valid policy");
+        let mut rng = Rng::new(0x5eed);
+        play(&mut monitor, &mut rng, Workload::Budgets, 0, 20_000);
+        let spent = monitor.state().ledger.spent_all();
+        assert!(spent.len() >= 40, "most grants spent: {spent:?}");
+        // Every fifth grant's small budget ran out (at most one call's `n`
+        // below it is left), and none went over.
+        for g in (0..GRANTS).step_by(5) {
+            assert!(
+                monitor.budget_left(g) < Some(Decimal::from(1_100)),
+                "grant {g}: {:?}",
+                monitor.budget_left(g)
+            );
+        }
+        let report = run_workload(Workload::Budgets, 200, None).expect("runs");
+        assert_eq!(report.workload, "budgets");
+        assert!(report.standard_p50_ns.is_some() && report.p50_over_standard.is_some());
+        let json = serde_json::to_value(&report).expect("json");
+        assert!(json.get("standard_p50_ns").is_some());
+        let plain = serde_json::to_value(run_workload(Workload::Standard, 50, None).expect("runs"))
+            .expect("json");
+        assert!(
+            plain.get("standard_p50_ns").is_none(),
+            "other workloads keep their keys"
+        );
     }
 
     #[test]

@@ -70,9 +70,12 @@ pub fn check_with(
             });
         }
     }
-    // Shared quotas are not modeled (only identical policies certify).
+    // Shared quotas and budgets are not modeled (only identical policies
+    // certify).
     if !matches!(cert.proof, Proof::Identical) {
-        if let Some(why) = crate::structure::shared_quota(old, new) {
+        if let Some(why) =
+            crate::structure::shared_quota(old, new).or_else(|| crate::structure::budgets(old, new))
+        {
             return Err(CheckError::Structure(why));
         }
     }

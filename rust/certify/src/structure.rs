@@ -33,6 +33,28 @@ pub fn shared_quota(old: &Policy, new: &Policy) -> Option<String> {
     })
 }
 
+/// Why the certifier cannot answer when OLD or NEW spends from an amount
+/// budget (`budget AMOUNT on PARAM`): the ledger abstraction counts units,
+/// not amounts, so it cannot tell which calls a budget still serves.
+/// Names the first such grant; `None` when neither policy has a budget.
+/// (Lifting this needs the amount ledger in `classes`/`product` and its
+/// Lean mirror; until then, `unknown` is the sound answer.)
+pub fn budgets(old: &Policy, new: &Policy) -> Option<String> {
+    [("OLD", old), ("NEW", new)].into_iter().find_map(|(which, p)| {
+        let b = p.budgets.first()?;
+        Some(format!(
+            "grant `{}` of {which} spends from an amount budget (`budget {} on {}`): the ledger certifier counts units, not amounts, and does not model budgets",
+            p.grants.get(b.grant).map_or("?", |g| g.name.as_str()),
+            b.amount,
+            p.grants
+                .get(b.grant)
+                .and_then(|g| p.tools.get(g.tool))
+                .and_then(|t| t.params.get(b.param))
+                .map_or("?", |p| p.name.as_str())
+        ))
+    })
+}
+
 /// Every non-grant part that differs, with a sentence naming it. The
 /// policy name is not compared: it is not part of any decision.
 pub fn differences(old: &Policy, new: &Policy) -> Vec<String> {
@@ -88,6 +110,9 @@ fn fields_considered(p: &Policy) {
         // Shared quotas: `certify` answers `unknown` when either policy has
         // one (lib.rs, `shared_quota_unknown`).
         shared_grants: _,
+        // Budgets: `certify` answers `unknown` when either policy has one
+        // (`budgets` above).
+        budgets: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {

@@ -73,6 +73,53 @@ impl Decimal {
     }
 }
 
+impl Decimal {
+    /// Whether the value is below zero.
+    pub fn is_negative(self) -> bool {
+        self.mantissa < 0
+    }
+
+    /// Exact `self + other`; `None` when the sum has more than 20
+    /// significant digits (it could not be read back).
+    pub fn checked_add(self, other: Decimal) -> Option<Decimal> {
+        let scale = self.scale.max(other.scale);
+        let sum = self.scaled(scale).checked_add(other.scaled(scale))?;
+        Decimal::bounded(sum, scale)
+    }
+
+    /// Exact `self - other`; `None` when the difference has more than 20
+    /// significant digits.
+    pub fn checked_sub(self, other: Decimal) -> Option<Decimal> {
+        let scale = self.scale.max(other.scale);
+        let diff = self.scaled(scale).checked_sub(other.scaled(scale))?;
+        Decimal::bounded(diff, scale)
+    }
+
+    /// `self - other`, never below zero (what is left of a budget of
+    /// `self` when `other` is spent).
+    pub fn saturating_sub(self, other: Decimal) -> Decimal {
+        if other >= self {
+            return Decimal::default();
+        }
+        self.checked_sub(other).unwrap_or_default()
+    }
+
+    /// The normalized value `mantissa / 10^scale`, if it has at most 20
+    /// significant digits.
+    fn bounded(mantissa: i128, scale: u8) -> Option<Decimal> {
+        let d = Decimal::normalized(mantissa, scale);
+        (d.mantissa.unsigned_abs() < 10u128.pow(MAX_DIGITS as u32)).then_some(d)
+    }
+
+    /// The hash encoding, 17 bytes: the normalized mantissa (16 bytes,
+    /// big-endian two's complement) and the scale (1 byte). Normalized, so
+    /// equal values encode alike (`98.70` and `98.7`).
+    pub(crate) fn encode(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.mantissa.to_be_bytes());
+        out.push(self.scale);
+    }
+}
+
 impl From<i64> for Decimal {
     fn from(i: i64) -> Decimal {
         Decimal::normalized(i128::from(i), 0)
@@ -192,6 +239,25 @@ mod tests {
             "123456789012345678901".parse::<Decimal>(),
             Err(DecimalError::TooManyDigits)
         );
+    }
+
+    #[test]
+    fn adds_and_subtracts_exactly() {
+        assert_eq!(d("0.1").checked_add(d("0.2")), Some(d("0.3")));
+        assert_eq!(d("4999.99").checked_add(d("0.01")), Some(d("5000")));
+        assert_eq!(d("5000").checked_sub(d("0.01")), Some(d("4999.99")));
+        assert_eq!(d("1").checked_sub(d("2.5")), Some(d("-1.5")));
+        assert_eq!(d("5").saturating_sub(d("7")), d("0"));
+        assert_eq!(d("5").saturating_sub(d("1.25")), d("3.75"));
+        let big = d("99999999999999999999");
+        assert_eq!(big.checked_add(d("1")), None, "21 significant digits");
+        assert_eq!(big.checked_add(d("0")), Some(big));
+        assert!(d("-0.5").is_negative() && !d("0").is_negative());
+        use crate::value::Value;
+        assert_eq!(Decimal::of_value(&Value::Int(7)), Some(d("7")));
+        assert_eq!(Decimal::of_value(&Value::Decimal(d("7.5"))), Some(d("7.5")));
+        assert_eq!(Decimal::of_value(&Value::Null), None);
+        assert_eq!(Decimal::of_value(&Value::Str("7".into())), None);
     }
 
     #[test]

@@ -169,6 +169,18 @@ pub enum Reason {
         /// A grant that matched the call but had no quota left, if one did.
         exhausted: Option<GrantId>,
     },
+    /// An agent on the delegation chain has no grant that serves the call,
+    /// and the first matching grant passed over was passed over for its
+    /// amount budget (`budget AMOUNT on PARAM`).
+    NoBudget {
+        /// The first agent on the chain (caller first) that lacks a grant.
+        agent: AgentId,
+        /// The grant whose budget could not pay for the call.
+        grant: GrantId,
+        /// Why: no amount, a negative amount, or more than is left (boxed:
+        /// decisions stay small).
+        refusal: Box<crate::spec::BudgetRefusal>,
+    },
     /// Allowed: every agent on the delegation chain has a grant with quota left.
     Granted {
         /// The calling agent.
@@ -417,6 +429,15 @@ pub fn reason_text(policy: &Policy, reason: &Reason, rule: Rule, tool: Option<To
                 agent_name(policy, *agent)
             ),
         },
+        Reason::NoBudget {
+            agent,
+            grant,
+            refusal,
+        } => format!(
+            "grant `{}` of `{}` matches but its budget does not serve the call: {refusal}",
+            policy.grants.get(*grant).map_or("?", |g| g.name.as_str()),
+            agent_name(policy, *agent)
+        ),
         Reason::Granted { agent, left } => format!(
             "granted to `{}` by `{rule_name}`{}",
             agent_name(policy, *agent),
@@ -1020,6 +1041,44 @@ mod tests {
                 Rule::NoGrant,
                 send,
                 "no grant of `helper` covers this `email.send` call",
+            ),
+            (
+                Reason::NoBudget {
+                    agent: 0,
+                    grant: 1,
+                    refusal: Box::new(crate::spec::BudgetRefusal::Exceeds {
+                        amount: "10.5".parse().unwrap(),
+                        left: "3".parse().unwrap(),
+                    }),
+                },
+                Rule::NoGrant,
+                send,
+                "grant `send_reviewed` of `main` matches but its budget does not serve the call: the amount 10.5 exceeds what is left of the budget (3)",
+            ),
+            (
+                Reason::NoBudget {
+                    agent: 0,
+                    grant: 1,
+                    refusal: Box::new(crate::spec::BudgetRefusal::Negative {
+                        param: "amount".into(),
+                        amount: "-1".parse().unwrap(),
+                    }),
+                },
+                Rule::NoGrant,
+                send,
+                "grant `send_reviewed` of `main` matches but its budget does not serve the call: the amount in `amount` is negative (-1)",
+            ),
+            (
+                Reason::NoBudget {
+                    agent: 0,
+                    grant: 1,
+                    refusal: Box::new(crate::spec::BudgetRefusal::Missing {
+                        param: "amount".into(),
+                    }),
+                },
+                Rule::NoGrant,
+                send,
+                "grant `send_reviewed` of `main` matches but its budget does not serve the call: the call gives no amount in `amount`",
             ),
             (
                 Reason::Granted {

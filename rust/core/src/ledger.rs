@@ -1,5 +1,6 @@
 //! The ledger: how much of each grant is left.
 
+use crate::decimal::Decimal;
 use crate::hash::Hash;
 use crate::policy::{GrantId, Policy, Quota};
 use serde::{Deserialize, Serialize};
@@ -112,6 +113,47 @@ impl Ledger {
     pub fn hash(&self) -> Hash {
         LedgerTree::new(self).root()
     }
+}
+
+/// The amount a session holds of each budget grant (`budget AMOUNT on
+/// PARAM`): reserved by paused and running calls, or kept by calls that
+/// succeeded or ended unknown. Zero amounts are not stored.
+pub type Spent = BTreeMap<GrantId, Decimal>;
+
+/// The ledger hash of a session whose unit counts hash to `root` and that
+/// holds `spent` of its budgets: `root` itself when it holds nothing (so
+/// policies without budgets keep their hashes), otherwise
+/// `SHA-256("agenra-ledger-v2/held" ‖ root ‖ budgets_digest(spent))`.
+pub fn hash_with_budgets(root: Hash, spent: &Spent) -> Hash {
+    match budgets_digest(spent) {
+        None => root,
+        Some(digest) => combine(root, digest),
+    }
+}
+
+/// `SHA-256("agenra-ledger-v2/budgets" ‖ n ‖ (grant ‖ amount)*)`, grants
+/// ascending, numbers 8-byte big-endian, each amount 17 bytes (its
+/// normalized mantissa, 16 bytes, and scale); `None` when nothing is held.
+fn budgets_digest(spent: &Spent) -> Option<Hash> {
+    if spent.is_empty() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(24 + 8 + 25 * spent.len());
+    bytes.extend_from_slice(b"agenra-ledger-v2/budgets");
+    bytes.extend_from_slice(&(spent.len() as u64).to_be_bytes());
+    for (&g, amount) in spent {
+        bytes.extend_from_slice(&(g as u64).to_be_bytes());
+        amount.encode(&mut bytes);
+    }
+    Some(Hash::of_bytes(&bytes))
+}
+
+fn combine(root: Hash, digest: Hash) -> Hash {
+    let mut bytes = [0u8; 21 + 64];
+    bytes[..21].copy_from_slice(b"agenra-ledger-v2/held");
+    bytes[21..53].copy_from_slice(&root.0);
+    bytes[53..].copy_from_slice(&digest.0);
+    Hash::of_bytes(&bytes)
 }
 
 /// Grants per leaf block, and hashes per inner node, of the ledger's hash
@@ -323,6 +365,10 @@ pub struct SessionLedger {
     /// Tree hashes that differ from `base_tree`: (level, index) → hash.
     hashes: BTreeMap<(usize, usize), Hash>,
     root: Hash,
+    /// What this session holds of each budget (empty without budgets).
+    spent: Spent,
+    /// `budgets_digest(spent)`, kept up to date as amounts change.
+    budgets: Option<Hash>,
 }
 
 impl SessionLedger {
@@ -335,7 +381,44 @@ impl SessionLedger {
             counts: BTreeMap::new(),
             hashes: BTreeMap::new(),
             root,
+            spent: Spent::new(),
+            budgets: None,
         }
+    }
+
+    /// The amount this session holds of grant `g`'s budget (0 for none).
+    pub fn spent(&self, g: GrantId) -> Decimal {
+        self.spent.get(&g).copied().unwrap_or_default()
+    }
+
+    /// What this session holds of every budget.
+    pub fn spent_all(&self) -> &Spent {
+        &self.spent
+    }
+
+    /// Adds `amount` to what this session holds of `g`'s budget (the
+    /// caller checked it fits the budget).
+    pub fn add_spent(&mut self, g: GrantId, amount: Decimal) {
+        let held = self.spent(g);
+        self.set_spent(g, held.checked_add(amount).unwrap_or(held));
+    }
+
+    /// Takes `amount` off what this session holds of `g`'s budget, never
+    /// below zero; answers how much was taken off.
+    pub fn remove_spent(&mut self, g: GrantId, amount: Decimal) -> Decimal {
+        let held = self.spent(g);
+        let back = amount.min(held);
+        self.set_spent(g, held.saturating_sub(back));
+        back
+    }
+
+    fn set_spent(&mut self, g: GrantId, amount: Decimal) {
+        if amount <= Decimal::default() {
+            self.spent.remove(&g);
+        } else {
+            self.spent.insert(g, amount);
+        }
+        self.budgets = budgets_digest(&self.spent);
     }
 
     /// How many grants the ledger has.
@@ -417,9 +500,13 @@ impl SessionLedger {
         }
     }
 
-    /// The ledger hash, kept up to date as units are taken and returned.
+    /// The ledger hash, kept up to date as units are taken and returned
+    /// (with the amounts held of budgets, when any are: `hash_with_budgets`).
     pub fn hash(&self) -> Hash {
-        self.root
+        match self.budgets {
+            None => self.root,
+            Some(digest) => combine(self.root, digest),
+        }
     }
 
     /// The whole ledger (`O(grants)`: for comparisons and reports).
@@ -506,9 +593,11 @@ impl SessionLedger {
 }
 
 impl PartialEq for SessionLedger {
-    /// Two session ledgers are equal when every grant has the same count.
+    /// Two session ledgers are equal when every grant has the same count
+    /// and the same amount held of its budget.
     fn eq(&self, other: &SessionLedger) -> bool {
         self.len() == other.len()
+            && self.spent == other.spent
             && (0..self.len()).all(|g| self.remaining(g) == other.remaining(g))
     }
 }
@@ -644,6 +733,33 @@ mod tests {
             assert_eq!(session.remaining(n), None);
             assert!(!session.consume(n), "no such grant");
         }
+    }
+
+    #[test]
+    fn amounts_held_are_committed_to_and_only_when_held() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let base = ledger(3);
+        let tree = Arc::new(LedgerTree::new(&base));
+        let mut s = SessionLedger::new(Arc::new(base.clone()), tree);
+        let plain = s.hash();
+        assert_eq!(plain, base.hash(), "nothing held: the hash of the counts");
+        s.add_spent(1, d("10.5"));
+        let held = s.hash();
+        assert_ne!(held, plain);
+        assert_eq!(held, hash_with_budgets(base.hash(), s.spent_all()));
+        let mut other = s.clone();
+        other.add_spent(1, d("0.01"));
+        assert_ne!(other.hash(), held, "the amount is committed to");
+        assert_ne!(other, s);
+        assert_eq!(other.remove_spent(1, d("0.01")), d("0.01"));
+        assert_eq!(other.hash(), held);
+        let mut moved =
+            SessionLedger::new(Arc::new(base.clone()), Arc::new(LedgerTree::new(&base)));
+        moved.add_spent(2, d("10.5"));
+        assert_ne!(moved.hash(), held, "the grant is committed to");
+        assert_eq!(s.remove_spent(1, d("100")), d("10.5"), "never below zero");
+        assert_eq!(s.spent(1), d("0"));
+        assert_eq!(s.hash(), plain, "nothing held again");
     }
 
     #[test]

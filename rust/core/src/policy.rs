@@ -81,6 +81,37 @@ pub struct Policy {
     /// without shared quotas keep their content hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_grants: Vec<GrantId>,
+    /// Amount budgets (`budget 5000.00 on amount`), strictly ascending by
+    /// grant, at most one per grant. Omitted from the encoding when empty,
+    /// so policies without budgets keep their content hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budgets: Vec<Budget>,
+}
+
+/// `budget AMOUNT on PARAM [per session|per tenant]` on a grant: every call
+/// the grant serves spends the value of its `param` argument from
+/// `amount`. The value is reserved when the call is admitted or paused,
+/// kept on success or an unknown outcome, and returned on failure,
+/// rejection, expiry or a denied approval. A call whose value exceeds what
+/// is left, or whose value is negative or absent, is not served by the
+/// grant (the next matching grant may serve it). `docs/semantics.md`,
+/// "Budgets".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    /// The grant that spends from the budget.
+    pub grant: GrantId,
+    /// The budget: the most that the calls it serves may hold at once
+    /// (reserved by pauses and running calls, or kept). Not negative.
+    pub amount: crate::decimal::Decimal,
+    /// The parameter of the grant's tool whose value a call spends
+    /// (`decimal` or `int`, not a list).
+    pub param: usize,
+    /// `per tenant`: every session of the tenant spends from one budget
+    /// (kept in the tenant's pool by grant name); otherwise each session
+    /// has the whole budget.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub per_tenant: bool,
 }
 
 /// A declared parameter of a tool (`name: ty`, `name?: list<ty>`). A call
@@ -492,7 +523,24 @@ impl Policy {
             provenance_by_value: false,
             task_seeds: vec![],
             shared_grants: vec![],
+            budgets: vec![],
         }
+    }
+
+    /// Grant `g`'s amount budget, if it has one.
+    pub fn budget_of(&self, g: GrantId) -> Option<&Budget> {
+        if self.budgets.is_empty() {
+            return None;
+        }
+        self.budgets
+            .binary_search_by_key(&g, |b| b.grant)
+            .ok()
+            .and_then(|i| self.budgets.get(i))
+    }
+
+    /// Whether some grant spends from a budget the tenant's sessions share.
+    pub fn has_tenant_budgets(&self) -> bool {
+        self.budgets.iter().any(|b| b.per_tenant)
     }
 
     /// Whether grant `g`'s quota is shared by the tenant's sessions

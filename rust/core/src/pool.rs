@@ -10,6 +10,7 @@
 //! grant's **name**: a policy reload keeps the counts. What is left is
 //! `quota − taken` (saturating), the quota coming from the current policy.
 
+use crate::decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +19,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedCounts {
     taken: BTreeMap<String, u64>,
+    /// Amounts held of each budget the tenant shares (`budget AMOUNT on
+    /// PARAM per tenant`), by grant name; omitted when empty, so pools of
+    /// policies without tenant budgets encode as before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    spent: BTreeMap<String, Decimal>,
 }
 
 impl SharedCounts {
@@ -59,6 +65,42 @@ impl SharedCounts {
     pub fn give_back(&mut self, grant: &str) {
         let n = self.taken(grant).saturating_sub(1);
         self.set_taken(grant, n);
+    }
+
+    /// The amount all the tenant's sessions hold of the budget of the
+    /// grant named `grant` (0 when none).
+    pub fn spent(&self, grant: &str) -> Decimal {
+        self.spent.get(grant).copied().unwrap_or_default()
+    }
+
+    /// Sets the amount held of `grant`'s budget (0, or a negative amount,
+    /// removes the entry).
+    pub fn set_spent(&mut self, grant: &str, amount: Decimal) {
+        if amount <= Decimal::default() {
+            self.spent.remove(grant);
+        } else {
+            self.spent.insert(grant.to_string(), amount);
+        }
+    }
+
+    /// Every budget with an amount held, by grant name, and how much.
+    pub fn iter_spent(&self) -> impl Iterator<Item = (&str, Decimal)> {
+        self.spent.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Adds `amount` to what is held of `grant`'s budget. The caller has
+    /// checked it fits the budget (so the sum has at most 20 digits); a sum
+    /// that does not fit leaves the count as it was.
+    pub fn add_spent(&mut self, grant: &str, amount: Decimal) {
+        let held = self.spent(grant);
+        self.set_spent(grant, held.checked_add(amount).unwrap_or(held));
+    }
+
+    /// Takes `amount` off what is held of `grant`'s budget, never below
+    /// zero.
+    pub fn remove_spent(&mut self, grant: &str, amount: Decimal) {
+        let held = self.spent(grant);
+        self.set_spent(grant, held.saturating_sub(amount));
     }
 }
 
@@ -145,6 +187,26 @@ mod tests {
         c.set_taken("a", u64::MAX);
         c.take("a");
         assert_eq!(c.taken("a"), u64::MAX);
+    }
+
+    #[test]
+    fn budget_amounts_add_give_back_never_below_zero_and_encode_only_when_held() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let mut c = SharedCounts::default();
+        assert_eq!(c.spent("pay"), d("0"));
+        c.add_spent("pay", d("100.50"));
+        c.add_spent("pay", d("0.5"));
+        assert_eq!(c.spent("pay"), d("101"));
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"taken":{},"spent":{"pay":"101"}}"#
+        );
+        c.remove_spent("pay", d("1"));
+        assert_eq!(c.iter_spent().collect::<Vec<_>>(), vec![("pay", d("100"))]);
+        c.remove_spent("pay", d("500"));
+        assert_eq!(c.spent("pay"), d("0"), "never below zero");
+        assert_eq!(c, SharedCounts::default(), "zero amounts are not stored");
+        assert_eq!(serde_json::to_string(&c).unwrap(), r#"{"taken":{}}"#);
     }
 
     #[test]

@@ -276,6 +276,48 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
     }
+    for (i, b) in p.budgets.iter().enumerate() {
+        let what = format!("budgets[{i}]");
+        index(format!("{what}.grant"), b.grant, p.grants.len(), "grants")?;
+        if i > 0 && p.budgets[i - 1].grant >= b.grant {
+            return Err(bad(what, "must be strictly ascending by grant"));
+        }
+        let grant = &p.grants[b.grant];
+        let params = &p.tools[grant.tool].params;
+        index(format!("{what}.param"), b.param, params.len(), "params")?;
+        let param = &params[b.param];
+        if param.list
+            || !matches!(
+                param.ty,
+                crate::value::ParamType::Decimal | crate::value::ParamType::Int
+            )
+        {
+            return Err(bad(
+                format!("{what}.param"),
+                format!(
+                    "grant `{}` spends parameter `{}` of type `{}`: a budget is spent in a `decimal` or `int` parameter",
+                    grant.name,
+                    param.name,
+                    param.type_name()
+                ),
+            ));
+        }
+        if b.amount.is_negative() {
+            return Err(bad(
+                format!("{what}.amount"),
+                format!("grant `{}` has a negative budget {}", grant.name, b.amount),
+            ));
+        }
+        if b.per_tenant && p.grants.iter().filter(|o| o.name == grant.name).count() > 1 {
+            return Err(bad(
+                what,
+                format!(
+                    "grant `{}` shares its budget with the tenant, which counts it by name, but another grant has the same name",
+                    grant.name
+                ),
+            ));
+        }
+    }
     for (r, rule) in p.flow_rules.iter().enumerate() {
         index(
             format!("flow_rules[{r}].sink"),
@@ -617,6 +659,56 @@ mod limits {
         assert!(err.problem.contains("nothing to share"), "{err}");
         p.grants[1].quota = Quota::Limited(1);
         p.grants[0].name = "b".into();
+        let err = validate(&p).unwrap_err();
+        assert!(err.problem.contains("same name"), "{err}");
+    }
+
+    #[test]
+    fn budgets_spend_a_scalar_number_ascending_and_not_negative() {
+        use crate::policy::Budget;
+        use crate::value::ParamType;
+        let mut p = Policy::empty("p");
+        p.tools.push(tool("t", &["a", "n"], Label::BOTTOM));
+        p.tools[0].params[1].ty = ParamType::Decimal;
+        let g = |name: &str| Grant {
+            name: name.into(),
+            agent: 0,
+            tool: 0,
+            resource: None,
+            args: vec![],
+            quota: Quota::Unlimited,
+            approval: false,
+            expires_at: None,
+            discovers: None,
+        };
+        p.grants = vec![g("a"), g("b")];
+        let budget = |grant, param, amount: &str| Budget {
+            grant,
+            amount: amount.parse().unwrap(),
+            param,
+            per_tenant: false,
+        };
+        p.budgets = vec![budget(0, 1, "10.5"), budget(1, 1, "0")];
+        assert_eq!(what(&p), "ok");
+        assert_eq!(p.budget_of(1).map(|b| b.grant), Some(1));
+        assert!(p.budget_of(2).is_none() && !p.has_tenant_budgets());
+        p.budgets = vec![budget(1, 1, "1"), budget(0, 1, "1")];
+        assert_eq!(what(&p), "budgets[1]");
+        p.budgets = vec![budget(2, 1, "1")];
+        assert_eq!(what(&p), "budgets[0].grant");
+        p.budgets = vec![budget(0, 2, "1")];
+        assert_eq!(what(&p), "budgets[0].param");
+        p.budgets = vec![budget(0, 0, "1")];
+        let err = validate(&p).unwrap_err();
+        assert_eq!(err.what, "budgets[0].param");
+        assert!(err.problem.contains("`decimal` or `int`"), "{err}");
+        p.budgets = vec![budget(0, 1, "-1")];
+        assert_eq!(what(&p), "budgets[0].amount");
+        p.budgets = vec![budget(0, 1, "1")];
+        p.budgets[0].per_tenant = true;
+        assert_eq!(what(&p), "ok");
+        assert!(p.has_tenant_budgets());
+        p.grants[1].name = "a".into();
         let err = validate(&p).unwrap_err();
         assert!(err.problem.contains("same name"), "{err}");
     }

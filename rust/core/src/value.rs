@@ -539,6 +539,19 @@ impl NamedCond {
     }
 }
 
+// Beside `Value`, so that `decimal` needs nothing of this module.
+impl Decimal {
+    /// The exact decimal an argument holds: a decimal or an integer;
+    /// `None` for any other value (a string, a list, an absent argument).
+    pub fn of_value(v: &Value) -> Option<Decimal> {
+        match v {
+            Value::Decimal(d) => Some(*d),
+            Value::Int(i) => Some(Decimal::from(*i)),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! Every operator on its own, at its bounds: the monitor and the

@@ -183,6 +183,11 @@ pub struct SessionView {
     pub events: u64,
     /// Each grant's remaining units (`null`: unlimited).
     pub ledger: BTreeMap<String, Option<u64>>,
+    /// What is left of each amount budget (`budget B on PARAM`), by grant
+    /// name, as an exact decimal string (a tenant budget: what the tenant's
+    /// pool has left). Omitted when the policy has no budgets.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, String>,
     /// Calls paused for approval.
     pub pending: Vec<String>,
     /// False when the request found it already open (`POST /v1/sessions`).
@@ -666,6 +671,14 @@ impl Entry {
                 (g.name.clone(), left)
             })
             .collect();
+        let budgets = policy
+            .budgets
+            .iter()
+            .filter_map(|b| {
+                let name = &policy.grants.get(b.grant)?.name;
+                Some((name.clone(), self.session.budget_left(b.grant)?.to_string()))
+            })
+            .collect();
         let mut pending: Vec<String> = self
             .answers
             .keys()
@@ -681,6 +694,7 @@ impl Entry {
             ledger_hash: state.ledger_hash().to_string(),
             events: state.seq,
             ledger,
+            budgets,
             pending,
             created,
         }
@@ -807,12 +821,14 @@ impl Shared {
                 return Ok(sink.emit(None, out));
             }
         };
-        // A policy with shared quotas: the tenant's sessions apply and log
+        // A policy with shared quotas or tenant budgets: the tenant's sessions apply and log
         // their events one at a time, so that the log holds them in the
         // order they used the pool (replaying it rebuilds the same pool and
         // the same decisions).
         let order = Arc::clone(&e.lane.order);
-        let _in_order = if e.session.policy().shared_grants.is_empty() {
+        let _in_order = if e.session.policy().shared_grants.is_empty()
+            && !e.session.policy().has_tenant_budgets()
+        {
             None
         } else {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))

@@ -399,6 +399,17 @@ pub struct QuotaScopeLit {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// `budget AMOUNT on PARAM [per tenant|per session]` on a grant.
+pub struct BudgetLit {
+    /// The budget (a number: `5000`, `5000.00`).
+    pub amount: ValueLit,
+    /// The parameter whose value a call spends.
+    pub param: Ident,
+    /// `per tenant` / `per session`, if written (default: per session).
+    pub scope: Option<QuotaScopeLit>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 /// `grant NAME: TOOL CLAUSES;`: consumable authority to call a tool.
 pub struct GrantDecl {
     /// The grant's name.
@@ -428,6 +439,9 @@ pub enum GrantClauseKind {
     /// `None` is `quota unlimited`; then the scope, if written
     /// (`per tenant`, `per session`).
     Quota(Option<IntLit>, Option<QuotaScopeLit>),
+    /// `budget AMOUNT on PARAM [per tenant|per session]`: each call the
+    /// grant serves spends the value of `PARAM` from `AMOUNT`.
+    Budget(BudgetLit),
     /// `approval`: a call it serves PAUSEs for a human; the unit is reserved.
     Approval,
     /// `expires T`: the grant matches no call at time `>= T` (seconds).
@@ -445,6 +459,7 @@ impl GrantClauseKind {
             GrantClauseKind::On(_) => "on",
             GrantClauseKind::Where(_) => "where",
             GrantClauseKind::Quota(..) => "quota",
+            GrantClauseKind::Budget(_) => "budget",
             GrantClauseKind::Approval => "approval",
             GrantClauseKind::Expires(_) => "expires",
             GrantClauseKind::Discovers(_) => "discovers",

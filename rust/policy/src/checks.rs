@@ -207,7 +207,7 @@ fn approval_bypass(policy: &Policy, g: &Grant, later: &[usize]) -> Option<usize>
         if !grant.approval {
             return Some(h);
         }
-        if grant.quota == Quota::Unlimited {
+        if grant.quota == Quota::Unlimited && policy.budget_of(h).is_none() {
             return None;
         }
     }
@@ -266,7 +266,12 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             (Some(u), Some(s)) => Some(u.min(s)),
             (u, s) => u.or(s),
         };
-        if later.quota == Quota::Unlimited && !later.approval && later.expires_at.is_none() {
+        // A grant with a budget runs out like one with a quota: it shadows nothing.
+        if later.quota == Quota::Unlimited
+            && !later.approval
+            && later.expires_at.is_none()
+            && policy.budget_of(li).is_none()
+        {
             earlier_ones.push(li);
             if universal.is_none() && later.resource.is_none() && later.args.is_empty() {
                 *universal = Some(li);

@@ -313,6 +313,12 @@ impl<'a> Compiler<'a> {
                     if shared_scope(g) {
                         policy.shared_grants.push(policy.grants.len());
                     }
+                    if let Some(budget) = self.lower_budget(g, &grant, &policy.tools) {
+                        policy.budgets.push(agenra_core::policy::Budget {
+                            grant: policy.grants.len(),
+                            ..budget
+                        });
+                    }
                     policy.grants.push(grant);
                     map.grants.push(g.name.span);
                 }
@@ -990,6 +996,69 @@ impl<'a> Compiler<'a> {
 
     // ---- grants -----------------------------------------------------------
 
+    /// A grant's `budget AMOUNT on PARAM` (its `grant` index is the
+    /// caller's to set): the parameter must be a `decimal` or `int` of the
+    /// grant's tool (not a list), the amount a number not below zero.
+    fn lower_budget(
+        &mut self,
+        g: &GrantDecl,
+        grant: &Grant,
+        tools: &[Tool],
+    ) -> Option<agenra_core::policy::Budget> {
+        let owner = format!("grant `{}`", g.name.name);
+        let b = g.clauses.iter().find_map(|c| match &c.kind {
+            GrantClauseKind::Budget(b) => Some(b),
+            _ => None,
+        })?;
+        let amount = match &b.amount.value {
+            Value::Decimal(d) => *d,
+            Value::Int(i) => agenra_core::Decimal::from(*i),
+            _ => {
+                self.d.error(
+                    b.amount.span,
+                    format!("the budget of {owner} must be a number"),
+                );
+                return None;
+            }
+        };
+        if amount.is_negative() {
+            self.d.error(
+                b.amount.span,
+                format!("the budget of {owner} must not be negative"),
+            );
+            return None;
+        }
+        let tool = tools.get(grant.tool)?;
+        let Some(param) = tool.param_index(&b.param.name) else {
+            self.d.error(
+                b.param.span,
+                format!(
+                    "{owner} spends its budget in `{}`, but tool `{}` has no such parameter",
+                    b.param.name, tool.name
+                ),
+            );
+            return None;
+        };
+        let p = &tool.params[param];
+        if p.list || !matches!(p.ty, ParamType::Decimal | ParamType::Int) {
+            self.d.error(
+                b.param.span,
+                format!(
+                    "{owner} spends its budget in `{}` of type `{}`: a budget is spent in a `decimal` or `int` parameter",
+                    p.name,
+                    p.type_name()
+                ),
+            );
+            return None;
+        }
+        Some(agenra_core::policy::Budget {
+            grant: 0,
+            amount,
+            param,
+            per_tenant: b.scope.is_some_and(|s| s.tenant),
+        })
+    }
+
     fn lower_grant(&mut self, g: &GrantDecl, tools: &[Tool]) -> Grant {
         let owner = format!("grant `{}`", g.name.name);
         let tool_id = self.tools.resolve(&g.tool, &mut self.d);
@@ -1058,6 +1127,8 @@ impl<'a> Compiler<'a> {
                         )),
                     };
                 }
+                // Lowered by `lower_budget`, once the grant is.
+                GrantClauseKind::Budget(_) => {}
                 GrantClauseKind::Approval => grant.approval = true,
                 GrantClauseKind::Expires(t) => {
                     grant.expires_at = Some(non_negative(
@@ -1074,10 +1145,13 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        if !seen.contains(&"quota") {
+        if seen.contains(&"budget") && !seen.contains(&"quota") {
+            // A budget bounds the grant: its quota, unwritten, is unlimited.
+            grant.quota = Quota::Unlimited;
+        } else if !seen.contains(&"quota") {
             self.d.error(
                 g.name.span,
-                format!("{owner} has no quota (add `quota N` or `quota unlimited`)"),
+                format!("{owner} has no quota (add `quota N`, `quota unlimited` or `budget AMOUNT on PARAM`)"),
             );
         }
         grant

@@ -266,6 +266,14 @@ fn grant_clause(kind: &GrantClauseKind) -> String {
                 Some(_) => format!("quota {n} per session"),
             }
         }
+        GrantClauseKind::Budget(b) => {
+            let amount = value(&b.amount);
+            match b.scope {
+                None => format!("budget {amount} on {}", n(&b.param)),
+                Some(s) if s.tenant => format!("budget {amount} on {} per tenant", n(&b.param)),
+                Some(_) => format!("budget {amount} on {} per session", n(&b.param)),
+            }
+        }
         GrantClauseKind::Approval => "approval".into(),
         GrantClauseKind::Expires(t) => format!("expires {}", t.value),
         GrantClauseKind::Discovers(s) => format!("discovers {}", n(s)),

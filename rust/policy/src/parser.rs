@@ -713,6 +713,24 @@ impl Parser {
         Ok(StmtKind::Sanitizer { name, clauses })
     }
 
+    /// `per tenant` / `per session` after a quota or a budget, if written.
+    fn scope_lit(&mut self) -> PResult<Option<QuotaScopeLit>> {
+        let Some(per) = self.eat_kw("per") else {
+            return Ok(None);
+        };
+        let tenant = if self.eat_kw("tenant").is_some() {
+            true
+        } else if self.eat_kw("session").is_some() {
+            false
+        } else {
+            return Err(self.unexpected("`tenant` or `session` after `per`"));
+        };
+        Ok(Some(QuotaScopeLit {
+            tenant,
+            span: per.to(self.prev),
+        }))
+    }
+
     fn grant(&mut self) -> PResult<StmtKind> {
         self.bump();
         let name = self.ident("a grant name")?;
@@ -734,23 +752,20 @@ impl Parser {
                 } else {
                     Some(self.int("a quota (an integer or `unlimited`)")?)
                 };
-                let scope = match self.eat_kw("per") {
-                    None => None,
-                    Some(per) => {
-                        let tenant = if self.eat_kw("tenant").is_some() {
-                            true
-                        } else if self.eat_kw("session").is_some() {
-                            false
-                        } else {
-                            return Err(self.unexpected("`tenant` or `session` after `per`"));
-                        };
-                        Some(QuotaScopeLit {
-                            tenant,
-                            span: per.to(self.prev),
-                        })
-                    }
-                };
+                let scope = self.scope_lit()?;
                 GrantClauseKind::Quota(n, scope)
+            } else if self.eat_kw("budget").is_some() {
+                let amount = self.number()?;
+                if self.eat_kw("on").is_none() {
+                    return Err(self.unexpected("`on PARAM` after the budget"));
+                }
+                let param = self.ident("the parameter the budget is spent in")?;
+                let scope = self.scope_lit()?;
+                GrantClauseKind::Budget(BudgetLit {
+                    amount,
+                    param,
+                    scope,
+                })
             } else if self.eat_kw("approval").is_some() {
                 GrantClauseKind::Approval
             } else if self.eat_kw("expires").is_some() {
@@ -761,7 +776,7 @@ impl Parser {
                 GrantClauseKind::Agent(self.ident("an agent name")?)
             } else {
                 return Err(self.unexpected(
-                    "a grant clause (on, where, quota, approval, expires, discovers, agent) or `;`",
+                    "a grant clause (on, where, quota, budget, approval, expires, discovers, agent) or `;`",
                 ));
             };
             clauses.push(GrantClause {

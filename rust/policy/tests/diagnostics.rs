@@ -218,7 +218,7 @@ fn grant_errors() {
     );
     assert_eq!(
         error("tool t();\ngrant g: t approval;"),
-        "2:7: error: grant `g` has no quota (add `quota N` or `quota unlimited`)"
+        "2:7: error: grant `g` has no quota (add `quota N`, `quota unlimited` or `budget AMOUNT on PARAM`)"
     );
     assert_eq!(
         error("tool t();\ngrant g: t quota -1;"),
@@ -648,6 +648,6 @@ fn quota_scope_errors_name_the_grant_and_the_place() {
     );
     assert_eq!(
         error("grant g: t per tenant quota 3;"),
-        "1:12: error: expected a grant clause (on, where, quota, approval, expires, discovers, agent) or `;`, found `per`"
+        "1:12: error: expected a grant clause (on, where, quota, budget, approval, expires, discovers, agent) or `;`, found `per`"
     );
 }

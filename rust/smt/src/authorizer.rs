@@ -347,11 +347,11 @@ impl SmtSession {
         e: &Event,
     ) -> Result<agenra_core::spec::reference::Answer, agenra_core::spec::reference::Invalid> {
         let policy = std::sync::Arc::clone(&self.policy);
-        // Policies without shared grants never lock the pool.
+        // Policies without shared grants or tenant budgets never lock the pool.
         let Some(pool) = self
             .pool
             .clone()
-            .filter(|_| !policy.shared_grants.is_empty())
+            .filter(|_| !policy.shared_grants.is_empty() || policy.has_tenant_budgets())
         else {
             return self.reference.step(&policy, e);
         };
@@ -633,6 +633,34 @@ impl SmtSession {
             }
         }
         inputs.pool_known = true;
+        // An amount budget (`budget AMOUNT on PARAM`) is judged concretely:
+        // the amount is the call's argument and what is left is known (the
+        // tenant's pool now, for a tenant budget), so a grant whose budget
+        // cannot pay for the call does not match it, and the encoding's
+        // first-match goes on to the next grant, as the monitor's does.
+        if !policy.budgets.is_empty() {
+            let budget_pool = match &self.pool {
+                Some(p) if policy.has_tenant_budgets() => p.snapshot(),
+                _ => agenra_core::spec::private_pool_of(
+                    policy,
+                    &self.reference.ledger.ledger,
+                    &self.reference.books,
+                ),
+            };
+            for b in &policy.budgets {
+                let pays = agenra_core::spec::budget_check(
+                    policy,
+                    &self.reference.books.spent,
+                    &budget_pool,
+                    b.grant,
+                    req,
+                )
+                .is_ok();
+                if let Some(m) = inputs.grant_match.get_mut(b.grant) {
+                    *m = Bool::and(&[m.clone(), Bool::from_bool(pays)]);
+                }
+            }
+        }
         (inputs, state)
     }
 

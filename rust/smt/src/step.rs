@@ -805,6 +805,18 @@ pub fn encode_step(policy: &Policy, state: &HistoryState, call: &CallInputs) -> 
                 ]),
                 Quota::Limited(_) => state.remaining[g].gt(Int::from_i64(0)),
             };
+            // An amount budget (`budget B on PARAM`): the authorizer judges
+            // it concretely in `grant_match` (`pool_known`). Otherwise
+            // (`verify`) what is left of it is not tracked, and the budget
+            // may refuse any call at any step: a fresh Boolean says whether
+            // it pays, so the traces include every way budgets can pass a
+            // grant over (an over-approximation; violations are confirmed
+            // by replay before they are reported).
+            let available = if policy.budget_of(g).is_some() && !call.pool_known {
+                Bool::and(&[available, Bool::fresh_const("budget")])
+            } else {
+                available
+            };
             let ok = Bool::and(&[call.grant_match[g].clone(), available]);
             let first = Bool::and(&[ok.clone(), Bool::or(&before).not()]);
             selected[g] = first.clone();

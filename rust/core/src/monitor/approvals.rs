@@ -46,7 +46,7 @@ impl Session {
         if let Some((rule, reason, path)) = denial {
             self.state.held.remove(&node);
             self.set_status(node, Status::Denied);
-            self.refund(&held.grants);
+            self.refund(&held.grants, &held.charges);
             let mut d = self.decide(
                 Verdict::Deny,
                 rule,
@@ -81,14 +81,14 @@ impl Session {
         let node = self.node_in(&r.call, Status::Paused, "a rejection")?;
         self.state.time = time;
         self.state.seq += 1;
-        let held = self
+        let (held, charges) = self
             .state
             .held
             .remove(&node)
-            .map(|h| h.grants.to_vec())
+            .map(|h| (h.grants.to_vec(), h.charges))
             .unwrap_or_default();
         self.set_status(node, Status::Rejected);
-        self.refund(&held);
+        self.refund(&held, &charges);
         let rule = held.first().map(|&g| Rule::Grant(g));
         Ok(self.applied(node, rule, vec![crate::decision::Note::Rejected], held))
     }

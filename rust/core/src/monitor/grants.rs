@@ -10,6 +10,7 @@
 
 use super::wellformed::Resolved;
 use super::{CallArg, Session};
+use crate::decimal::Decimal;
 use crate::decision::Reason;
 use crate::policy::{GrantId, Quota};
 use crate::pool::TenantPool;
@@ -23,8 +24,10 @@ impl Session {
         // Allocated on the first grant found: a call no grant serves allocates nothing.
         let mut chosen = Vec::new();
         let any_shared = !policy.shared_grants.is_empty();
+        let any_budget = !policy.budgets.is_empty();
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
+            let mut refused = None;
             let found = candidates.iter().copied().find(|&g| {
                 if !spec::grant_matches(policy, &policy.grants[g], agent, &r.req, &self.state.sets)
                 {
@@ -35,19 +38,80 @@ impl Session {
                 } else {
                     self.state.ledger.has_quota(g)
                 };
-                if left {
-                    true
-                } else {
-                    exhausted.get_or_insert(g);
-                    false
+                if !left {
+                    if exhausted.is_none() && refused.is_none() {
+                        exhausted = Some(g);
+                    }
+                    return false;
                 }
+                if any_budget {
+                    if let Err(why) = self.budget_check(g, &r.req) {
+                        if exhausted.is_none() && refused.is_none() {
+                            refused = Some((g, why));
+                        }
+                        return false;
+                    }
+                }
+                true
             });
-            match found {
-                Some(g) => chosen.push(g),
-                None => return Err(Reason::NoGrant { agent, exhausted }),
+            match (found, refused) {
+                (Some(g), _) => chosen.push(g),
+                (None, Some((grant, refusal))) => {
+                    return Err(Reason::NoBudget {
+                        agent,
+                        grant,
+                        refusal: Box::new(refusal),
+                    })
+                }
+                (None, None) => return Err(Reason::NoGrant { agent, exhausted }),
             }
         }
         Ok(chosen)
+    }
+
+    /// Whether grant `g`'s budget (if any) pays for `req`: the amount, or
+    /// why not. A tenant budget reads the pool (`pool_view`, locked for
+    /// the decision); without a tenant pool, the session's own holdings.
+    fn budget_check(
+        &self,
+        g: GrantId,
+        req: &spec::Request,
+    ) -> Result<Option<Decimal>, spec::BudgetRefusal> {
+        let policy = &*self.shared.0.policy;
+        let Some(amount) = spec::charge_of(policy, g, req)? else {
+            return Ok(None);
+        };
+        let left = self.budget_left_in_view(g).unwrap_or_default();
+        if amount > left {
+            return Err(spec::BudgetRefusal::Exceeds { amount, left });
+        }
+        Ok(Some(amount))
+    }
+
+    /// What is left of grant `g`'s budget for this decision (`None`
+    /// without one).
+    fn budget_left_in_view(&self, g: GrantId) -> Option<Decimal> {
+        let policy = &*self.shared.0.policy;
+        let b = policy.budget_of(g)?;
+        let held = match &self.options.pool {
+            Some(_) if b.per_tenant => self.pool_view.spent(&policy.grants.get(g)?.name),
+            _ => self.state.ledger.spent(g),
+        };
+        Some(b.amount.saturating_sub(held))
+    }
+
+    /// What is left of grant `g`'s amount budget for this session's next
+    /// call (`None` without one): the budget less what this session holds,
+    /// or, for a tenant budget, less what the tenant's sessions hold.
+    /// Locks the pool for a tenant budget: for displays, not for deciding.
+    pub fn budget_left(&self, g: GrantId) -> Option<Decimal> {
+        let policy = &*self.shared.0.policy;
+        let b = policy.budget_of(g)?;
+        let held = match &self.options.pool {
+            Some(pool) if b.per_tenant => pool.lock().spent(&policy.grants.get(g)?.name),
+            _ => self.state.ledger.spent(g),
+        };
+        Some(b.amount.saturating_sub(held))
     }
 
     /// Whether grant `g` has a unit left: in the session's ledger, or, for a
@@ -109,7 +173,9 @@ impl Session {
     /// Whether a decision of this session may read or take units of the
     /// tenant's pool: it has one, and the policy shares some grant.
     pub(crate) fn uses_tenant_pool(&self) -> bool {
-        self.options.pool.is_some() && !self.shared.0.policy.shared_grants.is_empty()
+        let policy = &*self.shared.0.policy;
+        self.options.pool.is_some()
+            && (!policy.shared_grants.is_empty() || policy.has_tenant_budgets())
     }
 
     /// Whether deciding `call` may involve a shared grant: the session has
@@ -123,8 +189,15 @@ impl Session {
                     .index
                     .grants_for_tool
                     .get(t)
-                    .is_some_and(|gs| gs.iter().any(|&g| self.shared.0.policy.is_shared(g)))
+                    .is_some_and(|gs| gs.iter().any(|&g| self.draws_on_pool(g)))
             })
+    }
+
+    /// Whether grant `g` takes from the tenant's pool: its quota is shared,
+    /// or its budget is.
+    fn draws_on_pool(&self, g: GrantId) -> bool {
+        let policy = &*self.shared.0.policy;
+        policy.is_shared(g) || policy.budget_of(g).is_some_and(|b| b.per_tenant)
     }
 
     /// Runs `f` with the tenant pool locked and its counts in `pool_view`,
@@ -145,28 +218,49 @@ impl Session {
     }
 
     /// Takes one unit of each grant (shared ones from the pool, which
-    /// `with_pool` holds locked).
-    pub(crate) fn consume(&mut self, grants: &[GrantId]) {
+    /// `with_pool` holds locked), and spends the call's amount from the
+    /// budget of each grant that has one; answers what the call holds of
+    /// budgets. `select_chain` chose the grants, so every amount is valid
+    /// and fits.
+    pub(crate) fn consume(&mut self, grants: &[GrantId], req: &spec::Request) -> spec::Charges {
+        let mut charges = spec::Charges::new();
+        let policy = std::sync::Arc::clone(&self.shared.0.policy);
         for &g in grants {
-            if self.options.pool.is_some() && self.shared.0.policy.is_shared(g) {
-                self.pool_view.take(&self.shared.0.policy.grants[g].name);
+            if self.options.pool.is_some() && policy.is_shared(g) {
+                self.pool_view.take(&policy.grants[g].name);
             }
             // Unlimited grants never change: nothing is recorded for them.
             self.state.ledger.consume(g);
+            if policy.budgets.is_empty() {
+                continue;
+            }
+            if let Ok(Some(amount)) = spec::charge_of(&policy, g, req) {
+                if self.options.pool.is_some() && policy.budget_of(g).is_some_and(|b| b.per_tenant)
+                {
+                    self.pool_view.add_spent(&policy.grants[g].name, amount);
+                }
+                self.state.ledger.add_spent(g, amount);
+                charges.push((g, amount));
+            }
         }
+        charges
     }
 
     /// Gives back the units a call took (a failed call, a rejection, an
     /// approval whose re-check denies): shared ones to the pool, never
-    /// below zero taken.
-    pub(crate) fn refund(&mut self, grants: &[GrantId]) {
-        let policy = &*self.shared.0.policy;
-        let tenant = self.options.pool.as_ref().filter(|_| {
+    /// below zero taken; and the amounts it holds of budgets, tenant ones
+    /// to the pool (never more than this session holds).
+    pub(crate) fn refund(&mut self, grants: &[GrantId], charges: &[(GrantId, Decimal)]) {
+        let policy = std::sync::Arc::clone(&self.shared.0.policy);
+        let tenant = self.options.pool.clone().filter(|_| {
             grants
                 .iter()
                 .any(|&g| policy.is_shared(g) && self.state.ledger.held(g) > 0)
+                || charges
+                    .iter()
+                    .any(|&(g, _)| policy.budget_of(g).is_some_and(|b| b.per_tenant))
         });
-        let mut pool = tenant.map(|p| p.lock());
+        let mut pool = tenant.as_ref().map(|p| p.lock());
         for &g in grants {
             if policy.is_shared(g) {
                 if self.state.ledger.held(g) == 0 {
@@ -176,7 +270,15 @@ impl Session {
                     pool.give_back(&policy.grants[g].name);
                 }
             }
-            self.state.ledger.refund(policy, g);
+            self.state.ledger.refund(&policy, g);
+        }
+        for &(g, amount) in charges {
+            let back = self.state.ledger.remove_spent(g, amount);
+            if policy.budget_of(g).is_some_and(|b| b.per_tenant) {
+                if let Some(pool) = pool.as_mut() {
+                    pool.remove_spent(&policy.grants[g].name, back);
+                }
+            }
         }
     }
 }

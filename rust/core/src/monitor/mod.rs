@@ -102,6 +102,8 @@ struct Mark {
 #[derive(Clone, Debug)]
 struct Held {
     grants: GrantList,
+    /// What the call holds of amount budgets (empty for most calls).
+    charges: crate::spec::Charges,
     /// Sequence number of the admission (the call, or its approval).
     admitted_at: u64,
     /// A paused call, kept for the re-check at approval time.
@@ -610,10 +612,11 @@ impl Session {
         let Some(resolved) = e.resolved.take() else {
             return Ok(self.finish(e, None));
         };
-        self.consume(&e.grants);
+        let charges = self.consume(&e.grants, &resolved.req);
         let seq = self.state.seq;
         let held = Held {
             grants: GrantList::from(e.grants.as_slice()),
+            charges,
             admitted_at: seq,
             pending: None,
         };

@@ -20,6 +20,7 @@ impl Session {
         self.state.seq += 1;
         let held = self.state.held.remove(&node).unwrap_or(Held {
             grants: Default::default(),
+            charges: Default::default(),
             admitted_at: self.state.seq,
             pending: None,
         });
@@ -29,7 +30,7 @@ impl Session {
         match report.status {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
-                self.refund(&held.grants);
+                self.refund(&held.grants, &held.charges);
                 Ok(self.applied(node, rule, vec![Note::Failed], held.grants.to_vec()))
             }
             Outcome::Unknown => {

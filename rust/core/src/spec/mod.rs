@@ -9,6 +9,7 @@
 
 pub mod reference;
 
+use crate::decimal::Decimal;
 use crate::ledger::Ledger;
 use crate::policy::{AgentId, Grant, GrantId, Policy, Quota, ToolId};
 use crate::pool::SharedCounts;
@@ -110,8 +111,249 @@ pub fn private_pool(policy: &Policy, ledger: &Ledger) -> SharedCounts {
     pool
 }
 
+pub use crate::ledger::Spent;
+
+/// What one call holds of budgets: per serving grant with a budget, the
+/// amount it spends, in the order the grants serve (caller first).
+pub type Charges = Vec<(GrantId, Decimal)>;
+
+/// Why a grant with a budget does not serve a call (it is then passed
+/// over, as a grant without quota is: the next matching grant may serve).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BudgetRefusal {
+    /// The budget's parameter has no value (an absent optional argument),
+    /// or one that is not a number.
+    Missing {
+        /// The parameter's name.
+        param: String,
+    },
+    /// The amount is below zero: spending it would raise the budget.
+    Negative {
+        /// The parameter's name.
+        param: String,
+        /// The amount the call gives.
+        amount: Decimal,
+    },
+    /// The amount is more than what is left of the budget.
+    Exceeds {
+        /// The amount the call gives.
+        amount: Decimal,
+        /// What is left of the budget.
+        left: Decimal,
+    },
+}
+
+impl std::fmt::Display for BudgetRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetRefusal::Missing { param } => {
+                write!(f, "the call gives no amount in `{param}`")
+            }
+            BudgetRefusal::Negative { param, amount } => {
+                write!(f, "the amount in `{param}` is negative ({amount})")
+            }
+            BudgetRefusal::Exceeds { amount, left } => {
+                write!(
+                    f,
+                    "the amount {amount} exceeds what is left of the budget ({left})"
+                )
+            }
+        }
+    }
+}
+
+/// The amount grant `g` would spend of its budget for `req`: `Ok(None)`
+/// for a grant without a budget, the argument's value for one with a
+/// budget, or why the value cannot be spent (absent, not a number,
+/// negative). What is left is not looked at ([`budget_check`] does).
+pub fn charge_of(
+    policy: &Policy,
+    g: GrantId,
+    req: &Request,
+) -> Result<Option<Decimal>, BudgetRefusal> {
+    let Some(b) = policy.budget_of(g) else {
+        return Ok(None);
+    };
+    let param = || {
+        policy
+            .tools
+            .get(req.tool)
+            .and_then(|t| t.params.get(b.param))
+            .map_or_else(|| "?".to_string(), |p| p.name.clone())
+    };
+    let Some(amount) = req.args.get(b.param).and_then(Decimal::of_value) else {
+        return Err(BudgetRefusal::Missing { param: param() });
+    };
+    if amount.is_negative() {
+        return Err(BudgetRefusal::Negative {
+            param: param(),
+            amount,
+        });
+    }
+    Ok(Some(amount))
+}
+
+/// What is left of grant `g`'s budget (`None` without one): the budget
+/// less what this session holds (`spent`), or, for a budget the tenant
+/// shares (`per tenant`), less what all its sessions hold (`pool`).
+/// Never below zero (a lowered budget may leave nothing).
+pub fn budget_left(
+    policy: &Policy,
+    spent: &Spent,
+    pool: &SharedCounts,
+    g: GrantId,
+) -> Option<Decimal> {
+    let b = policy.budget_of(g)?;
+    let held = if b.per_tenant {
+        pool.spent(&policy.grants.get(g)?.name)
+    } else {
+        spent.get(&g).copied().unwrap_or_default()
+    };
+    Some(b.amount.saturating_sub(held))
+}
+
+/// Whether grant `g`'s budget can pay for `req`: `Ok(None)` without a
+/// budget, `Ok(Some(amount))` when the amount is at most what is left.
+pub fn budget_check(
+    policy: &Policy,
+    spent: &Spent,
+    pool: &SharedCounts,
+    g: GrantId,
+    req: &Request,
+) -> Result<Option<Decimal>, BudgetRefusal> {
+    let Some(amount) = charge_of(policy, g, req)? else {
+        return Ok(None);
+    };
+    let left = budget_left(policy, spent, pool, g).unwrap_or_default();
+    if amount > left {
+        return Err(BudgetRefusal::Exceeds { amount, left });
+    }
+    Ok(Some(amount))
+}
+
+/// Spends `amount` of grant `g`'s budget: this session holds it, and, for
+/// a budget the tenant shares, so does the pool.
+pub fn spend(
+    policy: &Policy,
+    spent: &mut Spent,
+    pool: &mut SharedCounts,
+    g: GrantId,
+    amount: Decimal,
+) {
+    if policy.budget_of(g).is_some_and(|b| b.per_tenant) {
+        pool.add_spent(&policy.grants[g].name, amount);
+    }
+    add_held(spent, g, amount);
+}
+
+/// Gives back what a call's `charges` hold (a failed call, a rejection,
+/// an expiry, an approval the re-check denies): never more than this
+/// session holds of a grant, and, for a tenant budget, the same amount to
+/// the pool.
+pub fn give_back_charges(
+    policy: &Policy,
+    spent: &mut Spent,
+    pool: &mut SharedCounts,
+    charges: &[(GrantId, Decimal)],
+) {
+    for &(g, amount) in charges {
+        let held = spent.get(&g).copied().unwrap_or_default();
+        let back = amount.min(held);
+        if policy.budget_of(g).is_some_and(|b| b.per_tenant) {
+            if let Some(grant) = policy.grants.get(g) {
+                pool.remove_spent(&grant.name, back);
+            }
+        }
+        let rest = held.saturating_sub(back);
+        if rest == Decimal::default() {
+            spent.remove(&g);
+        } else {
+            spent.insert(g, rest);
+        }
+    }
+}
+
+fn add_held(spent: &mut Spent, g: GrantId, amount: Decimal) {
+    if amount == Decimal::default() {
+        return;
+    }
+    let held = spent.get(&g).copied().unwrap_or_default();
+    // A grant's holdings never exceed its budget (20 digits at most), nor
+    // does the amount added: the sum fits.
+    spent.insert(g, held.checked_add(amount).unwrap_or(held));
+}
+
+/// The private pool of a session with budgets: [`private_pool`], and,
+/// for every budget the tenant shares, what this session holds of it.
+pub fn private_pool_of(policy: &Policy, ledger: &Ledger, books: &Books) -> SharedCounts {
+    let mut pool = private_pool(policy, ledger);
+    for b in policy.budgets.iter().filter(|b| b.per_tenant) {
+        if let (Some(grant), Some(&held)) = (policy.grants.get(b.grant), books.spent.get(&b.grant))
+        {
+            pool.add_spent(&grant.name, held);
+        }
+    }
+    pool
+}
+
+/// The grant of `agent` that serves the request, budgets included: the
+/// first, in policy order, that matches, has quota and whose budget (if
+/// any) can pay for the call; with what it spends. Equal to [`select_in`]
+/// for grants without budgets.
+pub fn select_budgeted(
+    policy: &Policy,
+    ledger: &Ledger,
+    spent: &Spent,
+    pool: &SharedCounts,
+    agent: AgentId,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Option<(GrantId, Option<Decimal>)> {
+    (0..policy.grants.len()).find_map(|g| {
+        if !(grant_matches(policy, &policy.grants[g], agent, req, sets)
+            && has_quota(policy, ledger, pool, g))
+        {
+            return None;
+        }
+        budget_check(policy, spent, pool, g, req)
+            .ok()
+            .map(|amount| (g, amount))
+    })
+}
+
+/// Admission with budgets: [`admit_in`], where each serving grant with a
+/// budget also spends the call's amount from it, all or nothing.
+#[allow(clippy::type_complexity)]
+pub fn admit_budgeted(
+    policy: &Policy,
+    ledger: &Ledger,
+    spent: &Spent,
+    pool: &SharedCounts,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Result<(Vec<GrantId>, Charges, Ledger, Spent, SharedCounts), AgentId> {
+    let mut next = ledger.clone();
+    let mut next_spent = spent.clone();
+    let mut next_pool = pool.clone();
+    let mut used = Vec::new();
+    let mut charges = Vec::new();
+    for agent in policy.agent_chain(req.agent) {
+        let (g, amount) = select_budgeted(policy, &next, &next_spent, &next_pool, agent, req, sets)
+            .ok_or(agent)?;
+        take(policy, &mut next, &mut next_pool, g);
+        if let Some(amount) = amount {
+            spend(policy, &mut next_spent, &mut next_pool, g, amount);
+            charges.push((g, amount));
+        }
+        used.push(g);
+    }
+    Ok((used, charges, next, next_spent, next_pool))
+}
+
 /// The grant of `agent` that serves the request: the first, in policy
 /// order, that matches and still has quota (shared grants: in `pool`).
+/// Budgets are not looked at: this is the selection of a policy without
+/// budgets (and of the Lean model); [`select_budgeted`] is the whole one.
 pub fn select_in(
     policy: &Policy,
     ledger: &Ledger,
@@ -278,6 +520,18 @@ pub struct State {
     pub sets: Vec<BTreeSet<String>>,
 }
 
+/// The amount bookkeeping of a session whose policy has budgets (`budget
+/// AMOUNT on PARAM`), carried beside its [`State`] by [`step_books`]:
+/// kept apart so that `State` stays the unit ledger the Lean model mirrors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Books {
+    /// The amount this session holds of each budget.
+    pub spent: Spent,
+    /// What each paused or running call holds of budgets (calls that
+    /// spend from none are not listed).
+    pub charges: BTreeMap<String, Charges>,
+}
+
 impl State {
     /// The state of a new session: every grant at its full quota, no calls,
     /// empty discovered sets.
@@ -337,6 +591,42 @@ pub fn step_in(
     event: &Event,
     checks: Checks,
 ) -> (Outcome, State, SharedCounts) {
+    let (outcome, next, _, pool) = step_general(policy, state, None, pool, event, checks);
+    (outcome, next, pool)
+}
+
+/// One step of the ledger semantics with amount budgets: [`step_in`],
+/// where a grant with a budget serves a call only if the budget can pay
+/// the call's amount ([`select_budgeted`]), the amount is spent with the
+/// unit, kept on success or an unknown outcome, and given back (to `books`
+/// and, for a tenant budget, to `pool`) on failure, rejection or an
+/// approval the re-check denies. Equal to `step_in` (with `books`
+/// unchanged) for a policy without budgets; `step_in` itself does not look
+/// at budgets (it is the unit semantics the Lean model mirrors).
+pub fn step_books(
+    policy: &Policy,
+    state: &State,
+    books: &Books,
+    pool: &SharedCounts,
+    event: &Event,
+    checks: Checks,
+) -> (Outcome, State, Books, SharedCounts) {
+    let (outcome, next, books, pool) =
+        step_general(policy, state, Some(books), pool, event, checks);
+    (outcome, next, books.unwrap_or_default(), pool)
+}
+
+/// `step_in` (`books` is `None`: budgets are not looked at) or
+/// `step_books`.
+fn step_general(
+    policy: &Policy,
+    state: &State,
+    books: Option<&Books>,
+    pool: &SharedCounts,
+    event: &Event,
+    checks: Checks,
+) -> (Outcome, State, Option<Books>, SharedCounts) {
+    let mut next_books = books.cloned();
     let mut next = state.clone();
     let mut next_pool = pool.clone();
     let outcome = match event {
@@ -348,11 +638,17 @@ pub fn step_in(
             Outcome::Invalid
         }
         Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
-        Event::Call { id, req } => match admit_in(policy, &state.ledger, pool, req, &state.sets) {
+        Event::Call { id, req } => match admit_either(policy, state, books, pool, req) {
             Err(_) => Outcome::Deny,
-            Ok((used, ledger, after)) => {
+            Ok((used, charges, ledger, spent, after)) => {
                 next.ledger = ledger;
                 next_pool = after;
+                if let Some(b) = next_books.as_mut() {
+                    b.spent = spent;
+                    if !charges.is_empty() {
+                        b.charges.insert(id.clone(), charges);
+                    }
+                }
                 let approval = used.iter().any(|&g| policy.grants[g].approval);
                 if approval || checks == Checks::Pause {
                     next.paused.insert(id.clone(), used.clone());
@@ -366,6 +662,10 @@ pub fn step_in(
         Event::Approve { id } => match next.paused.remove(id) {
             Some(used) if checks == Checks::Deny => {
                 (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
+                if let Some(b) = next_books.as_mut() {
+                    let charges = b.charges.remove(id).unwrap_or_default();
+                    give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                }
                 Outcome::Deny
             }
             Some(used) => {
@@ -377,12 +677,20 @@ pub fn step_in(
         Event::Reject { id } => match next.paused.remove(id) {
             Some(used) => {
                 (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
+                if let Some(b) = next_books.as_mut() {
+                    let charges = b.charges.remove(id).unwrap_or_default();
+                    give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                }
                 Outcome::Applied
             }
             None => Outcome::Invalid,
         },
         Event::Succeeded { id, discovered } => match next.running.remove(id) {
             Some(used) => {
+                // The amounts stay spent: the call no longer holds them.
+                if let Some(b) = next_books.as_mut() {
+                    b.charges.remove(id);
+                }
                 // The caller's own grant says where discovered values go.
                 let target = used.first().and_then(|&g| policy.grants[g].discovers);
                 if let Some(set) = target.and_then(|s| next.sets.get_mut(s)) {
@@ -395,6 +703,10 @@ pub fn step_in(
         Event::Failed { id } => match next.running.remove(id) {
             Some(used) => {
                 (next.ledger, next_pool) = refund_in(policy, &next.ledger, &next_pool, &used);
+                if let Some(b) = next_books.as_mut() {
+                    let charges = b.charges.remove(id).unwrap_or_default();
+                    give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                }
                 Outcome::Applied
             }
             None => Outcome::Invalid,
@@ -408,11 +720,32 @@ pub fn step_in(
         },
         // The effect may have happened: the units stay spent.
         Event::Unknown { id } => match next.running.remove(id) {
-            Some(_) => Outcome::Applied,
+            Some(_) => {
+                if let Some(b) = next_books.as_mut() {
+                    b.charges.remove(id);
+                }
+                Outcome::Applied
+            }
             None => Outcome::Invalid,
         },
     };
-    (outcome, next, next_pool)
+    (outcome, next, next_books, next_pool)
+}
+
+/// Admission for [`step_general`]: with budgets when there are `books`.
+#[allow(clippy::type_complexity)]
+fn admit_either(
+    policy: &Policy,
+    state: &State,
+    books: Option<&Books>,
+    pool: &SharedCounts,
+    req: &Request,
+) -> Result<(Vec<GrantId>, Charges, Ledger, Spent, SharedCounts), AgentId> {
+    match books {
+        Some(b) => admit_budgeted(policy, &state.ledger, &b.spent, pool, req, &state.sets),
+        None => admit_in(policy, &state.ledger, pool, req, &state.sets)
+            .map(|(used, ledger, pool)| (used, Charges::new(), ledger, Spent::new(), pool)),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! was when it was admitted. The monitor is tested against it
 //! (`rust/core/tests/properties.rs`). Names follow the monitor's modules.
 
-use super::{step_in, Checks, Event as LedgerEvent, Outcome, Request, State};
+use super::{Checks, Event as LedgerEvent, Outcome, Request, State};
 use crate::decision::{Rule, Verdict};
 use crate::event::{self, Call, Event};
 use crate::label::{Label, LabelPattern};
@@ -85,6 +85,9 @@ pub struct Session {
     /// session. A caller sharing a pool with other sessions puts its
     /// current counts here before an event and reads them back after.
     pub pool: Option<SharedCounts>,
+    /// The amount bookkeeping of budgets (`budget AMOUNT on PARAM`), which
+    /// step 5 spends from and gives back to ([`super::step_books`]).
+    pub books: super::Books,
 }
 
 /// Where an argument's value occurs, for provenance by value
@@ -130,6 +133,7 @@ impl Session {
             seq: 0,
             time: 0,
             pool: None,
+            books: super::Books::default(),
         }
     }
 
@@ -211,10 +215,12 @@ impl Session {
     fn ledger_event(&mut self, policy: &Policy, e: LedgerEvent, checks: Checks) -> Outcome {
         let pool = match &self.pool {
             Some(pool) => pool.clone(),
-            None => super::private_pool(policy, &self.ledger.ledger),
+            None => super::private_pool_of(policy, &self.ledger.ledger, &self.books),
         };
-        let (outcome, next, next_pool) = step_in(policy, &self.ledger, &pool, &e, checks);
+        let (outcome, next, books, next_pool) =
+            super::step_books(policy, &self.ledger, &self.books, &pool, &e, checks);
         self.ledger = next;
+        self.books = books;
         if self.pool.is_some() {
             self.pool = Some(next_pool);
         }

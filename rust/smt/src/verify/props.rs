@@ -197,7 +197,8 @@ impl<'a> Ctx<'a> {
     /// Constructs the bounded traces do not model.
     fn unsupported(&self) -> Vec<String> {
         // Own contexts are modeled (one context per agent that has one);
-        // nothing is left out at present.
+        // amount budgets are over-approximated (`notes`); nothing is left
+        // out at present.
         Vec::new()
     }
 
@@ -207,6 +208,13 @@ impl<'a> Ctx<'a> {
             out.push(format!(
                 "grant `{}` shares its quota with the tenant's sessions: the traces are one session's, in which the pool may be empty at any step (other sessions may drain it); quota soundness is checked for this session, and the units all sessions take are kept within the quota by the pool itself (taken and checked under one lock, property-tested)",
                 self.policy.grants[g].name
+            ));
+        }
+        for b in &self.policy.budgets {
+            out.push(format!(
+                "grant `{}` spends from an amount budget of {}: the traces do not track what is left of it, so at any step it may refuse the call (and first-match go on to a later grant); every such trace is checked, so a property that holds holds whatever the amounts",
+                self.policy.grants.get(b.grant).map_or("?", |g| g.name.as_str()),
+                b.amount
             ));
         }
         if let Ok(a) = &self.alphabet {
@@ -1042,6 +1050,9 @@ impl<'a> Ctx<'a> {
                     h < g
                         && p.grants[h].agent == grant.agent
                         && p.grants[h].quota == Quota::Unlimited
+                        // A grant with an amount budget runs out: it
+                        // shadows nothing.
+                        && p.budget_of(h).is_none()
                 })
             };
             if usable.iter().all(|c| shadow(c).is_some()) {

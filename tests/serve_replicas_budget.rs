@@ -1,0 +1,157 @@
+//! Two `agenra serve` replicas on one PostgreSQL log spend one tenant's
+//! amount budget (`budget B on amount per tenant`) from sessions opened on
+//! both: the sum of the ALLOWed amounts is exactly the budget (demand is
+//! about twice it, every amount a multiple of what no call can go below),
+//! `GET /v1/sessions/{id}` on either replica shows nothing left, and a
+//! session that fails a call gives its amount back to the tenant.
+//!
+//! Needs `AGENRA_TEST_PG` (`scripts/with-postgres cargo test …`); without
+//! it the test says SKIPPED (and fails under `CI=true`).
+
+use agenra_gateway::client::Client;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agenra");
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A replica, killed when dropped.
+struct Replica(Child);
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(policy: &Path, url: &str, addr: SocketAddr) -> Replica {
+    let child = Command::new(BIN)
+        .args(["serve", "--insecure-no-auth", "--policy"])
+        .arg(policy)
+        .args(["--store", url, "--listen", &addr.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start agenra serve");
+    let replica = Replica(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(mut c) = Client::connect(addr) {
+            if matches!(c.get("/health"), Ok((200, _))) {
+                return replica;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("agenra serve --store postgres://… did not come up on {addr}");
+}
+
+/// Hundredths of a decimal string (`12.5` is 1250).
+fn cents(text: &str) -> u64 {
+    let (units, frac) = text.split_once('.').unwrap_or((text, "0"));
+    let frac = format!("{frac:0<2}");
+    units.parse::<u64>().unwrap() * 100 + frac[..2].parse::<u64>().unwrap()
+}
+
+#[test]
+fn two_serve_replicas_spend_a_tenant_budget_exactly() {
+    let Some(url) = agenra_store::test_database("serve_replicas_budget") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("agenra-replicas-budget-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.agr");
+    std::fs::write(
+        &policy,
+        "tool wire.send(to: string, amount: decimal) { resource to; }\n\
+         grant wire: wire.send budget 60.00 on amount per tenant;\n",
+    )
+    .unwrap();
+    let addrs = [free_addr(), free_addr()];
+    let a = start(&policy, &url, addrs[0]);
+    let b = start(&policy, &url, addrs[1]);
+    // 8 sessions (4 per replica) × 10 calls of 1.50 or 3.00: 180.00 asked
+    // of 60.00; every amount is a multiple of 1.50, so exactly 60.00 fits.
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let addr = addrs[t % 2];
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr).unwrap();
+                let session = format!("s{t}");
+                let (status, view) = c
+                    .post(
+                        "/v1/sessions",
+                        &json!({"tenant": "acme", "session": session}),
+                    )
+                    .unwrap();
+                assert_eq!(status, 201, "{view}");
+                let mut allowed = Vec::new();
+                for n in 0..10 {
+                    let amount = if (t + n) % 2 == 0 { "1.50" } else { "3.00" };
+                    let call = json!({"tenant": "acme", "session": session,
+                        "call": {"id": format!("c{n}"), "tool": "wire.send",
+                                 "args": {"to": "x", "amount": amount}}});
+                    let (status, answer) = c.post("/v1/authorize", &call).unwrap();
+                    assert_eq!(status, 200, "{answer}");
+                    if answer["decision"] == "ALLOW" {
+                        allowed.push((session.clone(), format!("c{n}"), amount));
+                    }
+                }
+                allowed
+            })
+        })
+        .collect();
+    let allowed: Vec<(String, String, &str)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let spent: u64 = allowed.iter().map(|(_, _, a)| cents(a)).sum();
+    assert_eq!(spent, 6000, "ALLOWed amounts across both replicas");
+    for addr in addrs {
+        let mut c = Client::connect(addr).unwrap();
+        let (status, view) = c.get("/v1/sessions/s0?tenant=acme").unwrap();
+        assert_eq!(status, 200, "{view}");
+        assert_eq!(view["budgets"]["wire"], "0", "{view}");
+    }
+    // A failed call on one replica gives its amount back; the other
+    // replica's next decision sees it.
+    let (session, call, amount) = allowed[0].clone();
+    let mut ca = Client::connect(addrs[0]).unwrap();
+    let (status, answer) = ca
+        .post(
+            "/v1/report",
+            &json!({"tenant": "acme", "session": session, "call": call, "status": "failed"}),
+        )
+        .unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let mut cb = Client::connect(addrs[1]).unwrap();
+    let (_, answer) = cb
+        .post(
+            "/v1/authorize",
+            &json!({"tenant": "acme", "session": "s1",
+                    "call": {"id": "late", "tool": "wire.send", "args": {"to": "x", "amount": amount}}}),
+        )
+        .unwrap();
+    assert_eq!(answer["decision"], "ALLOW", "{answer}");
+    let (_, answer) = cb
+        .post(
+            "/v1/authorize",
+            &json!({"tenant": "acme", "session": "s1",
+                    "call": {"id": "later", "tool": "wire.send", "args": {"to": "x", "amount": "0.01"}}}),
+        )
+        .unwrap();
+    assert_eq!(answer["decision"], "DENY", "{answer}");
+    drop((a, b));
+    let _ = std::fs::remove_dir_all(&dir);
+}
