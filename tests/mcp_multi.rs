@@ -563,3 +563,60 @@ fn bad_servers_files_and_flags_are_refused_before_any_server_starts() {
     assert!(!dir.join("calls.log").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigterm_to_the_proxy_ends_every_server() {
+    let dir = scratch("sigterm");
+    let mut p = Multi::start(&dir, &[]);
+    p.initialize();
+    let (_, pids) = p.server_log();
+    assert_eq!(pids.len(), 2);
+    let pid = p.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = wait(&mut p.child);
+    assert_eq!(status.code(), Some(143), "128 + SIGTERM");
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "server {pid} is gone"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_count_on_one_server_is_reset_by_the_other() {
+    let dir = scratch("count");
+    let mut p = Multi::start(&dir, &[]);
+    p.initialize();
+    for id in 1..=2 {
+        let write = p.call(
+            json!(id),
+            "fs.write_file",
+            json!({"path": "a", "text": "x"}),
+        );
+        assert!(!is_error(&write), "{write}");
+    }
+    let third = p.call(json!(3), "fs.write_file", json!({"path": "a", "text": "x"}));
+    assert!(
+        text(&third).contains("DENY by rule `untested_writes`"),
+        "{third}"
+    );
+    let tests = p.call(json!(4), "tests.run_tests", json!({"suite": "unit"}));
+    assert!(!is_error(&tests), "{tests}");
+    let write = p.call(json!(5), "fs.write_file", json!({"path": "a", "text": "x"}));
+    assert!(!is_error(&write), "{write}");
+    // The second post of a `quota 2` grant is the last.
+    for id in 6..=7 {
+        let post = p.call(json!(id), "tests.post", json!({"to": "ci", "body": "x"}));
+        assert!(!is_error(&post), "{post}");
+    }
+    let post = p.call(json!(8), "tests.post", json!({"to": "ci", "body": "x"}));
+    assert!(is_error(&post), "{post}");
+    assert!(p.finish().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1034,12 +1034,22 @@ pub fn run_multi(
     let stopper = Arc::clone(&m);
     on_signal(move |name, number| {
         log(&format!("{name}: stopping, and ending the servers"));
+        stopper
+            .proxy
+            .child
+            .stopped_by
+            .store(number, Ordering::SeqCst);
         close_inputs(&stopper);
         for s in &stopper.servers {
             signal_child(&s.child, libc::SIGTERM);
         }
+        // One grace period for all of them, then SIGKILL for the rest.
+        let deadline = Instant::now() + EXIT_GRACE;
+        while Instant::now() < deadline && !stopper.servers.iter().all(|s| reap(&s.child)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         for s in &stopper.servers {
-            if !reaped_within(&s.child, EXIT_GRACE) {
+            if !reap(&s.child) {
                 signal_child(&s.child, libc::SIGKILL);
             }
         }
@@ -1145,6 +1155,12 @@ pub fn run_multi(
         Ok(status) => status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1)),
         Err(_) => 1,
     };
+    // A signal's exit code wins (the servers it ended may be seen to die
+    // here first).
+    let signal = m.proxy.child.stopped_by.load(Ordering::SeqCst);
+    if signal != 0 {
+        return Err(Failed(u8::try_from(128 + signal).unwrap_or(1)));
+    }
     let exit = match died {
         Some(s) => code(&statuses[s]),
         None => statuses.iter().map(code).find(|c| *c != 0).unwrap_or(0),
@@ -1154,6 +1170,25 @@ pub fn run_multi(
     } else {
         Err(Failed(exit))
     }
+}
+
+/// Whether the server has exited (reaping it if so): only for a proxy
+/// about to exit, since its `Child` is then never waited for.
+fn reap(child: &ChildState) -> bool {
+    if child.reaped.load(Ordering::SeqCst) {
+        return true;
+    }
+    let Ok(pid) = libc::pid_t::try_from(child.pid.load(Ordering::SeqCst)) else {
+        return true;
+    };
+    let mut status = 0;
+    // SAFETY: waitpid(2) on the pid of our own child, not reaped yet, with
+    // a pointer to a local; WNOHANG never blocks.
+    let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != 0;
+    if done {
+        child.reaped.store(true, Ordering::SeqCst);
+    }
+    done
 }
 
 /// Waits for every server once their inputs are closed: SIGTERM after
