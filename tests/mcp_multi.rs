@@ -620,3 +620,40 @@ fn a_count_on_one_server_is_reset_by_the_other() {
     assert!(p.finish().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn lines_the_proxy_cannot_parse_exactly_never_reach_a_server() {
+    let dir = scratch("parse");
+    let mut p = Multi::start(&dir, &[]);
+    p.initialize();
+    for (line, code) in [
+        (
+            &br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"\ud800","text":"x"}}}"#[..],
+            -32700,
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"fs.write_file\",\"arguments\":{\"path\":\"\xff\",\"text\":\"x\"}}}",
+            -32700,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fs.read_file","name":"fs.write_file","arguments":{"path":"a","text":"x"}}}"#,
+            -32600,
+        ),
+        (
+            br#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fs.write_file","arguments":{"path":"a","text":"x"}}}]"#,
+            -32600,
+        ),
+    ] {
+        let stdin = p.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        let answer = p.recv();
+        assert_eq!(answer["error"]["code"], json!(code), "{answer}");
+    }
+    let log = p.log.clone();
+    assert!(p.finish().success());
+    let (calls, _) = server_log(&log);
+    assert!(calls.is_empty(), "{calls:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
