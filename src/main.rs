@@ -207,8 +207,13 @@ enum Command {
         /// policy grants).
         #[arg(long)]
         show_all_tools: bool,
+        /// Front several MCP servers for one session: a JSON file
+        /// `{"servers": {"NAME": {"command": [PROGRAM, ARGS...]}}}`; the client sees their
+        /// tools as `NAME.TOOL` (docs/mcp-proxy.md, "Several servers, one session").
+        #[arg(long, value_name = "FILE", conflicts_with = "server")]
+        servers: Option<PathBuf>,
         /// The MCP server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "servers")]
         server: Vec<String>,
     },
     /// A starting policy for an MCP server: `tool` declarations from its `tools/list`
@@ -343,27 +348,30 @@ fn main() -> ExitCode {
             session,
             cancel_timeout,
             show_all_tools,
+            servers,
             server,
-        } => mcp::run(
-            &policy,
-            &server,
-            &mcp::PauseOptions {
+        } => {
+            let pause = mcp::PauseOptions {
                 on_pause,
                 approvals_listen,
                 pause_timeout,
                 tokens,
                 insecure_no_auth,
-            },
-            &mcp::StoreOptions {
+            };
+            let store = mcp::StoreOptions {
                 store,
                 tenant,
                 session,
-            },
-            &mcp::ProxyOptions {
+            };
+            let options = mcp::ProxyOptions {
                 cancel_timeout,
                 show_all_tools,
-            },
-        ),
+            };
+            match servers {
+                Some(file) => mcp::run_multi(&policy, &file, &pause, &store, &options),
+                None => mcp::run(&policy, &server, &pause, &store, &options),
+            }
+        }
         Command::McpInit { out, server } => mcp_init::run(&server, out.as_deref()),
         Command::Audit { which } => cmd_audit::run(which),
         Command::Ir { which } => cmd_ir::run(which),

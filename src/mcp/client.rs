@@ -246,41 +246,10 @@ pub(super) fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
         None => return Action::Drop, // not reached: checked above
     };
     let forward = message.to_string().into_bytes();
-    // The call id `mcp-N:ID`, N past every call of the session (a resumed
-    // one included). An id another proxy on the same session took already
-    // is answered with its record (`replayed`) or refused (409): the
-    // proxy then takes the next N, never that answer.
-    let mut attempts = 0;
-    let (call_id, decision) = loop {
-        st.seq += 1;
-        let call_id = format!("mcp-{}:{}", st.seq, call.id);
-        let taken = match proxy.authorize(&call_id, call.name, call.arguments.clone()) {
-            Ok(d) if !d.replayed => break (call_id, d),
-            Ok(_) => String::from("it was decided already"),
-            Err(e) if e.status == 409 && e.field.as_deref() == Some("call.id") => e.error,
-            Err(e) => {
-                log(&format!("call {call_id} ({}): {}", call.name, e.error));
-                return Action::Answer(tool_error(
-                    call.id,
-                    &format!(
-                        "agenra: the monitor could not decide this call: {}",
-                        e.error
-                    ),
-                ));
-            }
-        };
-        attempts += 1;
-        log(&format!(
-            "call id {call_id} is taken in session `{}` ({taken}); trying the next one",
-            proxy.session
-        ));
-        if attempts >= ID_ATTEMPTS {
-            return Action::Answer(tool_error(
-                call.id,
-                "agenra: the monitor could not decide this call: no free call id \
-                 (is another proxy driving this session?)",
-            ));
-        }
+    let (call_id, decision) = match decide(proxy, &mut st.seq, call.id, call.name, &call.arguments)
+    {
+        Ok(decided) => decided,
+        Err(answer) => return Action::Answer(answer),
     };
     let rule = decision.rule.clone().unwrap_or_else(|| "?".into());
     let reason = decision.reason.clone();
@@ -385,4 +354,51 @@ pub(super) fn cancelled_running(state: &Mutex<State>, message: &Value) -> Option
     ));
     *entry = Inflight::Cancelled(std::mem::take(call));
     Some(request)
+}
+
+/// Decides the call `name(arguments)` with JSON-RPC id `id` under a fresh
+/// call id `mcp-N:ID`, N past every call of the session (a resumed one
+/// included; `seq` is the last N used). An id another proxy on the same
+/// session took already is answered with its record (`replayed`) or
+/// refused (409): the proxy then takes the next N, never that answer.
+/// `Err`: the tool error to answer the client with (nothing was decided).
+pub(super) fn decide(
+    proxy: &Proxy,
+    seq: &mut u64,
+    id: &Value,
+    name: &str,
+    arguments: &Map<String, Value>,
+) -> Result<(String, ApiOutcome), String> {
+    let mut attempts = 0;
+    loop {
+        *seq += 1;
+        let call_id = format!("mcp-{}:{}", seq, id);
+        let taken = match proxy.authorize(&call_id, name, arguments.clone()) {
+            Ok(d) if !d.replayed => return Ok((call_id, d)),
+            Ok(_) => String::from("it was decided already"),
+            Err(e) if e.status == 409 && e.field.as_deref() == Some("call.id") => e.error,
+            Err(e) => {
+                log(&format!("call {call_id} ({name}): {}", e.error));
+                return Err(tool_error(
+                    id,
+                    &format!(
+                        "agenra: the monitor could not decide this call: {}",
+                        e.error
+                    ),
+                ));
+            }
+        };
+        attempts += 1;
+        log(&format!(
+            "call id {call_id} is taken in session `{}` ({taken}); trying the next one",
+            proxy.session
+        ));
+        if attempts >= ID_ATTEMPTS {
+            return Err(tool_error(
+                id,
+                "agenra: the monitor could not decide this call: no free call id \
+                 (is another proxy driving this session?)",
+            ));
+        }
+    }
 }

@@ -71,9 +71,9 @@ pub(super) struct ChildState {
 }
 
 /// Sends `signal` to the server unless it was reaped.
-pub(super) fn signal_child(proxy: &Proxy, signal: libc::c_int) {
-    let pid = proxy.child.pid.load(Ordering::SeqCst);
-    if pid == 0 || proxy.child.reaped.load(Ordering::SeqCst) {
+pub(super) fn signal_child(child: &ChildState, signal: libc::c_int) {
+    let pid = child.pid.load(Ordering::SeqCst);
+    if pid == 0 || child.reaped.load(Ordering::SeqCst) {
         return;
     }
     let Ok(pid) = libc::pid_t::try_from(pid) else {
@@ -87,32 +87,32 @@ pub(super) fn signal_child(proxy: &Proxy, signal: libc::c_int) {
 }
 
 /// Waits up to `grace` for the server to be reaped.
-pub(super) fn reaped_within(proxy: &Proxy, grace: Duration) -> bool {
+pub(super) fn reaped_within(child: &ChildState, grace: Duration) -> bool {
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if proxy.child.reaped.load(Ordering::SeqCst) {
+        if child.reaped.load(Ordering::SeqCst) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    proxy.child.reaped.load(Ordering::SeqCst)
+    child.reaped.load(Ordering::SeqCst)
 }
 
 /// Ends the server if it does not exit by itself: waits `EXIT_GRACE`,
 /// sends SIGTERM, waits again, sends SIGKILL (MCP's stdio shutdown).
 pub(super) fn stop_child(proxy: &Proxy, why: &str) {
-    if reaped_within(proxy, EXIT_GRACE) {
+    if reaped_within(&proxy.child, EXIT_GRACE) {
         return;
     }
     log(&format!(
         "{why}, and the server has not exited: sending it SIGTERM"
     ));
-    signal_child(proxy, libc::SIGTERM);
-    if reaped_within(proxy, EXIT_GRACE) {
+    signal_child(&proxy.child, libc::SIGTERM);
+    if reaped_within(&proxy.child, EXIT_GRACE) {
         return;
     }
     log("the server has not exited after SIGTERM: sending it SIGKILL");
-    signal_child(proxy, libc::SIGKILL);
+    signal_child(&proxy.child, libc::SIGKILL);
 }
 
 /// Waits for the server once its output closed: SIGTERM after
@@ -131,11 +131,11 @@ pub(super) fn end_child(
             match signalled {
                 0 => {
                     log("the server closed its output but has not exited: sending it SIGTERM");
-                    signal_child(proxy, libc::SIGTERM);
+                    signal_child(&proxy.child, libc::SIGTERM);
                 }
                 1 => {
                     log("the server has not exited after SIGTERM: sending it SIGKILL");
-                    signal_child(proxy, libc::SIGKILL);
+                    signal_child(&proxy.child, libc::SIGKILL);
                 }
                 _ => break child.wait()?,
             }
@@ -169,6 +169,26 @@ pub(super) fn close_client_output() {
 /// closed), ends the server (SIGTERM, then SIGKILL) and exits with 128 +
 /// the signal's number.
 pub(super) fn watch_signals(proxy: &Arc<Proxy>) -> Result<(), Failed> {
+    let proxy = Arc::clone(proxy);
+    on_signal(move |name, number| {
+        log(&format!("{name}: stopping, and ending the server"));
+        proxy.child.stopped_by.store(number, Ordering::SeqCst);
+        drop(lock_in(&proxy).take());
+        reject_waiting(&proxy);
+        signal_child(&proxy.child, libc::SIGTERM);
+        if !reaped_within(&proxy.child, EXIT_GRACE) {
+            signal_child(&proxy.child, libc::SIGKILL);
+            reaped_within(&proxy.child, EXIT_GRACE);
+        }
+        std::process::exit(128 + number);
+    })
+}
+
+/// Runs `stop` (with the signal's name and number) on a thread of its own
+/// when the proxy gets SIGTERM, SIGINT or SIGHUP; `stop` ends the process.
+pub(super) fn on_signal(
+    stop: impl FnOnce(&'static str, libc::c_int) + Send + 'static,
+) -> Result<(), Failed> {
     use tokio::signal::unix::{signal, SignalKind};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -183,7 +203,6 @@ pub(super) fn watch_signals(proxy: &Arc<Proxy>) -> Result<(), Failed> {
             ))
         })
         .map_err(|e| fail(format!("mcp-proxy: cannot watch signals: {e}")))?;
-    let proxy = Arc::clone(proxy);
     std::thread::Builder::new()
         .name("agenra-mcp-signals".into())
         .spawn(move || {
@@ -194,16 +213,7 @@ pub(super) fn watch_signals(proxy: &Arc<Proxy>) -> Result<(), Failed> {
                     _ = hup.recv() => ("SIGHUP", libc::SIGHUP),
                 }
             });
-            log(&format!("{name}: stopping, and ending the server"));
-            proxy.child.stopped_by.store(number, Ordering::SeqCst);
-            drop(lock_in(&proxy).take());
-            reject_waiting(&proxy);
-            signal_child(&proxy, libc::SIGTERM);
-            if !reaped_within(&proxy, EXIT_GRACE) {
-                signal_child(&proxy, libc::SIGKILL);
-                reaped_within(&proxy, EXIT_GRACE);
-            }
-            std::process::exit(128 + number);
+            stop(name, number);
         })
         .map_err(|e| fail(format!("mcp-proxy: cannot watch signals: {e}")))?;
     Ok(())

@@ -64,6 +64,7 @@ use std::time::{Duration, Instant};
 
 mod client;
 mod lifecycle;
+mod multi;
 mod options;
 mod run;
 mod server;
@@ -77,6 +78,7 @@ use server::*;
 use settle::*;
 use state::*;
 
+pub use multi::run_multi;
 pub use options::{OnPause, PauseOptions, ProxyOptions, StoreOptions};
 pub use run::run;
 use run::*;
