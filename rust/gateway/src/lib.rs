@@ -73,6 +73,9 @@ pub struct ServeConfig {
     /// Webhook notifications of pauses and settlements (`--notify-url`,
     /// `--notify-secret-file`; [`notify`]).
     pub notify: Option<notify::NotifyConfig>,
+    /// Signed audit checkpoints (`--checkpoint-key`, `--checkpoint-every`,
+    /// `--checkpoint-out`; `docs/store.md`).
+    pub checkpoints: Option<agenra_store::Checkpoints>,
 }
 
 impl ServeConfig {
@@ -94,6 +97,7 @@ impl ServeConfig {
             max_clock_skew: state::DEFAULT_MAX_SKEW,
             limits: Limits::default(),
             notify: None,
+            checkpoints: None,
         }
     }
 
@@ -137,6 +141,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_clock_skew", &self.max_clock_skew)
             .field("limits", &self.limits)
             .field("notify", &self.notify)
+            .field("checkpoints", &self.checkpoints)
             .finish()
     }
 }
@@ -377,6 +382,10 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
         _ => Log::open_redb(&config.store),
     }
     .map_err(OpenError::from)?;
+    let log = match &config.checkpoints {
+        Some(c) => log.with_checkpoints(c.clone()),
+        None => log,
+    };
     Ok(Gateway::open(
         log,
         compiled,

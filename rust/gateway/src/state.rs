@@ -982,7 +982,7 @@ impl Shared {
                 Ok(None)
             }
             // Nothing was decided.
-            Kind::Refused => Ok(None),
+            Kind::Refused | Kind::Checkpoint => Ok(None),
         }
     }
 

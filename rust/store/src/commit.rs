@@ -188,7 +188,28 @@ fn writer(
     let mut records = Vec::with_capacity(max_batch);
     // Each callback, and whether its job carried a record.
     let mut dones: Vec<(Done, bool)> = Vec::with_capacity(max_batch);
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = match log.checkpoint_tick() {
+            None => rx.recv().ok(),
+            Some(tick) => match rx.recv_timeout(tick) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // Quiet: sign what was appended since the last checkpoint.
+                    if stopped.is_none() && log.checkpoint_due(false) {
+                        match idle_checkpoint(&mut log, &mut catch_up, false) {
+                            // Not reachable now: the next tick tries again.
+                            Ok(()) | Err(StoreError::Unavailable(_)) => {}
+                            Err(e) => stopped = Some(e.to_string()),
+                        }
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        let Some(first) = first else {
+            break;
+        };
         jobs.push(first);
         while jobs.len() < max_batch {
             match rx.try_recv() {
@@ -280,6 +301,34 @@ fn writer(
         }
         records.clear();
     }
+    // Stopping: sign what was appended since the last checkpoint, so the
+    // kept checkpoint covers the whole log.
+    if stopped.is_none() && log.checkpoint_due(true) {
+        if let Err(e) = idle_checkpoint(&mut log, &mut catch_up, true) {
+            eprintln!("agenra: the last checkpoint could not be written: {e}");
+        }
+    }
+}
+
+/// Appends a checkpoint with no other record, in its own transaction (on a
+/// shared log: after catching up).
+fn idle_checkpoint(
+    log: &mut Log,
+    catch_up: &mut Option<CatchUp>,
+    force: bool,
+) -> Result<(), StoreError> {
+    log.begin(&mut |seq, line| match catch_up.as_mut() {
+        Some(f) => f(seq, line),
+        None => Err(StoreError::Diverged {
+            seq,
+            reason: "another process appended to the log, and this one cannot follow it".into(),
+        }),
+    })?;
+    let done = log.checkpoint(force).and_then(|_| log.commit());
+    if done.is_err() {
+        log.rollback();
+    }
+    done
 }
 
 #[cfg(test)]
