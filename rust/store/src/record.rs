@@ -39,6 +39,9 @@ pub enum Kind {
     /// A signed checkpoint of the log before it (`docs/store.md`,
     /// "Signed checkpoints"). Recovery skips it; nothing was decided.
     Checkpoint,
+    /// A session was closed (`DELETE /v1/sessions/{id}`): no event is
+    /// applied to it afterwards; its units stay spent.
+    Closed,
 }
 
 /// One audit record. Fields that do not apply to a kind are absent.
