@@ -39,6 +39,12 @@ pub struct CommitStats {
     pub records: u64,
     /// Records other replicas appended that this one applied (shared logs).
     pub caught_up: u64,
+    /// Time spent waiting for the log's head lock, summed over the jobs
+    /// (decisions) of each transaction (nanoseconds; zero on the embedded
+    /// store, whose one writer holds the file).
+    pub lock_wait_ns: u64,
+    /// Jobs (decisions, barriers) that went through a transaction.
+    pub jobs: u64,
 }
 
 #[derive(Default)]
@@ -46,6 +52,8 @@ struct Counters {
     commits: AtomicU64,
     records: AtomicU64,
     caught_up: AtomicU64,
+    lock_wait_ns: AtomicU64,
+    jobs: AtomicU64,
 }
 
 /// The log's single writer. Records are appended in the order they are
@@ -154,6 +162,8 @@ impl Committer {
             commits: self.counters.commits.load(Ordering::Relaxed),
             records: self.counters.records.load(Ordering::Relaxed),
             caught_up: self.counters.caught_up.load(Ordering::Relaxed),
+            lock_wait_ns: self.counters.lock_wait_ns.load(Ordering::Relaxed),
+            jobs: self.counters.jobs.load(Ordering::Relaxed),
         }
     }
 
@@ -235,6 +245,14 @@ fn writer(
         counters
             .caught_up
             .fetch_add(log.head().seq.saturating_sub(before), Ordering::Relaxed);
+        // Every job of the batch waited for the lock this transaction took.
+        let waited = u64::try_from(log.lock_wait().as_nanos()).unwrap_or(u64::MAX);
+        counters
+            .lock_wait_ns
+            .fetch_add(waited.saturating_mul(jobs.len() as u64), Ordering::Relaxed);
+        counters
+            .jobs
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         match begun {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) => {

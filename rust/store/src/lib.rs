@@ -95,6 +95,8 @@ pub struct Log {
     committed: Option<Head>,
     /// Signed checkpoints (`agenra serve --checkpoint-key`).
     checkpoints: Option<checkpoint::Checkpointing>,
+    /// How long the last [`Log::begin`] waited for the head lock.
+    lock_wait: std::time::Duration,
 }
 
 impl Log {
@@ -106,6 +108,7 @@ impl Log {
             head,
             committed: None,
             checkpoints: None,
+            lock_wait: std::time::Duration::ZERO,
         })
     }
 
@@ -129,6 +132,12 @@ impl Log {
         } else {
             Log::open_redb(std::path::Path::new(store))
         }
+    }
+
+    /// How long the last [`Log::begin`] waited to take the log's head lock
+    /// (zero on a log that is not shared: its one writer holds the file).
+    pub fn lock_wait(&self) -> std::time::Duration {
+        self.lock_wait
     }
 
     /// Appends a signed checkpoint record as `config` says (every N
@@ -180,13 +189,14 @@ impl Log {
     /// [`StoreError::Chain`] or [`StoreError::Diverged`] when a record does
     /// not check or `catch_up` refuses it.
     pub fn begin(&mut self, catch_up: Visit<'_>) -> Result<(), StoreError> {
+        self.lock_wait = std::time::Duration::ZERO;
         if !self.backend.shared() {
             return Ok(());
         }
-        let stored = self
-            .backend
-            .begin()
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let asked = std::time::Instant::now();
+        let stored = self.backend.begin();
+        self.lock_wait = asked.elapsed();
+        let stored = stored.map_err(|e| StoreError::Unavailable(e.to_string()))?;
         if stored != self.head {
             if stored.seq < self.head.seq {
                 self.backend.rollback();
