@@ -386,6 +386,8 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
         Some(c) => log.with_checkpoints(c.clone()),
         None => log,
     };
+    // A log that does not reach the checkpoint kept apart is not extended.
+    log.check_kept_checkpoint().map_err(OpenError::from)?;
     Ok(Gateway::open(
         log,
         compiled,

@@ -134,6 +134,76 @@ impl Log {
         }
     }
 
+    /// With checkpoints written out (`--checkpoint-out FILE`) and FILE
+    /// present: checks that this log reaches the checkpoint kept there
+    /// (its record checks, is signed by this log's key, and the log holds
+    /// that very record). A log truncated or rewritten behind the server's
+    /// back is then refused at start instead of being extended.
+    pub fn check_kept_checkpoint(&self) -> Result<(), StoreError> {
+        let Some(c) = &self.checkpoints else {
+            return Ok(());
+        };
+        let Some(out) = &c.config.out else {
+            return Ok(());
+        };
+        let bytes = match std::fs::read(out) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(StoreError::Engine {
+                    path: out.display().to_string(),
+                    message: format!("cannot read the kept checkpoint: {e}"),
+                })
+            }
+        };
+        let kept = bytes.trim_ascii();
+        let key =
+            PublicKey::parse(&c.config.signer.public_key()).map_err(|e| StoreError::Engine {
+                path: out.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let mut v = CheckpointVerifier::new(Some(key));
+        let named = |e: VerifyError| VerifyError {
+            seq: e.seq,
+            reason: format!("{} (checked against {})", e.reason, out.display()),
+        };
+        v.keep(kept).map_err(named)?;
+        let at: Record = serde_json::from_slice(kept)?;
+        if at.seq > self.head.seq {
+            return Err(named(VerifyError {
+                seq: self.head.seq + 1,
+                reason: format!(
+                    "the log ends at record {}, but the kept checkpoint is record {}: \
+                     the log was truncated",
+                    self.head.seq, at.seq
+                ),
+            })
+            .into());
+        }
+        let mut found: Option<Result<(), VerifyError>> = None;
+        self.backend.scan(at.seq, &mut |seq, line| {
+            if found.is_none() {
+                found = Some(if seq == at.seq {
+                    v.push(seq, line).map_err(named)
+                } else {
+                    Err(named(VerifyError {
+                        seq: at.seq,
+                        reason: "the log has no record at the kept checkpoint's place".into(),
+                    }))
+                });
+            }
+            Ok(())
+        })?;
+        match found {
+            Some(r) => r.map_err(Into::into),
+            None => Err(named(VerifyError {
+                seq: at.seq,
+                reason: "the log has no record at the kept checkpoint's place".into(),
+            })
+            .into()),
+        }
+    }
+
     /// How long the last [`Log::begin`] waited to take the log's head lock
     /// (zero on a log that is not shared: its one writer holds the file).
     pub fn lock_wait(&self) -> std::time::Duration {

@@ -297,3 +297,52 @@ fn key_files_are_private_and_every_parses() {
     assert!("x".parse::<Every>().is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_log_that_does_not_reach_the_kept_checkpoint_is_refused_at_start() {
+    let dir = scratch("start");
+    let out = dir.join("cp");
+    let (lines, _) = signed_log(&out);
+    let config = || Checkpoints {
+        signer: signer(7),
+        every: Every::Records(3),
+        out: Some(out.clone()),
+    };
+    let copy = |n: usize| {
+        let mut b = MemoryBackend::default();
+        let head = verify_lines(lines[..n].iter().map(Vec::as_slice)).unwrap();
+        use agenra_store::Backend;
+        b.append(1, &lines[..n], &head).unwrap();
+        Log::open(Box::new(b)).unwrap().with_checkpoints(config())
+    };
+    // The whole log, and a log that went on after it: fine.
+    copy(10).check_kept_checkpoint().unwrap();
+    copy(8).check_kept_checkpoint().unwrap();
+    // Cut before the kept checkpoint (record 8), head and all: refused.
+    let e = copy(5).check_kept_checkpoint().unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    // Rewritten from before it: refused.
+    let mut records = parse(&lines);
+    records[6].reason = Some("changed".into());
+    let forged = rechain(records);
+    let mut b = MemoryBackend::default();
+    let head = verify_lines(forged.iter().map(Vec::as_slice)).unwrap();
+    use agenra_store::Backend;
+    b.append(1, &forged, &head).unwrap();
+    let log = Log::open(Box::new(b)).unwrap().with_checkpoints(config());
+    let e = log.check_kept_checkpoint().unwrap_err();
+    assert!(e.to_string().contains("rewritten"), "{e}");
+    // Another key: refused (the kept checkpoint is not this server's).
+    let log = Log::open(Box::new(MemoryBackend::default()))
+        .unwrap()
+        .with_checkpoints(Checkpoints {
+            signer: signer(8),
+            every: Every::Records(3),
+            out: Some(out.clone()),
+        });
+    assert!(log.check_kept_checkpoint().is_err());
+    // No kept file yet: fine.
+    std::fs::remove_file(&out).unwrap();
+    copy(5).check_kept_checkpoint().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
