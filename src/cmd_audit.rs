@@ -20,6 +20,22 @@ pub enum AuditCmd {
         /// The store of `agenra serve`.
         #[arg(long)]
         store: Option<PathBuf>,
+        /// Also check every signed checkpoint against this Ed25519 public key (64 hex
+        /// digits, or a file holding them): each must be signed by it and commit to the
+        /// chain at its place, and the log must hold at least one.
+        #[arg(long, value_name = "HEX|FILE")]
+        public_key: Option<String>,
+        /// The last checkpoint kept apart from the store (`serve --checkpoint-out`): the
+        /// log must reach it unchanged (catches a log truncated with its head).
+        #[arg(long, value_name = "FILE", requires = "public_key")]
+        checkpoint: Option<PathBuf>,
+    },
+    /// Make an Ed25519 key for `agenra serve --checkpoint-key` (mode 0600; never
+    /// overwrites) and print its public key, for `audit verify --public-key`.
+    Keygen {
+        /// The key file to create.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Write the store's log as JSON lines (one record per line, each with
     /// its hash), the file `audit verify FILE` checks.
@@ -75,7 +91,21 @@ fn write_out(text: &str) -> Result<(), Failed> {
 /// Runs one `audit` subcommand.
 pub fn run(cmd: AuditCmd) -> Result<(), Failed> {
     match cmd {
-        AuditCmd::Verify { file, store } => verify(file.as_deref(), store.as_deref()),
+        AuditCmd::Verify {
+            file,
+            store,
+            public_key,
+            checkpoint,
+        } => verify(
+            file.as_deref(),
+            store.as_deref(),
+            public_key.as_deref(),
+            checkpoint.as_deref(),
+        ),
+        AuditCmd::Keygen { out } => {
+            let public = agenra_store::generate_key_file(&out).map_err(fail)?;
+            write_out(&format!("{public}\n"))
+        }
         AuditCmd::Export { store, output } => {
             let lines = store_lines(&store)?;
             let mut text = Vec::new();
@@ -166,25 +196,88 @@ fn file_lines(path: &Path) -> Result<Vec<Vec<u8>>, Failed> {
         .collect())
 }
 
-fn verify(file: Option<&Path>, store: Option<&Path>) -> Result<(), Failed> {
-    let (head, origin) = match (file, store) {
+/// A public key given as 64 hex digits, or the file holding them.
+fn public_key(arg: &str) -> Result<agenra_store::PublicKey, Failed> {
+    let text = if arg.len() == 64 && arg.bytes().all(|b| b.is_ascii_hexdigit()) {
+        arg.to_string()
+    } else {
+        std::fs::read_to_string(arg).map_err(|e| {
+            fail(format!(
+                "--public-key {arg}: not 64 hex digits, and cannot read it as a file: {e}"
+            ))
+        })?
+    };
+    agenra_store::PublicKey::parse(&text).map_err(|e| fail(format!("--public-key {arg}: {e}")))
+}
+
+fn verify(
+    file: Option<&Path>,
+    store: Option<&Path>,
+    key: Option<&str>,
+    kept: Option<&Path>,
+) -> Result<(), Failed> {
+    let (lines, head, origin) = match (file, store) {
         (_, Some(s)) => {
             let (log, name) = open_store(s)?;
-            let head = log.verify().map_err(|e| fail(format!("{name}: {e}")))?;
-            (head, name)
+            let mut lines = Vec::new();
+            let head = log
+                .read(1, &mut |_, line| {
+                    lines.push(line.to_vec());
+                    Ok(())
+                })
+                .map_err(|e| fail(format!("{name}: {e}")))?;
+            (lines, head, name)
         }
         (Some(f), None) => {
             let lines = file_lines(f)?;
             let head = verify_lines(lines.iter().map(Vec::as_slice))
                 .map_err(|e| fail(format!("{}: {e}", f.display())))?;
-            (head, f.display().to_string())
+            (lines, head, f.display().to_string())
         }
         (None, None) => return Err(fail("give an audit file or --store")),
     };
-    write_out(&format!(
+    let key = key.map(public_key).transpose()?;
+    let key_hex = key.as_ref().map(agenra_store::PublicKey::hex);
+    let mut checker = agenra_store::CheckpointVerifier::new(key);
+    if let Some(path) = kept {
+        let bytes = std::fs::read(path)
+            .map_err(|e| fail(format!("--checkpoint {}: cannot read: {e}", path.display())))?;
+        let line = bytes.trim_ascii();
+        checker
+            .keep(line)
+            .map_err(|e| fail(format!("--checkpoint {}: {}", path.display(), e.reason)))?;
+    }
+    for (i, line) in lines.iter().enumerate() {
+        checker
+            .push(i as u64 + 1, line)
+            .map_err(|e| fail(format!("{origin}: {e}")))?;
+    }
+    let summary = checker
+        .finish()
+        .map_err(|e| fail(format!("{origin}: {e}")))?;
+    let mut text = format!(
         "{origin}: ok: {} records, chain intact, head {}\n",
         head.seq, head.hash
-    ))
+    );
+    match (&key_hex, summary.last) {
+        (Some(k), Some(last)) => text.push_str(&format!(
+            "{origin}: {} checkpoints signed by {k}, all check; the last is record {last} \
+             ({} records after it are under the chain only)\n",
+            summary.signed,
+            head.seq - last
+        )),
+        (None, Some(_)) => text.push_str(&format!(
+            "{origin}: {} checkpoints not checked (give --public-key)\n",
+            summary.count
+        )),
+        _ => {}
+    }
+    if let Some(at) = summary.kept {
+        text.push_str(&format!(
+            "{origin}: reaches the kept checkpoint (record {at}) unchanged\n"
+        ));
+    }
+    write_out(&text)
 }
 
 /// A UTC timestamp, `2026-12-01 01:02:03`.

@@ -109,6 +109,24 @@ pub struct ServeArgs {
     /// is not part of it).
     #[arg(long, value_name = "FILE", requires = "notify_url")]
     notify_secret_file: Option<std::path::PathBuf>,
+    /// Sign the audit log: append a checkpoint record signed with this Ed25519 key
+    /// (`agenra audit keygen --out FILE`; mode 0600) as --checkpoint-every says, and when
+    /// the server stops. `agenra audit verify --public-key` checks them (docs/store.md).
+    #[arg(long, value_name = "FILE")]
+    checkpoint_key: Option<PathBuf>,
+    /// How often to checkpoint: after N records (`1000`), or every N seconds when records
+    /// were appended since (`60s`).
+    #[arg(
+        long,
+        value_name = "N|Ns",
+        default_value = "1000",
+        requires = "checkpoint_key"
+    )]
+    checkpoint_every: agenra_store::Every,
+    /// Also write each checkpoint here (atomically): keep it apart from the store (another
+    /// machine) and give it to `agenra audit verify --checkpoint` to catch a truncated log.
+    #[arg(long, value_name = "FILE", requires = "checkpoint_key")]
+    checkpoint_out: Option<PathBuf>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -130,6 +148,13 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.limits = args.limits.limits();
     if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {
         config.notify = Some(agenra_gateway::notify::NotifyConfig::new(url, secret).map_err(fail)?);
+    }
+    if let Some(key) = &args.checkpoint_key {
+        config.checkpoints = Some(agenra_store::Checkpoints {
+            signer: agenra_store::CheckpointSigner::from_file(key).map_err(fail)?,
+            every: args.checkpoint_every,
+            out: args.checkpoint_out,
+        });
     }
     let control = config.control_listen.clone();
     agenra_gateway::run(&config, |addr, gateway| {

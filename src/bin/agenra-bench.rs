@@ -54,6 +54,17 @@ enum BenchKind {
         /// Measured seconds (after half a second of warm-up).
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// Sessions the calls are spread over (default: one per client).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        sessions: Option<u64>,
+        /// A PostgreSQL server to run on (a fresh database is created on it); default:
+        /// `AGENRA_BENCH_PG`, else the embedded store.
+        #[arg(long, value_name = "URL")]
+        pg: Option<String>,
+        /// Gateways sharing the PostgreSQL store (1 to 8); default: `AGENRA_BENCH_REPLICAS`,
+        /// else 1.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=8))]
+        replicas: Option<u64>,
     },
     /// `agenra verify` on a generated policy (50 grants, 20 flow rules, 10
     /// path rules) at K = 5: the JSON summary on the last line.
@@ -156,7 +167,20 @@ fn main() -> ExitCode {
             json,
             clients,
             seconds,
-        } => bench_serve::run(json, clients as usize, seconds).map(print),
+            sessions,
+            pg,
+            replicas,
+        } => bench_serve::run(
+            json,
+            &bench_serve::Options {
+                clients: clients as usize,
+                seconds,
+                sessions: sessions.map(|n| n as usize),
+                pg,
+                replicas: replicas.map(|n| n as usize),
+            },
+        )
+        .map(print),
         BenchKind::Monitor {
             json,
             samples,

@@ -37,9 +37,10 @@ pub enum Routes {
 pub fn router(gateway: Arc<Gateway>, perimeter: Arc<Perimeter>, routes: Routes) -> Router {
     let agent = routes != Routes::Control;
     let control = routes != Routes::Agent;
-    let mut r = Router::new()
-        .route("/health", get(health))
-        .route("/v1/sessions/{session}", get(get_session));
+    let mut r = Router::new().route("/health", get(health)).route(
+        "/v1/sessions/{session}",
+        get(get_session).delete(close_session),
+    );
     if agent {
         r = r
             .route("/v1/sessions", post(create_session))
@@ -267,6 +268,37 @@ async fn get_session(
             Ok((v, _)) => json(200, &v),
             Err(e) => error(&gw, e),
         },
+        Err(e) => error(&gw, e),
+    }
+}
+
+/// `DELETE /v1/sessions/{id}?tenant=T`: the agent of the tenant, or an
+/// admin, closes the session (an audit record `closed`; its units stay
+/// spent; later requests naming it are 409).
+async fn close_session(
+    State(gw): State<Arc<Gateway>>,
+    Extension(p): Extension<Principal>,
+    session: Result<Path<String>, PathRejection>,
+    q: Result<Query<TenantQuery>, QueryRejection>,
+) -> Response {
+    let run = async {
+        let session = path(session)?;
+        let tenant = scoped(
+            &*gw,
+            &p,
+            &[Role::Agent, Role::Admin],
+            "DELETE /v1/sessions",
+            query(q)?.tenant,
+        )?;
+        gw.close_session(tenant, &session, p.actor())?
+            .durable()
+            .await
+    };
+    match run.await {
+        Ok((mut view, seq)) => {
+            view.audit_seq = seq;
+            json(200, &view)
+        }
         Err(e) => error(&gw, e),
     }
 }

@@ -75,6 +75,9 @@ pub struct ServeConfig {
     /// Webhook notifications of pauses and settlements (`--notify-url`,
     /// `--notify-secret-file`; [`notify`]).
     pub notify: Option<notify::NotifyConfig>,
+    /// Signed audit checkpoints (`--checkpoint-key`, `--checkpoint-every`,
+    /// `--checkpoint-out`; `docs/store.md`).
+    pub checkpoints: Option<agenra_store::Checkpoints>,
 }
 
 impl ServeConfig {
@@ -96,6 +99,7 @@ impl ServeConfig {
             max_clock_skew: state::DEFAULT_MAX_SKEW,
             limits: Limits::default(),
             notify: None,
+            checkpoints: None,
         }
     }
 
@@ -139,6 +143,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("max_clock_skew", &self.max_clock_skew)
             .field("limits", &self.limits)
             .field("notify", &self.notify)
+            .field("checkpoints", &self.checkpoints)
             .finish()
     }
 }
@@ -379,6 +384,12 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
         _ => Log::open_redb(&config.store),
     }
     .map_err(OpenError::from)?;
+    let log = match &config.checkpoints {
+        Some(c) => log.with_checkpoints(c.clone()),
+        None => log,
+    };
+    // A log that does not reach the checkpoint kept apart is not extended.
+    log.check_kept_checkpoint().map_err(OpenError::from)?;
     Ok(Gateway::open(
         log,
         compiled,

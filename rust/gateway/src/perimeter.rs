@@ -126,6 +126,7 @@ pub fn need(method: &Method, path: &str) -> Need {
     const APPROVER: &[Role] = &[Role::Approver];
     const ADMIN: &[Role] = &[Role::Admin];
     const ANY: &[Role] = &[Role::Agent, Role::Approver, Role::Admin];
+    const AGENT_OR_ADMIN: &[Role] = &[Role::Agent, Role::Admin];
     let roles = |roles, control| Need::Roles { roles, control };
     match path {
         "/health" => Need::Open,
@@ -135,6 +136,10 @@ pub fn need(method: &Method, path: &str) -> Need {
         p if p.starts_with("/v1/approvals/") => roles(APPROVER, true),
         "/v1/sessions" | "/v1/authorize" | "/v1/report" | "/v1/tasks" => roles(AGENT, false),
         p if p.starts_with("/v1/sessions/") && method == Method::GET => roles(ANY, false),
+        // Closing a session: the agent of its tenant, or an admin.
+        p if p.starts_with("/v1/sessions/") && method == Method::DELETE => {
+            roles(AGENT_OR_ADMIN, false)
+        }
         _ => Need::Open,
     }
 }
@@ -494,6 +499,10 @@ mod tests {
         assert_eq!(roles(&post, "/v1/authorize"), (vec![Role::Agent], false));
         assert_eq!(roles(&post, "/v1/sessions"), (vec![Role::Agent], false));
         assert_eq!(roles(&get, "/v1/sessions/s").0.len(), 3);
+        assert_eq!(
+            roles(&Method::DELETE, "/v1/sessions/s"),
+            (vec![Role::Agent, Role::Admin], false)
+        );
         assert_eq!(need(&get, "/nowhere"), Need::Open);
     }
 

@@ -22,6 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::oneshot;
 
+mod close;
+pub use close::ClosedView;
+
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
 
@@ -290,6 +293,9 @@ struct Meta {
 struct Shared {
     policies: RwLock<Policies>,
     sessions: RwLock<HashMap<Key, Arc<Mutex<Entry>>>>,
+    /// Sessions closed (`DELETE /v1/sessions/{id}`): their ids are never
+    /// reopened (their units stay spent).
+    closed: RwLock<std::collections::HashSet<Key>>,
     pending: Mutex<BTreeMap<(String, String, String), PendingCall>>,
     /// Each tenant's pool of shared quotas (`quota N per tenant`), given to
     /// every session of the tenant. Always the replay of the log: it
@@ -709,6 +715,7 @@ impl Shared {
     }
 
     fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
+        self.check_not_closed(tenant, session)?;
         self.sessions
             .read()
             .map_err(|_| ApiError::new(500, "session table poisoned"))?
@@ -742,6 +749,7 @@ impl Shared {
             .write()
             .map_err(|_| ApiError::new(500, "session table poisoned"))?;
         let key = (tenant.clone(), id.clone());
+        self.check_not_closed(&tenant, &id)?;
         if let Some(existing) = sessions.get(&key) {
             let e = existing
                 .lock()
@@ -804,6 +812,8 @@ impl Shared {
         let mut e = entry
             .lock()
             .map_err(|_| ApiError::new(500, "session poisoned"))?;
+        // Closed while this request waited for the session's lock.
+        self.check_not_closed(tenant, session)?;
         let (event, meta) = match make(&e)? {
             Step::Apply(event, meta) => {
                 crate::api::check_identifiers(&event)?;
@@ -949,7 +959,14 @@ impl Shared {
                 Ok(None)
             }
             // Nothing was decided.
-            Kind::Refused => Ok(None),
+            Kind::Refused | Kind::Checkpoint => Ok(None),
+            Kind::Closed => {
+                let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
+                    return Err("closed record without tenant or session".into());
+                };
+                self.forget(&tenant, &id).map_err(|e| e.error)?;
+                Ok(None)
+            }
         }
     }
 
@@ -1019,6 +1036,7 @@ impl Gateway {
                 pinned: Vec::new(),
             }),
             sessions: RwLock::new(HashMap::new()),
+            closed: RwLock::new(std::collections::HashSet::new()),
             pending: Mutex::new(BTreeMap::new()),
             pools: Mutex::new(HashMap::new()),
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),

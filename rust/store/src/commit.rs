@@ -39,6 +39,12 @@ pub struct CommitStats {
     pub records: u64,
     /// Records other replicas appended that this one applied (shared logs).
     pub caught_up: u64,
+    /// Time spent waiting for the log's head lock, summed over the jobs
+    /// (decisions) of each transaction (nanoseconds; zero on the embedded
+    /// store, whose one writer holds the file).
+    pub lock_wait_ns: u64,
+    /// Jobs (decisions, barriers) that went through a transaction.
+    pub jobs: u64,
 }
 
 #[derive(Default)]
@@ -46,6 +52,8 @@ struct Counters {
     commits: AtomicU64,
     records: AtomicU64,
     caught_up: AtomicU64,
+    lock_wait_ns: AtomicU64,
+    jobs: AtomicU64,
 }
 
 /// The log's single writer. Records are appended in the order they are
@@ -154,6 +162,8 @@ impl Committer {
             commits: self.counters.commits.load(Ordering::Relaxed),
             records: self.counters.records.load(Ordering::Relaxed),
             caught_up: self.counters.caught_up.load(Ordering::Relaxed),
+            lock_wait_ns: self.counters.lock_wait_ns.load(Ordering::Relaxed),
+            jobs: self.counters.jobs.load(Ordering::Relaxed),
         }
     }
 
@@ -188,7 +198,28 @@ fn writer(
     let mut records = Vec::with_capacity(max_batch);
     // Each callback, and whether its job carried a record.
     let mut dones: Vec<(Done, bool)> = Vec::with_capacity(max_batch);
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = match log.checkpoint_tick() {
+            None => rx.recv().ok(),
+            Some(tick) => match rx.recv_timeout(tick) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // Quiet: sign what was appended since the last checkpoint.
+                    if stopped.is_none() && log.checkpoint_due(false) {
+                        match idle_checkpoint(&mut log, &mut catch_up, false) {
+                            // Not reachable now: the next tick tries again.
+                            Ok(()) | Err(StoreError::Unavailable(_)) => {}
+                            Err(e) => stopped = Some(e.to_string()),
+                        }
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        let Some(first) = first else {
+            break;
+        };
         jobs.push(first);
         while jobs.len() < max_batch {
             match rx.try_recv() {
@@ -214,6 +245,14 @@ fn writer(
         counters
             .caught_up
             .fetch_add(log.head().seq.saturating_sub(before), Ordering::Relaxed);
+        // Every job of the batch waited for the lock this transaction took.
+        let waited = u64::try_from(log.lock_wait().as_nanos()).unwrap_or(u64::MAX);
+        counters
+            .lock_wait_ns
+            .fetch_add(waited.saturating_mul(jobs.len() as u64), Ordering::Relaxed);
+        counters
+            .jobs
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         match begun {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) => {
@@ -280,6 +319,34 @@ fn writer(
         }
         records.clear();
     }
+    // Stopping: sign what was appended since the last checkpoint, so the
+    // kept checkpoint covers the whole log.
+    if stopped.is_none() && log.checkpoint_due(true) {
+        if let Err(e) = idle_checkpoint(&mut log, &mut catch_up, true) {
+            eprintln!("agenra: the last checkpoint could not be written: {e}");
+        }
+    }
+}
+
+/// Appends a checkpoint with no other record, in its own transaction (on a
+/// shared log: after catching up).
+fn idle_checkpoint(
+    log: &mut Log,
+    catch_up: &mut Option<CatchUp>,
+    force: bool,
+) -> Result<(), StoreError> {
+    log.begin(&mut |seq, line| match catch_up.as_mut() {
+        Some(f) => f(seq, line),
+        None => Err(StoreError::Diverged {
+            seq,
+            reason: "another process appended to the log, and this one cannot follow it".into(),
+        }),
+    })?;
+    let done = log.checkpoint(force).and_then(|_| log.commit());
+    if done.is_err() {
+        log.rollback();
+    }
+    done
 }
 
 #[cfg(test)]

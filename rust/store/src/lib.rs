@@ -24,11 +24,16 @@
 //!   chain the same way and names the first broken record.
 
 mod backend;
+pub mod checkpoint;
 mod commit;
 mod pg;
 mod record;
 
 pub use backend::{Backend, MemoryBackend, RedbBackend};
+pub use checkpoint::{
+    generate_key_file, CheckpointSigner, CheckpointSummary, CheckpointVerifier, Checkpoints, Every,
+    KeyError, PublicKey,
+};
 pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
 pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
 pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
@@ -88,6 +93,10 @@ pub struct Log {
     head: Head,
     /// The head when the open transaction began (shared backends).
     committed: Option<Head>,
+    /// Signed checkpoints (`agenra serve --checkpoint-key`).
+    checkpoints: Option<checkpoint::Checkpointing>,
+    /// How long the last [`Log::begin`] waited for the head lock.
+    lock_wait: std::time::Duration,
 }
 
 impl Log {
@@ -98,6 +107,8 @@ impl Log {
             backend,
             head,
             committed: None,
+            checkpoints: None,
+            lock_wait: std::time::Duration::ZERO,
         })
     }
 
@@ -123,6 +134,115 @@ impl Log {
         }
     }
 
+    /// With checkpoints written out (`--checkpoint-out FILE`) and FILE
+    /// present: checks that this log reaches the checkpoint kept there
+    /// (its record checks, is signed by this log's key, and the log holds
+    /// that very record). A log truncated or rewritten behind the server's
+    /// back is then refused at start instead of being extended.
+    pub fn check_kept_checkpoint(&self) -> Result<(), StoreError> {
+        let Some(c) = &self.checkpoints else {
+            return Ok(());
+        };
+        let Some(out) = &c.config.out else {
+            return Ok(());
+        };
+        let bytes = match std::fs::read(out) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(StoreError::Engine {
+                    path: out.display().to_string(),
+                    message: format!("cannot read the kept checkpoint: {e}"),
+                })
+            }
+        };
+        let kept = bytes.trim_ascii();
+        let key =
+            PublicKey::parse(&c.config.signer.public_key()).map_err(|e| StoreError::Engine {
+                path: out.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let mut v = CheckpointVerifier::new(Some(key));
+        let named = |e: VerifyError| VerifyError {
+            seq: e.seq,
+            reason: format!("{} (checked against {})", e.reason, out.display()),
+        };
+        v.keep(kept).map_err(named)?;
+        let at: Record = serde_json::from_slice(kept)?;
+        if at.seq > self.head.seq {
+            return Err(named(VerifyError {
+                seq: self.head.seq + 1,
+                reason: format!(
+                    "the log ends at record {}, but the kept checkpoint is record {}: \
+                     the log was truncated",
+                    self.head.seq, at.seq
+                ),
+            })
+            .into());
+        }
+        let mut found: Option<Result<(), VerifyError>> = None;
+        self.backend.scan(at.seq, &mut |seq, line| {
+            if found.is_none() {
+                found = Some(if seq == at.seq {
+                    v.push(seq, line).map_err(named)
+                } else {
+                    Err(named(VerifyError {
+                        seq: at.seq,
+                        reason: "the log has no record at the kept checkpoint's place".into(),
+                    }))
+                });
+            }
+            Ok(())
+        })?;
+        match found {
+            Some(r) => r.map_err(Into::into),
+            None => Err(named(VerifyError {
+                seq: at.seq,
+                reason: "the log has no record at the kept checkpoint's place".into(),
+            })
+            .into()),
+        }
+    }
+
+    /// How long the last [`Log::begin`] waited to take the log's head lock
+    /// (zero on a log that is not shared: its one writer holds the file).
+    pub fn lock_wait(&self) -> std::time::Duration {
+        self.lock_wait
+    }
+
+    /// Appends a signed checkpoint record as `config` says (every N
+    /// records, or with the first batch after a time; see
+    /// [`Log::append`]).
+    pub fn with_checkpoints(mut self, config: Checkpoints) -> Log {
+        self.checkpoints = Some(checkpoint::Checkpointing::new(config));
+        self
+    }
+
+    /// How long until a time-based checkpoint may be due (`None`: no
+    /// checkpoints by time).
+    pub fn checkpoint_tick(&self) -> Option<std::time::Duration> {
+        match self.checkpoints.as_ref()?.config.every {
+            Every::Time(d) => Some(d),
+            Every::Records(_) => None,
+        }
+    }
+
+    /// Whether a checkpoint is due now with no new record (`force`:
+    /// whenever a record was appended since the last one).
+    pub fn checkpoint_due(&self, force: bool) -> bool {
+        self.checkpoints.as_ref().is_some_and(|c| c.due(0, force))
+    }
+
+    /// Appends a checkpoint now if [`Log::checkpoint_due`] (inside the open
+    /// transaction, on a shared log). Returns whether it did.
+    pub fn checkpoint(&mut self, force: bool) -> Result<bool, StoreError> {
+        if !self.checkpoint_due(force) {
+            return Ok(false);
+        }
+        self.append_with(&mut [], true)?;
+        Ok(true)
+    }
+
     /// Whether other processes append to this log too (see
     /// [`Backend::shared`]).
     pub fn is_shared(&self) -> bool {
@@ -139,13 +259,14 @@ impl Log {
     /// [`StoreError::Chain`] or [`StoreError::Diverged`] when a record does
     /// not check or `catch_up` refuses it.
     pub fn begin(&mut self, catch_up: Visit<'_>) -> Result<(), StoreError> {
+        self.lock_wait = std::time::Duration::ZERO;
         if !self.backend.shared() {
             return Ok(());
         }
-        let stored = self
-            .backend
-            .begin()
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let asked = std::time::Instant::now();
+        let stored = self.backend.begin();
+        self.lock_wait = asked.elapsed();
+        let stored = stored.map_err(|e| StoreError::Unavailable(e.to_string()))?;
         if stored != self.head {
             if stored.seq < self.head.seq {
                 self.backend.rollback();
@@ -212,7 +333,21 @@ impl Log {
         if self.committed.take().is_none() {
             return Ok(());
         }
-        self.backend.commit()
+        self.backend.commit()?;
+        self.write_out_checkpoint();
+        Ok(())
+    }
+
+    /// Writes a committed checkpoint to `--checkpoint-out` (a failure is
+    /// reported on standard error: the log itself holds the checkpoint).
+    fn write_out_checkpoint(&mut self) {
+        if let Some(c) = self.checkpoints.as_mut() {
+            if let Some(line) = c.unwritten.take() {
+                if let Err(e) = c.write_out(&line) {
+                    eprintln!("agenra: {e}");
+                }
+            }
+        }
     }
 
     /// Abandons the transaction [`begin`](Log::begin) opened: the head
@@ -221,6 +356,9 @@ impl Log {
         if let Some(head) = self.committed.take() {
             self.backend.rollback();
             self.head = head;
+            if let Some(c) = self.checkpoints.as_mut() {
+                c.unwritten = None;
+            }
         }
     }
 
@@ -232,9 +370,27 @@ impl Log {
     /// Chains `records` after the head and writes them in one durable
     /// transaction. Returns each record's sequence number and hash. On
     /// error nothing is written and the head is unchanged.
+    ///
+    /// With checkpoints ([`Log::with_checkpoints`]), when one is due a
+    /// signed checkpoint record committing to the chain through the last
+    /// of `records` follows them in the same transaction (its position is
+    /// not among those returned; [`Log::head`] includes it).
     pub fn append(&mut self, records: &mut [Record]) -> Result<Vec<Head>, StoreError> {
+        self.append_with(records, false)
+    }
+
+    fn append_with(
+        &mut self,
+        records: &mut [Record],
+        force: bool,
+    ) -> Result<Vec<Head>, StoreError> {
+        let n = records.len() as u64;
+        let due = self.checkpoints.as_ref().is_some_and(|c| c.due(n, force));
+        if records.is_empty() && !due {
+            return Ok(Vec::new());
+        }
         let mut head = self.head.clone();
-        let mut lines = Vec::with_capacity(records.len());
+        let mut lines = Vec::with_capacity(records.len() + 1);
         let mut heads = Vec::with_capacity(records.len());
         for r in records.iter_mut() {
             r.seq = head.seq + 1;
@@ -244,8 +400,47 @@ impl Log {
             heads.push(head.clone());
             lines.push(line);
         }
+        let mut checkpoint_line = None;
+        if let (true, Some(c)) = (due, self.checkpoints.as_ref()) {
+            let time_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let signed = c.config.signer.sign(
+                time_ms,
+                vec![checkpoint::PartitionHead {
+                    partition: checkpoint::LOG_PARTITION.into(),
+                    seq: head.seq,
+                    hash: head.hash.clone(),
+                }],
+            )?;
+            let r = Record {
+                seq: head.seq + 1,
+                prev: head.hash.clone(),
+                time_ms,
+                kind: Kind::Checkpoint,
+                checkpoint: Some(signed),
+                ..Record::default()
+            };
+            let (line, hash) = chain_line(&r)?;
+            head = Head { seq: r.seq, hash };
+            checkpoint_line = Some(line.clone());
+            lines.push(line);
+        }
         self.backend.append(self.head.seq + 1, &lines, &head)?;
         self.head = head;
+        if let Some(c) = self.checkpoints.as_mut() {
+            if checkpoint_line.is_some() {
+                c.since = 0;
+                c.last = std::time::Instant::now();
+                c.unwritten = checkpoint_line;
+            } else {
+                c.since += n;
+            }
+        }
+        if self.committed.is_none() {
+            // Not inside a transaction: durable now.
+            self.write_out_checkpoint();
+        }
         Ok(heads)
     }
 

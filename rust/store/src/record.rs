@@ -36,6 +36,12 @@ pub enum Kind {
     /// tenant it does not hold, a cross-site request): who, what, why.
     /// Recovery skips it; nothing was decided.
     Refused,
+    /// A signed checkpoint of the log before it (`docs/store.md`,
+    /// "Signed checkpoints"). Recovery skips it; nothing was decided.
+    Checkpoint,
+    /// A session was closed (`DELETE /v1/sessions/{id}`): no event is
+    /// applied to it afterwards; its units stay spent.
+    Closed,
 }
 
 /// One audit record. Fields that do not apply to a kind are absent.
@@ -122,6 +128,9 @@ pub struct Record {
     /// For a policy revision: the policy hash it replaced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
+    /// For a checkpoint: the heads it commits to and their signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::Checkpoint>,
 }
 
 /// A position in the log: the last record's sequence number and hash.
