@@ -26,29 +26,7 @@ pub const DOMAIN: &[u8] = b"agenra-checkpoint-v1\n";
 /// The partition name of today's single chain.
 pub const LOG_PARTITION: &str = "log";
 
-/// One partition's head as a checkpoint commits to it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionHead {
-    /// The partition (`log`: today's single chain).
-    pub partition: String,
-    /// Its last record's sequence number.
-    pub seq: u64,
-    /// Its last record's hash.
-    pub hash: String,
-}
-
-/// The signed part of a checkpoint record.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Checkpoint {
-    /// The server's clock when it signed (milliseconds since the epoch).
-    pub time_ms: u64,
-    /// The heads it commits to, sorted by partition.
-    pub heads: Vec<PartitionHead>,
-    /// The signer's Ed25519 public key (64 hex digits).
-    pub public_key: String,
-    /// The Ed25519 signature of [`message`] (128 hex digits).
-    pub signature: String,
-}
+pub use crate::record::{Checkpoint, PartitionHead};
 
 #[derive(Serialize)]
 struct Signed<'a> {

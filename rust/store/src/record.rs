@@ -130,7 +130,7 @@ pub struct Record {
     pub previous: Option<String>,
     /// For a checkpoint: the heads it commits to and their signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<crate::checkpoint::Checkpoint>,
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// A position in the log: the last record's sequence number and hash.
@@ -287,6 +287,33 @@ pub fn verify_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Result<Hea
         v.push(at, line)?;
     }
     Ok(v.head())
+}
+
+// A checkpoint record's body (`crate::checkpoint` signs and checks it).
+
+/// One partition's head as a checkpoint commits to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionHead {
+    /// The partition (`log`: today's single chain).
+    pub partition: String,
+    /// Its last record's sequence number.
+    pub seq: u64,
+    /// Its last record's hash.
+    pub hash: String,
+}
+
+/// The signed part of a checkpoint record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The server's clock when it signed (milliseconds since the epoch).
+    pub time_ms: u64,
+    /// The heads it commits to, sorted by partition.
+    pub heads: Vec<PartitionHead>,
+    /// The signer's Ed25519 public key (64 hex digits).
+    pub public_key: String,
+    /// The Ed25519 signature of [`message`](crate::checkpoint::message)
+    /// (128 hex digits).
+    pub signature: String,
 }
 
 #[cfg(test)]
