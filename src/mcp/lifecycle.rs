@@ -7,37 +7,22 @@ use super::*;
 /// input (which asks a well-behaved MCP server to exit) and rejects the
 /// calls still waiting for approval (nobody is left to answer).
 pub(super) fn client_to_server(proxy: &Arc<Proxy>) {
-    let stdin = std::io::stdin();
-    let mut reader = stdin.lock();
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => {
-                log(&format!("cannot read from the client: {e}"));
-                break;
-            }
-        }
-        let text = trim_newline(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    each_line(std::io::stdin().lock(), "the client", |text| {
         let forward = match from_client(proxy, text) {
             Action::Answer(answer) => {
                 to_client(answer.as_bytes());
-                continue;
+                return true;
             }
-            Action::Drop => continue,
+            Action::Drop => return true,
             Action::Forward => Cow::Borrowed(text),
             Action::ForwardParsed(line) => Cow::Owned(line),
         };
         if !to_server(proxy, &forward) {
             log("cannot write to the server (its input is closed)");
-            break;
+            return false;
         }
-    }
+        true
+    });
     // Dropping the server's input closes it.
     drop(lock_in(proxy).take());
     reject_waiting(proxy);

@@ -1065,54 +1065,23 @@ pub fn run_multi(
         let reader = Arc::clone(&m);
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let mut reader_in = BufReader::new(output);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match reader_in.read_until(b'\n', &mut line) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        log(&format!(
-                            "cannot read from server `{}`: {e}",
-                            reader.servers[s].name
-                        ));
-                        break;
-                    }
-                }
-                let text = trim_newline(&line);
-                if text.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
+            let peer = format!("server `{}`", reader.servers[s].name);
+            each_line(BufReader::new(output), &peer, |text| {
                 let outs = from_server_multi(&reader, s, text);
                 send(&reader, outs);
-            }
+                true
+            });
             let _ = tx.send(End::ServerGone(s));
         });
     }
     let client = Arc::clone(&m);
     let client_tx = tx.clone();
     std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut input = stdin.lock();
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match input.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => {
-                    log(&format!("cannot read from the client: {e}"));
-                    break;
-                }
-            }
-            let text = trim_newline(&line);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
+        each_line(std::io::stdin().lock(), "the client", |text| {
             let outs = from_client_multi(&client, text);
             send(&client, outs);
-        }
+            true
+        });
         let _ = client_tx.send(End::ClientGone);
     });
     drop(tx);

@@ -217,27 +217,13 @@ pub fn run(
     let client_proxy = Arc::clone(&proxy);
     std::thread::spawn(move || client_to_server(&client_proxy));
 
-    let mut reader = BufReader::new(server_out);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => {
-                log(&format!("cannot read from the server: {e}"));
-                break;
-            }
-        }
-        let text = trim_newline(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
+    each_line(BufReader::new(server_out), "the server", |text| {
         match from_server(&proxy, text) {
             Some(instead) => to_client(&instead),
             None => to_client(text),
         }
-    }
+        true
+    });
     // The server closed its output: the client's ends too (its reader sees
     // the end now, not when the server process is gone), and a server that
     // does not exit is ended (MCP's stdio shutdown: SIGTERM, then SIGKILL).
@@ -261,6 +247,31 @@ pub fn run(
 
 pub(super) fn lock_in(proxy: &Proxy) -> MutexGuard<'_, Option<ChildStdin>> {
     proxy.server_in.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Reads `reader` line by line until it ends (or fails: logged as a read
+/// from `peer`), handing each non-blank line, without its line end, to
+/// `each`; `each` answers false to stop early.
+pub(super) fn each_line(mut reader: impl BufRead, peer: &str, mut each: impl FnMut(&[u8]) -> bool) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                log(&format!("cannot read from {peer}: {e}"));
+                return;
+            }
+        }
+        let text = trim_newline(&line);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if !each(text) {
+            return;
+        }
+    }
 }
 
 pub(super) fn trim_newline(line: &[u8]) -> &[u8] {
