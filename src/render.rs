@@ -48,18 +48,9 @@ pub fn markdown(s: &str) -> String {
 /// made visible ([`escape`]), and `&`, `<`, `>`, `"` and `'` become
 /// entities.
 pub fn html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in escape(s).chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    // The entity escaping is the approvals page's, so that the reviewer's
+    // HTML and the page can never escape differently.
+    agenra_gateway::page::escape(&escape(s))
 }
 
 /// The display width of a cell (cells are escaped: no control characters).
