@@ -102,3 +102,22 @@ impl ApprovalDesk for GatewayDesk {
         self.0.record_refusal(r);
     }
 }
+
+/// Settles `call` on `desk` off the async runtime (a settlement waits for
+/// its record to be durable), as `actor`; an approval that found the pause
+/// expired is the 410 it is.
+pub(crate) async fn settle_on(
+    desk: Arc<dyn ApprovalDesk>,
+    call: String,
+    req: api::ResolveIn,
+    approve: bool,
+    actor: String,
+) -> Result<Outcome, ApiError> {
+    let out = tokio::task::spawn_blocking(move || desk.resolve(call, req, approve, &actor))
+        .await
+        .map_err(|e| ApiError::new(500, e.to_string()))??;
+    match crate::request::expired(approve, &out) {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}

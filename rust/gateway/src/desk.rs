@@ -15,7 +15,7 @@ pub use crate::approvals::{ApprovalDesk, GatewayDesk};
 use crate::auth::{Principal, Role};
 use crate::perimeter::{self, Perimeter, Refusal, RefusalSink};
 use crate::reply::json;
-use crate::request::{expired, path, query, resolve_body, scoped, TenantQuery};
+use crate::request::{path, query, resolve_body, scoped, TenantQuery};
 use crate::ServeError;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -117,14 +117,7 @@ async fn resolve(
             "POST /v1/approvals/{call}",
             req.tenant,
         )?;
-        let actor = p.actor();
-        let out = tokio::task::spawn_blocking(move || desk.resolve(call, req, approve, &actor))
-            .await
-            .map_err(|e| ApiError::new(500, e.to_string()))??;
-        match expired(approve, &out) {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        crate::approvals::settle_on(desk, call, req, approve, p.actor()).await
     };
     match run.await {
         Ok(out) => json(200, &out),

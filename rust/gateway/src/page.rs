@@ -20,13 +20,13 @@
 //! same credential, no cookie). Any credential that is not an approver's
 //! gets 403 on every page and endpoint of the desk.
 
-use crate::api::{self, ApiError, Outcome};
+use crate::api::{self, ApiError};
 use crate::api::{PendingCall, RecentCall};
 use crate::approvals::ApprovalDesk;
 use crate::auth::{Principal, Role};
 use crate::perimeter::{self, Perimeter, Refusal};
 use crate::reply::json;
-use crate::request::{expired, path, read_body, resolve_body};
+use crate::request::{path, read_body, resolve_body};
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -516,16 +516,7 @@ async fn settle(
                 });
             }
         })?;
-        let actor = p.actor();
-        let desk = Arc::clone(&page.desk);
-        let out: Outcome =
-            tokio::task::spawn_blocking(move || desk.resolve(call, req, approve, &actor))
-                .await
-                .map_err(|e| ApiError::new(500, e.to_string()))??;
-        match expired(approve, &out) {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        crate::approvals::settle_on(Arc::clone(&page.desk), call, req, approve, p.actor()).await
     };
     match run.await {
         Ok(out) => json(200, &out),
