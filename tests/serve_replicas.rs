@@ -11,55 +11,16 @@
 
 use agenra_gateway::client::Client;
 use serde_json::json;
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agenra");
+#[path = "support/replica.rs"]
+mod replica;
+
+use replica::{free_addr, start, BIN};
 const QUOTA: u64 = 60;
 const TENANT_QUOTA: u64 = 24;
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// A replica, killed when dropped.
-struct Replica(Child);
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(policy: &Path, url: &str, addr: SocketAddr) -> Replica {
-    let child = Command::new(BIN)
-        .args(["serve", "--insecure-no-auth", "--policy"])
-        .arg(policy)
-        .args(["--store", url, "--listen", &addr.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start agenra serve");
-    let replica = Replica(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(mut c) = Client::connect(addr) {
-            if matches!(c.get("/health"), Ok((200, _))) {
-                return replica;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("agenra serve --store postgres://… did not come up on {addr}");
-}
 
 #[test]
 fn two_serve_replicas_on_one_postgres_spend_each_unit_once() {

@@ -10,51 +10,11 @@
 
 use agenra_gateway::client::Client;
 use serde_json::json;
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agenra");
+#[path = "support/replica.rs"]
+mod replica;
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// A replica, killed when dropped.
-struct Replica(Child);
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(policy: &Path, url: &str, addr: SocketAddr) -> Replica {
-    let child = Command::new(BIN)
-        .args(["serve", "--insecure-no-auth", "--policy"])
-        .arg(policy)
-        .args(["--store", url, "--listen", &addr.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start agenra serve");
-    let replica = Replica(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(mut c) = Client::connect(addr) {
-            if matches!(c.get("/health"), Ok((200, _))) {
-                return replica;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("agenra serve --store postgres://… did not come up on {addr}");
-}
+use replica::{free_addr, start};
 
 /// Hundredths of a decimal string (`12.5` is 1250).
 fn cents(text: &str) -> u64 {
