@@ -82,25 +82,28 @@ pub(super) fn id_key(id: &Value) -> Option<String> {
     }
 }
 
+/// The JSON-RPC error for a client line the proxy cannot parse exactly
+/// (never forwarded), under its id when a lenient reading finds one (a
+/// duplicated key), logged; both modes answer with it.
+pub(super) fn refuse_unparsed(line: &[u8], code: i64, why: &str) -> String {
+    let id = serde_json::from_slice::<Value>(line)
+        .ok()
+        .and_then(|m| m.get("id").cloned())
+        .filter(|id| id_key(id).is_some())
+        .unwrap_or(Value::Null);
+    log(&format!(
+        "client sent a line the proxy cannot parse exactly ({why}); refused, not forwarded"
+    ));
+    rpc_error(&id, code, &format!("agenra: {why}"))
+}
+
 /// A line from the client: parsed as the proxy decides on it (a line it
 /// cannot parse is refused, since it might hold a `tools/call` a more
 /// lenient server would run), then forwarded, answered or dropped.
 pub(super) fn from_client(proxy: &Arc<Proxy>, line: &[u8]) -> Action {
     let message = match parse_line(line) {
         Ok(m) => m,
-        Err((code, why)) => {
-            // The id, when a lenient reading finds one (a duplicated key).
-            let id = serde_json::from_slice::<Value>(line)
-                .ok()
-                .and_then(|m| m.get("id").cloned())
-                .filter(|id| id_key(id).is_some())
-                .unwrap_or(Value::Null);
-            log(&format!(
-                "client sent a line the proxy cannot parse exactly ({why}); refused, \
-                 not forwarded"
-            ));
-            return Action::Answer(rpc_error(&id, code, &format!("agenra: {why}")));
-        }
+        Err((code, why)) => return Action::Answer(refuse_unparsed(line, code, &why)),
     };
     // A Python server reads lines with universal newlines, so a bare CR
     // inside a line would split it there; a re-serialized line has none.

@@ -289,18 +289,7 @@ fn from_client_multi(m: &Multi, line: &[u8]) -> Vec<Out> {
     let answer = |s: String| vec![Out::Client(s.into_bytes())];
     let message = match parse_line(line) {
         Ok(message) => message,
-        Err((code, why)) => {
-            let id = serde_json::from_slice::<Value>(line)
-                .ok()
-                .and_then(|m| m.get("id").cloned())
-                .filter(|id| id_key(id).is_some())
-                .unwrap_or(Value::Null);
-            log(&format!(
-                "client sent a line the proxy cannot parse exactly ({why}); refused, \
-                 not forwarded"
-            ));
-            return answer(rpc_error(&id, code, &format!("agenra: {why}")));
-        }
+        Err((code, why)) => return answer(refuse_unparsed(line, code, &why)),
     };
     if message.is_array() {
         log("client sent a batch; refused (not supported with --servers)");
