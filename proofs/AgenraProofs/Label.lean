@@ -250,7 +250,13 @@ exemptions are downward closed and deny patterns upward closed.
 Not covered: how `input`, `own` and `args` are computed from lineage,
 per-agent contexts, provenance by value (which can LOWER a label) and
 sanitizers; PAUSE (raising a label can turn PAUSE into DENY, never DENY into
-anything else, but that is not stated); steps other than 3. -/
+anything else, but that is not stated); steps other than 3.
+
+Rules out: "a sink's flow takes only some of its parameters' labels" (a
+meet, or the last parameter's label, instead of the join: raising a label
+could then lower the flow's label), "an exemption is an upper bound that
+grows with the label" (exempting more as data gets more tainted), and "a
+deny pattern matches labels below it". -/
 theorem flows_taint_monotone (sinks : List SinkUse) (received : List FlowRuleOn)
     (input input' own own' : Label) (args args' : List Label)
     (hd : flowsDenied sinks received input own args)
