@@ -4,3 +4,4 @@ import Agenra.Label
 import Agenra.Simulation
 import Agenra.Cbor
 import Agenra.Ffi
+import Agenra.Budget

@@ -10,3 +10,4 @@ import AgenraProofs.Scope
 import AgenraProofs.PoolSum
 import AgenraProofs.Books
 import AgenraProofs.TenantBooks
+import AgenraProofs.Budget
