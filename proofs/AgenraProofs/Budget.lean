@@ -81,13 +81,15 @@ def reservedIn (g : Nat) : List (String × Charges) → Nat
 `[BEq α] [LawfulBEq α] (a : α) : (a == a) = true` in the copies of
 `src/Init/SimpLemmas.lean` read; in case its argument became implicit
 (or the lemma moved to `ReflBEq`), the alternatives are tried in turn:
-`decide_eq_true rfl` (`String`'s `==` is `instBEqOfDecidableEq`, so
+`LawfulBEq.rfl` (the field `protected rfl : {a : α} → (a == a) = true` of
+`class LawfulBEq` in `src/Init/Core.lean`), `decide_eq_true rfl` (`String`'s `==` is `instBEqOfDecidableEq`, so
 `k == k` unfolds to `decide (k = k)`), and last `simp` with that
 `@[simp]` lemma (the only `simp` of the proofs, a fallback). -/
 theorem str_beq_self (k : String) : (k == k) = true := by
   first
   | exact beq_self_eq_true k
   | exact beq_self_eq_true
+  | exact LawfulBEq.rfl
   | exact decide_eq_true rfl
   | simp
 
