@@ -586,7 +586,8 @@ theorem admitChainBudgeted_within (p : Policy) (bs : List Budget) (req : Request
 theorem guardFreshBooks_held (s : State) (b : Books) (pool : SharedCounts) (amounts : AmountPool)
     (id : String) (r : BooksStep) (hh : isHeld s id = true) :
     guardFreshBooks s b pool amounts id r =
-      { outcome := .invalid, state := s, books := b, pool := pool, amounts := amounts } := by
+      ({ outcome := .invalid, state := s, books := b, pool := pool, amounts := amounts } :
+        BooksStep) := by
   unfold guardFreshBooks
   revert hh
   cases isHeld s id with
