@@ -843,3 +843,26 @@ fn an_unreachable_upstream_leaves_calls_unknown() {
         assert_eq!(out.status.code(), Some(code), "{args:?}");
     }
 }
+
+/// `agenra bench mcp --http`: the bench's JSON line, the client reaching
+/// the proxy over MCP's streamable HTTP (`mcp-proxy --listen`). The
+/// figures are not asserted (a loaded machine may make them anything).
+#[test]
+fn bench_mcp_over_http_prints_its_figures() {
+    let out = Command::new(BIN)
+        .args(["bench", "mcp", "--json", "--http", "--samples", "50"])
+        .output()
+        .expect("run agenra bench mcp --http");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("UTF-8");
+    let v: Value = serde_json::from_str(stdout.trim_end()).expect("one JSON line");
+    assert_eq!(v["transport"], json!("http"), "{v}");
+    assert_eq!(v["samples"], json!(50));
+    let p50 = v["p50_ms"].as_f64().expect("p50_ms");
+    let p99 = v["p99_ms"].as_f64().expect("p99_ms");
+    assert!(p50 > 0.0 && p50 <= p99, "{v}");
+}
