@@ -560,6 +560,44 @@ fn a_paused_call_is_answered_once_approved() {
     assert!(!is_error(&answer), "{answer}");
     assert!(text(&answer).contains("deploy ok"), "{answer}");
     assert_eq!(server_calls(&log), vec!["deploy"]);
+    // A client taking JSON only waits for the JSON answer; its
+    // `notifications/cancelled` rejects the waiting call, which never runs,
+    // and ends its POST.
+    let url = p.url.clone();
+    let session = p.session.clone().expect("a session");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let resp = ureq::AgentBuilder::new()
+            .timeout(TIMEOUT)
+            .build()
+            .post(&url)
+            .set("content-type", "application/json")
+            .set("accept", "application/json")
+            .set("mcp-session-id", &session)
+            .send_string(
+                &json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                        "params": {"name": "deploy", "arguments": {"target": "staging"}}})
+                .to_string(),
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.into_string().map_err(|e| e.to_string()));
+        let _ = tx.send(resp);
+    });
+    harness::wait_for_approvals(&mut http, 1);
+    let a = p.post(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 10, "reason": "changed my mind"}}),
+    );
+    assert_eq!(a.status, 202);
+    let body = rx
+        .recv_timeout(TIMEOUT)
+        .expect("an answer")
+        .expect("the POST");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["id"], json!(10), "{answer}");
+    assert_eq!(answer["error"]["code"], json!(-32800), "{answer}");
+    harness::wait_for_approvals(&mut http, 0);
+    assert_eq!(server_calls(&log), vec!["deploy"]);
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&creds.file);
 }

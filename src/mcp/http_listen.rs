@@ -493,8 +493,10 @@ fn post_blocking(app: &App, line: &[u8], message: &Value) -> Posted {
         .and(message.get("id"))
         .filter(|id| !id.is_null());
     let key = request_id.and_then(id_key);
-    let mut inner = app.routes.lock();
+    // Declared before the lock's guard, so that it is dropped after it
+    // (its drop takes the lock).
     let mut waiting = None;
+    let mut inner = app.routes.lock();
     if let (Some(id), Some(key)) = (request_id, &key) {
         // A request whose answer has not reached the client is in flight.
         if inner.waiters.contains_key(key) {
