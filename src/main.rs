@@ -212,8 +212,19 @@ enum Command {
         /// tools as `NAME.TOOL` (docs/mcp-proxy.md, "Several servers, one session").
         #[arg(long, value_name = "FILE", conflicts_with = "server")]
         servers: Option<PathBuf>,
+        /// Serve the client MCP's streamable HTTP transport at `http://ADDR/mcp` instead of
+        /// stdio (docs/mcp-proxy.md, "Streamable HTTP"); a non-loopback ADDR needs --http-token.
+        #[arg(long, value_name = "ADDR", conflicts_with = "servers")]
+        listen: Option<String>,
+        /// With --listen: a file holding the bearer token every HTTP request must carry.
+        #[arg(long, value_name = "FILE")]
+        http_token: Option<PathBuf>,
+        /// Reach the MCP server over streamable HTTP at this URL (`http://HOST:PORT/mcp`)
+        /// instead of starting it (no server command then).
+        #[arg(long, value_name = "URL", conflicts_with_all = ["servers", "server"])]
+        upstream: Option<String>,
         /// The MCP server's command and its arguments, after `--`.
-        #[arg(last = true, required_unless_present = "servers")]
+        #[arg(last = true, required_unless_present_any = ["servers", "upstream"])]
         server: Vec<String>,
     },
     /// A starting policy for an MCP server: `tool` declarations from its `tools/list`
@@ -349,6 +360,9 @@ fn main() -> ExitCode {
             cancel_timeout,
             show_all_tools,
             servers,
+            listen,
+            http_token,
+            upstream,
             server,
         } => {
             let pause = mcp::PauseOptions {
@@ -366,6 +380,9 @@ fn main() -> ExitCode {
             let options = mcp::ProxyOptions {
                 cancel_timeout,
                 show_all_tools,
+                listen,
+                http_token,
+                upstream,
             };
             match servers {
                 Some(file) => mcp::run_multi(&policy, &file, &pause, &store, &options),

@@ -41,6 +41,9 @@ enum BenchKind {
         /// Be the echo server (the bench starts itself with it).
         #[arg(long, hide = true)]
         echo_server: bool,
+        /// Reach the proxy over MCP's streamable HTTP (`mcp-proxy --listen`), not stdio.
+        #[arg(long)]
+        http: bool,
     },
     /// `agenra serve` over loopback HTTP on the durable store: the JSON
     /// figures on the last line.
@@ -162,7 +165,12 @@ fn main() -> ExitCode {
         BenchKind::Mcp {
             echo_server: true, ..
         } => bench_mcp::echo_server(),
-        BenchKind::Mcp { json, samples, .. } => mcp(json, samples as usize),
+        BenchKind::Mcp {
+            json,
+            samples,
+            http,
+            ..
+        } => mcp(json, samples as usize, http),
         BenchKind::Serve {
             json,
             clients,
@@ -211,10 +219,10 @@ fn main() -> ExitCode {
 
 /// `bench mcp`: the proxy is the `agenra` binary installed next to this
 /// one, the echo server this binary.
-fn mcp(json: bool, samples: usize) -> Result<(), String> {
+fn mcp(json: bool, samples: usize, http: bool) -> Result<(), String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     let agenra = me.with_file_name(format!("agenra{}", std::env::consts::EXE_SUFFIX));
-    bench_mcp::run(&agenra, &me, json, samples).map(print)
+    bench_mcp::run_over(&agenra, &me, json, samples, http).map(print)
 }
 
 /// Writes to standard output; a reader that has gone away ends the run

@@ -10,7 +10,7 @@ pub(super) fn client_to_server(proxy: &Arc<Proxy>) {
     each_line(std::io::stdin().lock(), "the client", |text| {
         let forward = match from_client(proxy, text) {
             Action::Answer(answer) => {
-                to_client(answer.as_bytes());
+                proxy.send_client(answer.as_bytes());
                 return true;
             }
             Action::Drop => return true,

@@ -63,6 +63,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod client;
+mod http_listen;
+mod http_upstream;
 mod lifecycle;
 mod multi;
 mod options;

@@ -956,6 +956,7 @@ pub fn run_multi(
         timers: Timers::default(),
         callable: (!options.show_all_tools).then(|| callable_tools(compiled.policy())),
         child: ChildState::default(),
+        client: ClientSide::Stdio,
     };
     let (policy_hash, last) = resume(&proxy, &compiled, &shown)?;
     proxy.policy_hash = policy_hash;

@@ -36,6 +36,14 @@ pub struct ProxyOptions {
     pub cancel_timeout: Option<u64>,
     /// `--show-all-tools`: `tools/list` answers are forwarded unchanged.
     pub show_all_tools: bool,
+    /// `--listen`: the client speaks MCP's streamable HTTP to the proxy
+    /// at `http://ADDR/mcp` instead of stdio.
+    pub listen: Option<String>,
+    /// `--http-token`: a file holding the bearer token `--listen` requires.
+    pub http_token: Option<PathBuf>,
+    /// `--upstream`: the server is reached over MCP's streamable HTTP at
+    /// this URL instead of started as a child.
+    pub upstream: Option<String>,
 }
 
 /// The tools a session of `policy` may ever call: declared, and named by a

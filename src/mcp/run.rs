@@ -138,9 +138,40 @@ pub fn run(
         .map_err(|e| fail(format!("mcp-proxy: --tenant: {}", e.error)))?;
     check_name("session", &store.session)
         .map_err(|e| fail(format!("mcp-proxy: --session: {}", e.error)))?;
-    let (program, args) = server
-        .split_first()
-        .ok_or_else(|| fail("mcp-proxy: no server command given (after `--`)"))?;
+    // The server: a command to start, or an HTTP endpoint (`--upstream`).
+    let upstream = match &options.upstream {
+        Some(_) if !server.is_empty() => {
+            return Err(fail(format!(
+                "mcp-proxy: {}",
+                super::http_upstream::UpstreamError::Both
+            )))
+        }
+        Some(url) => Some(
+            super::http_upstream::Upstream::new(url)
+                .map_err(|e| fail(format!("mcp-proxy: {e}")))?,
+        ),
+        None => None,
+    };
+    if upstream.is_none() && server.is_empty() {
+        return Err(fail("mcp-proxy: no server command given (after `--`)"));
+    }
+    if options.listen.is_none() && options.http_token.is_some() {
+        return Err(fail(
+            "mcp-proxy: --http-token is only used with --listen (the HTTP transport)",
+        ));
+    }
+    // Bound before anything starts, so that a bad address starts nothing.
+    let listen = match &options.listen {
+        Some(addr) => Some(
+            super::http_listen::bind(addr, options.http_token.as_deref())
+                .map_err(|e| fail(format!("mcp-proxy: {e}")))?,
+        ),
+        None => None,
+    };
+    let routes = listen
+        .as_ref()
+        .map(super::http_listen::routes)
+        .transpose()?;
     let (policy, _) = load_policy(policy_path, false)?;
     let compiled =
         CompiledPolicy::new(policy).map_err(|e| fail(format!("{}: {e}", policy_path.display())))?;
@@ -172,6 +203,10 @@ pub fn run(
         timers: Timers::default(),
         callable: (!options.show_all_tools).then(|| callable_tools(compiled.policy())),
         child: ChildState::default(),
+        client: match &routes {
+            Some(routes) => ClientSide::Http(Arc::clone(routes)),
+            None => ClientSide::Stdio,
+        },
     };
     let (policy_hash, last) = resume(&proxy, &compiled, &shown)?;
     proxy.policy_hash = policy_hash;
@@ -200,36 +235,86 @@ pub fn run(
         }
         None => None,
     };
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| fail(format!("mcp-proxy: cannot start `{program}`: {e}")))?;
-    let (Some(server_in), Some(server_out)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(fail("mcp-proxy: the server's pipes are missing"));
+    let (mut child, from) = match upstream {
+        Some((upstream, messages)) => {
+            // No process to end: it counts as reaped.
+            proxy.child.reaped.store(true, Ordering::SeqCst);
+            *lock_in(&proxy) = Some(ServerIn::Http(super::http_upstream::UpstreamIn(upstream)));
+            (None, From::Http(messages))
+        }
+        None => {
+            let (program, args) = server
+                .split_first()
+                .ok_or_else(|| fail("mcp-proxy: no server command given (after `--`)"))?;
+            let mut child = Command::new(program)
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| fail(format!("mcp-proxy: cannot start `{program}`: {e}")))?;
+            let (Some(server_in), Some(server_out)) = (child.stdin.take(), child.stdout.take())
+            else {
+                return Err(fail("mcp-proxy: the server's pipes are missing"));
+            };
+            *lock_in(&proxy) = Some(ServerIn::Child(server_in));
+            proxy.child.pid.store(child.id(), Ordering::SeqCst);
+            (Some(child), From::Child(server_out))
+        }
     };
-    *lock_in(&proxy) = Some(server_in);
-    proxy.child.pid.store(child.id(), Ordering::SeqCst);
     watch_signals(&proxy)?;
 
-    let client_proxy = Arc::clone(&proxy);
-    std::thread::spawn(move || client_to_server(&client_proxy));
-
-    each_line(BufReader::new(server_out), "the server", |text| {
-        match from_server(&proxy, text) {
-            Some(instead) => to_client(&instead),
-            None => to_client(text),
+    match (listen, &routes) {
+        (Some(listen), Some(routes)) => {
+            let addr = listen.addr;
+            super::http_listen::serve(listen, &proxy, Arc::clone(routes))?;
+            log(&format!(
+                "MCP streamable HTTP on http://{addr}{} (one MCP session: the agent's)",
+                super::http_listen::MCP_PATH
+            ));
         }
-        true
-    });
+        _ => {
+            let client_proxy = Arc::clone(&proxy);
+            std::thread::spawn(move || client_to_server(&client_proxy));
+        }
+    }
+
+    let relay = |text: &[u8]| match from_server(&proxy, text) {
+        Some(instead) => proxy.send_client(&instead),
+        None => proxy.send_client(text),
+    };
+    match from {
+        From::Child(server_out) => each_line(BufReader::new(server_out), "the server", |text| {
+            relay(text);
+            true
+        }),
+        // Until the client is gone and the last request to the server is
+        // done.
+        From::Http(messages) => {
+            for message in messages {
+                match message {
+                    super::http_upstream::Upstreamed::Message(text) => relay(&text),
+                    super::http_upstream::Upstreamed::Failed { id, why } => {
+                        proxy.send_client(&super::http_upstream::unanswered(&proxy, &id, &why))
+                    }
+                }
+            }
+        }
+    }
     // The server closed its output: the client's ends too (its reader sees
     // the end now, not when the server process is gone), and a server that
     // does not exit is ended (MCP's stdio shutdown: SIGTERM, then SIGKILL).
-    close_client_output();
-    let status = end_child(&proxy, &mut child)
-        .map_err(|e| fail(format!("mcp-proxy: waiting for the server: {e}")))?;
+    match &proxy.client {
+        ClientSide::Stdio => close_client_output(),
+        ClientSide::Http(routes) => routes.close(),
+    }
+    let status = match child.as_mut() {
+        Some(child) => Some(
+            end_child(&proxy, child)
+                .map_err(|e| fail(format!("mcp-proxy: waiting for the server: {e}")))?,
+        ),
+        None => None,
+    };
     // The process exits now: approval requests in flight are cut rather
     // than waited for (an idle client connection could hold a graceful
     // shutdown open).
@@ -238,14 +323,22 @@ pub fn run(
     if signal != 0 {
         return Err(Failed(u8::try_from(128 + signal).unwrap_or(1)));
     }
-    match status.code() {
+    match status.map_or(Some(0), |s| s.code()) {
         Some(0) => Ok(()),
         Some(code) => Err(Failed(u8::try_from(code).unwrap_or(1))),
         None => Err(Failed(1)),
     }
 }
 
-pub(super) fn lock_in(proxy: &Proxy) -> MutexGuard<'_, Option<ChildStdin>> {
+/// Where the server's messages come from.
+enum From {
+    /// The child's standard output, one message a line.
+    Child(std::process::ChildStdout),
+    /// `--upstream`: the answers to the proxy's requests.
+    Http(std::sync::mpsc::Receiver<super::http_upstream::Upstreamed>),
+}
+
+pub(super) fn lock_in(proxy: &Proxy) -> MutexGuard<'_, Option<ServerIn>> {
     proxy.server_in.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -286,10 +379,12 @@ pub(super) fn to_server(proxy: &Proxy, line: &[u8]) -> bool {
     buf.extend_from_slice(line);
     buf.push(b'\n');
     let mut server_in = lock_in(proxy);
-    let Some(w) = server_in.as_mut() else {
-        return false;
+    let written = match server_in.as_mut() {
+        None => return false,
+        Some(ServerIn::Child(w)) => w.write_all(&buf).and_then(|()| w.flush()).is_ok(),
+        Some(ServerIn::Http(upstream)) => upstream.0.send(line),
     };
-    if w.write_all(&buf).and_then(|()| w.flush()).is_err() {
+    if !written {
         *server_in = None;
         return false;
     }

@@ -101,7 +101,7 @@ pub(super) fn settle(
                 log(&format!(
                     "call {call}: approved, but the server's input is closed"
                 ));
-                to_client(
+                proxy.send_client(
                     tool_error(
                         &w.id,
                         "agenra: approved, but the MCP server's input is closed, so it was not run",
@@ -123,7 +123,7 @@ pub(super) fn settle(
                 outcome.rule.as_deref().unwrap_or("?"),
                 outcome.reason
             ));
-            to_client(
+            proxy.send_client(
                 tool_error(
                     &w.id,
                     &format!(
@@ -151,7 +151,7 @@ pub(super) fn settle(
             log(&format!("call {call} ({}) rejected: {why:?}", w.tool));
             // A cancelled request gets no answer (MCP); a gone client neither.
             if !text.is_empty() {
-                to_client(tool_error(&w.id, &text).as_bytes());
+                proxy.send_client(tool_error(&w.id, &text).as_bytes());
             }
         }
     }

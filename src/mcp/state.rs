@@ -179,7 +179,7 @@ pub(super) struct Proxy {
     /// The server's standard input; `None` once the client closed its side
     /// (dropping it closes the server's input). Written without holding
     /// `state`, so a slow server never stalls decisions.
-    pub(super) server_in: Mutex<Option<ChildStdin>>,
+    pub(super) server_in: Mutex<Option<ServerIn>>,
     /// Wait mode's timeout in seconds; `None` in error mode.
     pub(super) wait: Option<u64>,
     /// `--cancel-timeout`: seconds a cancelled call's answer is waited for.
@@ -191,6 +191,37 @@ pub(super) struct Proxy {
     pub(super) callable: Option<HashSet<String>>,
     /// The server process.
     pub(super) child: ChildState,
+    /// Where answers for the client go: standard output, or the HTTP
+    /// requests waiting for them (`--listen`).
+    pub(super) client: ClientSide,
+}
+
+/// Where messages for the server go.
+pub(super) enum ServerIn {
+    /// The child's standard input, one message a line.
+    Child(ChildStdin),
+    /// `--upstream`: POSTed to the server's endpoint.
+    Http(super::http_upstream::UpstreamIn),
+}
+
+/// The client's side of the proxy.
+pub(super) enum ClientSide {
+    /// Newline-delimited JSON-RPC on standard input and output.
+    Stdio,
+    /// MCP's streamable HTTP transport (`--listen`): each answer goes to
+    /// the HTTP request waiting for its id, other messages to the client's
+    /// `GET` stream.
+    Http(Arc<super::http_listen::Routes>),
+}
+
+impl Proxy {
+    /// Sends one message (a line without its newline) to the client.
+    pub(super) fn send_client(&self, line: &[u8]) {
+        match &self.client {
+            ClientSide::Stdio => to_client(line),
+            ClientSide::Http(routes) => routes.deliver(line),
+        }
+    }
 }
 
 pub(super) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
