@@ -26,6 +26,7 @@
 mod backend;
 pub mod checkpoint;
 mod commit;
+mod part_commit;
 pub mod parts;
 mod pg;
 mod pg_parts;
@@ -37,7 +38,10 @@ pub use checkpoint::{
     KeyError, PublicKey,
 };
 pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
-pub use parts::{session_partition, MemoryParts, PartBackend, PartLog, PartSummary};
+pub use part_commit::{PartCatchUp, PartCommitter, PartDecide};
+pub use parts::{
+    pool_partition, session_partition, MemoryParts, PartBackend, PartLog, PartSummary,
+};
 pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
 pub use pg_parts::PgParts;
 pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};

@@ -39,10 +39,45 @@ pub type PartVisit<'a> = &'a mut dyn FnMut(&str, u64, &[u8]) -> Result<(), Store
 /// `%` and `/` in either written `%25` and `%2F` (so that no two sessions
 /// share a name, and no session is named `log`).
 pub fn session_partition(tenant: &str, session: &str) -> String {
-    fn esc(s: &str) -> String {
-        s.replace('%', "%25").replace('/', "%2F")
-    }
     format!("s/{}/{}", esc(tenant), esc(session))
+}
+
+/// The partition of `tenant`'s shared pools (`quota N per tenant`, tenant
+/// budgets): `p/TENANT`. The events (and the closing) of a session whose
+/// policy draws on them go here, in the order they used the pool; the
+/// session's own partition holds its `session` record.
+pub fn pool_partition(tenant: &str) -> String {
+    format!("p/{}", esc(tenant))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('%', "%25").replace('/', "%2F")
+}
+
+/// The order the reader visits partitions in: `log` (the policies), the
+/// sessions (their `session` records), then the pools (events that name
+/// those sessions).
+fn rank(part: &str) -> u8 {
+    if part == LOG_PARTITION {
+        0
+    } else if part.starts_with("s/") {
+        1
+    } else if part.starts_with("p/") {
+        2
+    } else {
+        3
+    }
+}
+
+/// The session partition of a pool's record (`None` when it names none).
+fn session_of(line: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Names {
+        tenant: Option<String>,
+        session: Option<String>,
+    }
+    let n: Names = serde_json::from_slice(line).ok()?;
+    Some(session_partition(&n.tenant?, &n.session?))
 }
 
 /// One partition's stored records, appended in one transaction.
@@ -252,6 +287,11 @@ fn check_home(part: &str, seq: u64, link: &PartLink) -> Result<(), StoreError> {
     }
     match (&link.tenant, &link.session) {
         (Some(t), Some(s)) if session_partition(t, s) == part => Ok(()),
+        (Some(t), Some(_))
+            if pool_partition(t) == part && matches!(link.kind, Kind::Event | Kind::Closed) =>
+        {
+            Ok(())
+        }
         _ => Err(part_error(
             part,
             seq,
@@ -342,12 +382,7 @@ impl PartLog {
         let heads = self.backend.begin(&sorted);
         self.lock_wait = asked.elapsed();
         let heads = heads.map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        self.before = sorted
-            .iter()
-            .map(String::as_str)
-            .chain([LOG_PARTITION])
-            .map(|p| (p.to_string(), self.known(p)))
-            .collect();
+        self.before.clear();
         self.locked = Some(heads.clone());
         let mut todo: Vec<(String, Option<Head>)> = Vec::with_capacity(heads.len() + 1);
         if !heads.contains_key(LOG_PARTITION) {
@@ -360,6 +395,13 @@ impl PartLog {
                 return Err(e);
             }
         }
+        // What was caught up on is applied: a rollback goes back to here.
+        self.before = sorted
+            .iter()
+            .map(String::as_str)
+            .chain([LOG_PARTITION])
+            .map(|p| (p.to_string(), self.known(p)))
+            .collect();
         Ok(())
     }
 
@@ -387,40 +429,44 @@ impl PartLog {
                 ));
             }
         }
-        let mut verifier = Verifier::after(from.clone());
-        let mut failed: Option<StoreError> = None;
+        // Read first, apply after: a read that fails applies nothing.
         let limit = until.as_ref().map_or(u64::MAX, |u| u.seq);
-        let scanned = self.backend.scan(part, from.seq + 1, &mut |p, seq, line| {
-            if failed.is_some() || seq > limit {
-                return Ok(());
+        let mut lines: Vec<(u64, Vec<u8>)> = Vec::new();
+        self.backend
+            .scan(part, from.seq + 1, &mut |_, seq, line| {
+                if seq <= limit {
+                    lines.push((seq, line.to_vec()));
+                }
+                Ok(())
+            })
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let mut verifier = Verifier::after(from.clone());
+        let pool = part.starts_with("p/");
+        for (seq, line) in lines {
+            verifier
+                .push(seq, &line)
+                .map_err(|e| part_error(part, e.seq, e.reason))?;
+            let link = serde_json::from_slice::<PartLink>(&line)
+                .map_err(|e| part_error(part, seq, format!("not an audit record: {e}")))?;
+            check_home(part, seq, &link)?;
+            if pool {
+                // A pool's event names a session this process may not have
+                // seen yet: its `session` record comes first.
+                if let Some(s) = session_of(&line) {
+                    if self.known(&s).seq == 0 {
+                        self.catch_up(&s, None, catch_up)?;
+                    }
+                }
             }
-            let checked = verifier
-                .push(seq, line)
-                .map_err(|e| part_error(p, e.seq, e.reason))
-                .and_then(|()| {
-                    serde_json::from_slice::<PartLink>(line)
-                        .map_err(|e| part_error(p, seq, format!("not an audit record: {e}")))
-                })
-                .and_then(|link| check_home(p, seq, &link));
-            if let Err(e) = checked {
-                failed = Some(e);
-                return Ok(());
-            }
-            if let Err(e) = catch_up(p, seq, line) {
-                failed = Some(match e {
-                    StoreError::Diverged { .. } => e,
-                    other => StoreError::Diverged {
-                        seq,
-                        reason: format!("partition {p}: {other}"),
-                    },
-                });
-            }
-            Ok(())
-        });
-        if let Some(e) = failed {
-            return Err(e);
+            catch_up(part, seq, &line).map_err(|e| match e {
+                StoreError::Diverged { .. } => e,
+                other => StoreError::Diverged {
+                    seq,
+                    reason: format!("partition {part}: {other}"),
+                },
+            })?;
+            self.known.insert(part.to_string(), verifier.head());
         }
-        scanned.map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let got = verifier.head();
         if let Some(u) = until {
             if got != u {
@@ -554,8 +600,8 @@ impl PartLog {
     }
 
     /// Abandons the open transaction: this process's heads go back to
-    /// where they were when it began (what it caught up on is not
-    /// forgotten by the caller's state: restart, or follow the log again).
+    /// where they were after [`PartLog::begin`] caught up (what it applied
+    /// then stays applied).
     pub fn rollback(&mut self) {
         if self.locked.take().is_some() {
             self.backend.rollback();
@@ -574,7 +620,7 @@ impl PartLog {
     pub fn read(&mut self, f: PartVisit<'_>) -> Result<BTreeMap<String, Head>, StoreError> {
         let stored = self.backend.heads()?;
         let mut order: Vec<&String> = stored.keys().collect();
-        order.sort_by_key(|p| (p.as_str() != LOG_PARTITION, p.as_str()));
+        order.sort_by_key(|p| (rank(p), p.as_str()));
         let mut out = BTreeMap::new();
         for part in order {
             let Some(head) = stored.get(part).cloned().flatten() else {
