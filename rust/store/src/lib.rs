@@ -43,7 +43,7 @@ pub use parts::{
     pool_partition, session_partition, MemoryParts, PartBackend, PartLog, PartSummary,
 };
 pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
-pub use pg_parts::PgParts;
+pub use pg_parts::{is_partitioned_pg, PgParts};
 pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
 
 /// Called with each stored line and its sequence number, in order.

@@ -24,6 +24,7 @@ pub type PartCatchUp = Box<dyn FnMut(&str, u64, &[u8]) -> Result<(), StoreError>
 
 struct Job {
     parts: Vec<String>,
+    read_log: bool,
     decide: PartDecide,
     refused: Done,
 }
@@ -72,11 +73,13 @@ impl PartCommitter {
     }
 
     /// Queues a decision to take inside the next transaction, which locks
-    /// `parts`; `refused` is called instead when that transaction cannot
-    /// begin (nothing was decided).
-    pub fn decide(&self, parts: Vec<String>, decide: PartDecide, refused: Done) {
+    /// `parts` (and, with `read_log`, first reads what `log` gained: the
+    /// policy a new session gets); `refused` is called instead when that
+    /// transaction cannot begin (nothing was decided).
+    pub fn decide(&self, parts: Vec<String>, read_log: bool, decide: PartDecide, refused: Done) {
         let job = Job {
             parts,
+            read_log,
             decide,
             refused,
         };
@@ -151,7 +154,8 @@ fn writer(
         if checkpointing {
             parts.push(LOG_PARTITION.to_string());
         }
-        let begun = log.begin(&parts, &mut |p, seq, line| {
+        let read_log = jobs.iter().any(|j| j.read_log);
+        let begun = log.begin(&parts, read_log, &mut |p, seq, line| {
             counters.caught_up.fetch_add(1, Ordering::Relaxed);
             catch_up(p, seq, line)
         });

@@ -97,10 +97,16 @@ pub struct PartAppend<'a> {
 /// What a storage engine provides to a partitioned log.
 pub trait PartBackend: Send {
     /// Opens a write transaction holding the head rows of `parts` (sorted,
-    /// no duplicates; created at the empty head when new) until
-    /// [`commit`](PartBackend::commit) or [`rollback`](PartBackend::rollback);
-    /// returns their heads as stored now.
-    fn begin(&mut self, parts: &[String]) -> Result<BTreeMap<String, Head>, StoreError>;
+    /// no duplicates) until [`commit`](PartBackend::commit) or
+    /// [`rollback`](PartBackend::rollback); returns their heads as stored
+    /// now. The rows of `create` (those of `parts` that may be new) are
+    /// created at the empty head first when missing; a row of `parts` that
+    /// is neither there nor created is an error.
+    fn begin(
+        &mut self,
+        parts: &[String],
+        create: &[String],
+    ) -> Result<BTreeMap<String, Head>, StoreError>;
     /// Writes every partition's lines and moves its head from `before` to
     /// `head` (inside the open transaction); an error if a head is no
     /// longer at `before` or a sequence number is taken.
@@ -166,7 +172,11 @@ impl MemoryParts {
 }
 
 impl PartBackend for MemoryParts {
-    fn begin(&mut self, parts: &[String]) -> Result<BTreeMap<String, Head>, StoreError> {
+    fn begin(
+        &mut self,
+        parts: &[String],
+        _create: &[String],
+    ) -> Result<BTreeMap<String, Head>, StoreError> {
         let s = self.state()?.clone();
         let heads = parts
             .iter()
@@ -364,28 +374,41 @@ impl PartLog {
     /// Starts a write transaction that may append to `parts`: locks their
     /// head rows (sorted; nothing else is locked), then hands to
     /// `catch_up`, checked and in order, every record other processes
-    /// appended since this process's heads: first to `log` (read without a
-    /// lock: the policies a session may name), then to each partition of
-    /// `parts`.
+    /// appended since this process's heads: first, with `read_log` (or
+    /// when `parts` holds it), to `log` (read without a lock: the policies
+    /// a new session gets), then to each partition of `parts`. A partition
+    /// this process has applied nothing of is preceded by `log` too (its
+    /// first record, a session's, names a policy).
     ///
     /// Errors: [`StoreError::Unavailable`] (nothing applied: retry);
     /// [`StoreError::Chain`] or [`StoreError::Diverged`] when a record does
     /// not check or `catch_up` refuses it (the transaction is rolled back).
-    pub fn begin(&mut self, parts: &[String], catch_up: PartVisit<'_>) -> Result<(), StoreError> {
+    pub fn begin(
+        &mut self,
+        parts: &[String],
+        read_log: bool,
+        catch_up: PartVisit<'_>,
+    ) -> Result<(), StoreError> {
         if self.locked.is_some() {
             self.rollback();
         }
         let mut sorted: Vec<String> = parts.to_vec();
         sorted.sort();
         sorted.dedup();
+        // A partition this process has seen records of has its head row.
+        let create: Vec<String> = sorted
+            .iter()
+            .filter(|p| self.known(p).seq == 0)
+            .cloned()
+            .collect();
         let asked = std::time::Instant::now();
-        let heads = self.backend.begin(&sorted);
+        let heads = self.backend.begin(&sorted, &create);
         self.lock_wait = asked.elapsed();
         let heads = heads.map_err(|e| StoreError::Unavailable(e.to_string()))?;
         self.before.clear();
         self.locked = Some(heads.clone());
         let mut todo: Vec<(String, Option<Head>)> = Vec::with_capacity(heads.len() + 1);
-        if !heads.contains_key(LOG_PARTITION) {
+        if read_log && !heads.contains_key(LOG_PARTITION) {
             todo.push((LOG_PARTITION.to_string(), None));
         }
         todo.extend(heads.into_iter().map(|(p, h)| (p, Some(h))));
@@ -428,6 +451,10 @@ impl PartLog {
                     ),
                 ));
             }
+        }
+        if from.seq == 0 && part != LOG_PARTITION {
+            // New to this process: its session names a policy in `log`.
+            self.catch_up(LOG_PARTITION, None, catch_up)?;
         }
         // Read first, apply after: a read that fails applies nothing.
         let limit = until.as_ref().map_or(u64::MAX, |u| u.seq);
@@ -816,7 +843,7 @@ mod tests {
         let mut log = PartLog::open(Box::new(store.clone())).with_signer(key());
         let a = session_partition("acme", "a");
         let b = session_partition("acme", "b");
-        log.begin(&[a.clone(), b.clone()], &mut |_, _, _| Ok(()))
+        log.begin(&[a.clone(), b.clone()], true, &mut |_, _, _| Ok(()))
             .unwrap();
         log.append(&mut [
             event("acme", "a", "1"),
@@ -825,11 +852,11 @@ mod tests {
         ])
         .unwrap();
         log.commit().unwrap();
-        log.begin(&[LOG_PARTITION.to_string()], &mut |_, _, _| Ok(()))
+        log.begin(&[LOG_PARTITION.to_string()], true, &mut |_, _, _| Ok(()))
             .unwrap();
         log.checkpoint(1).unwrap();
         log.commit().unwrap();
-        log.begin(&[a], &mut |_, _, _| Ok(())).unwrap();
+        log.begin(&[a], true, &mut |_, _, _| Ok(())).unwrap();
         log.append(&mut [event("acme", "a", "3")]).unwrap();
         log.commit().unwrap();
         (store, log)
@@ -908,7 +935,7 @@ mod tests {
         let store = MemoryParts::default();
         let mut log = PartLog::open(Box::new(store.clone()));
         let a = session_partition("acme", "a");
-        log.begin(std::slice::from_ref(&a), &mut |_, _, _| Ok(()))
+        log.begin(std::slice::from_ref(&a), true, &mut |_, _, _| Ok(()))
             .unwrap();
         log.append(&mut [event("acme", "a", "1")]).unwrap();
         log.commit().unwrap();
@@ -937,8 +964,10 @@ mod tests {
         let mut log = PartLog::open(Box::new(MemoryParts::default()));
         let e = log.append(&mut [event("acme", "a", "1")]).unwrap_err();
         assert!(e.to_string().contains("outside a transaction"), "{e}");
-        log.begin(&[session_partition("acme", "b")], &mut |_, _, _| Ok(()))
-            .unwrap();
+        log.begin(&[session_partition("acme", "b")], true, &mut |_, _, _| {
+            Ok(())
+        })
+        .unwrap();
         let e = log.append(&mut [event("acme", "a", "1")]).unwrap_err();
         assert!(e.to_string().contains("not locked"), "{e}");
     }
@@ -949,7 +978,7 @@ mod tests {
         let mut other = PartLog::open(Box::new(store.clone()));
         let mut applied = Vec::new();
         other
-            .begin(&[session_partition("acme", "b")], &mut |p, seq, _| {
+            .begin(&[session_partition("acme", "b")], true, &mut |p, seq, _| {
                 applied.push((p.to_string(), seq));
                 Ok(())
             })

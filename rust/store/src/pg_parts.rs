@@ -99,8 +99,10 @@ impl PgParts {
                 .config
                 .connect(NoTls)
                 .map_err(|e| self.err(format!("cannot connect: {}", describe(&e))))?;
+            // `literal` relies on standard strings (backslashes literal).
             c.batch_execute(
-                "SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '15s'",
+                "SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '15s'; \
+                 SET standard_conforming_strings = on",
             )
             .map_err(|e| self.err(describe(&e)))?;
             *slot = Some(c);
@@ -124,29 +126,50 @@ impl PgParts {
 }
 
 impl PartBackend for PgParts {
-    fn begin(&mut self, parts: &[String]) -> Result<BTreeMap<String, Head>, StoreError> {
+    fn begin(
+        &mut self,
+        parts: &[String],
+        create: &[String],
+    ) -> Result<BTreeMap<String, Head>, StoreError> {
         if self.in_txn {
             self.rollback();
         }
         let mut sorted = parts.to_vec();
         sorted.sort();
         sorted.dedup();
-        self.in_txn = true;
-        let rows = self.with(|c| {
-            c.batch_execute("BEGIN")?;
+        let mut create = create.to_vec();
+        create.sort();
+        create.dedup();
+        // One round trip when no row is new: BEGIN and the locks in one
+        // simple query (its values quoted as SQL literals).
+        let mut sql = String::from("BEGIN;");
+        if !create.is_empty() {
             // New partitions get their head row first (sorted: two
             // transactions creating the same rows wait in one order).
-            c.execute(
-                "INSERT INTO agenra_phead (part, seq, hash)
-                 SELECT p, 0, $2 FROM unnest($1::text[]) AS p ORDER BY p
-                 ON CONFLICT (part) DO NOTHING",
-                &[&sorted, &crate::GENESIS],
-            )?;
-            c.query(
-                "SELECT part, seq, hash FROM agenra_phead WHERE part = ANY($1)
-                 ORDER BY part FOR UPDATE",
-                &[&sorted],
-            )
+            sql.push_str(&format!(
+                "INSERT INTO agenra_phead (part, seq, hash) SELECT p, 0, {} FROM unnest({}) AS p \
+                 ORDER BY p ON CONFLICT (part) DO NOTHING;",
+                literal(crate::GENESIS)?,
+                text_array(&create)?
+            ));
+        }
+        sql.push_str(&format!(
+            "SELECT part, seq, hash FROM agenra_phead WHERE part = ANY({}) ORDER BY part FOR UPDATE",
+            text_array(&sorted)?
+        ));
+        self.in_txn = true;
+        let rows = self.with(|c| {
+            Ok(c.simple_query(&sql)?
+                .into_iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => Some((
+                        r.get(0).map(str::to_string),
+                        r.get(1).and_then(|v| v.parse::<i64>().ok()),
+                        r.get(2).map(str::to_string),
+                    )),
+                    _ => None,
+                })
+                .collect::<Vec<_>>())
         });
         let rows = match rows {
             Ok(r) => r,
@@ -157,8 +180,17 @@ impl PartBackend for PgParts {
         };
         let mut out = BTreeMap::new();
         for r in rows {
-            let part: String = r.get(0);
-            let head = self.head_of(&part, r.get(1), r.get(2))?;
+            let (Some(part), Some(seq), Some(hash)) = r else {
+                self.rollback();
+                return Err(self.err("agenra_phead: an unreadable head row"));
+            };
+            let head = match self.head_of(&part, seq, hash) {
+                Ok(h) => h,
+                Err(e) => {
+                    self.rollback();
+                    return Err(e);
+                }
+            };
             out.insert(part, head);
         }
         if out.len() != sorted.len() {
@@ -286,6 +318,43 @@ impl PartBackend for PgParts {
     }
 }
 
+/// `text` as an SQL string literal (every connection sets
+/// `standard_conforming_strings`, which keeps backslashes literal); a NUL
+/// character, which no literal can hold, is refused.
+fn literal(text: &str) -> Result<String, StoreError> {
+    if text.contains('\0') {
+        return Err(StoreError::Engine {
+            path: "postgres".into(),
+            message: format!("a partition name with a NUL character: {text:?}"),
+        });
+    }
+    Ok(format!("'{}'", text.replace('\'', "''")))
+}
+
+/// `items` as an SQL `text[]` value.
+fn text_array(items: &[String]) -> Result<String, StoreError> {
+    let quoted: Result<Vec<String>, StoreError> = items.iter().map(|i| literal(i)).collect();
+    Ok(format!("ARRAY[{}]::text[]", quoted?.join(",")))
+}
+
+/// Whether the PostgreSQL database at `url` holds a log partitioned by
+/// session with records (`agenra audit verify` then reads it with
+/// [`crate::PartLog`]). Creates nothing.
+pub fn is_partitioned_pg(url: &str) -> Result<bool, StoreError> {
+    let name = redact(url);
+    let err = |message: String| StoreError::Engine {
+        path: name.clone(),
+        message,
+    };
+    let config = Config::from_str(url).map_err(|e| err(format!("not a PostgreSQL URL: {e}")))?;
+    let mut c = config
+        .connect(NoTls)
+        .map_err(|e| err(format!("cannot connect: {}", describe(&e))))?;
+    Ok(holds_partitions(&mut c)
+        .map_err(|e| err(describe(&e)))?
+        .is_some())
+}
+
 /// Whether the database at the other end of `c` holds a partitioned log
 /// with records (then the single-chain store refuses it).
 pub(crate) fn holds_partitions(c: &mut Client) -> Result<Option<i64>, postgres::Error> {
@@ -337,7 +406,7 @@ mod live {
                     for n in 0..40u64 {
                         let own = format!("w{w}-{}", n % 3);
                         let parts = [session_partition("t", &own), session_partition("t", "both")];
-                        log.begin(&parts, &mut |_, _, _| Ok(())).unwrap();
+                        log.begin(&parts, false, &mut |_, _, _| Ok(())).unwrap();
                         log.append(&mut [event("t", &own, n), event("t", "both", n)])
                             .unwrap();
                         log.commit().unwrap();
@@ -370,10 +439,10 @@ mod live {
         let mut b = PartLog::open(Box::new(PgParts::open(&url).unwrap()));
         // A holds session x's head open; B appends to y and commits while
         // A's transaction is still open (it would block on one shared lock).
-        a.begin(&[session_partition("t", "x")], &mut |_, _, _| Ok(()))
+        a.begin(&[session_partition("t", "x")], true, &mut |_, _, _| Ok(()))
             .unwrap();
         a.append(&mut [event("t", "x", 1)]).unwrap();
-        b.begin(&[session_partition("t", "y")], &mut |_, _, _| Ok(()))
+        b.begin(&[session_partition("t", "y")], true, &mut |_, _, _| Ok(()))
             .unwrap();
         b.append(&mut [event("t", "y", 1)]).unwrap();
         b.commit().unwrap();
@@ -382,6 +451,26 @@ mod live {
             .read(&mut |_, _, _| Ok(()))
             .unwrap();
         assert_eq!(heads.len(), 2);
+    }
+
+    #[test]
+    fn quotes_and_backslashes_in_names_are_data() {
+        let Some(url) = crate::test_database("parts_quotes") else {
+            return;
+        };
+        let odd = "o'k\\'); DROP TABLE agenra_plog; --";
+        let mut log = PartLog::open(Box::new(PgParts::open(&url).unwrap()));
+        for n in 0..2 {
+            log.begin(&[session_partition("t", odd)], false, &mut |_, _, _| Ok(()))
+                .unwrap();
+            log.append(&mut [event("t", odd, n)]).unwrap();
+            log.commit().unwrap();
+        }
+        let heads = PartLog::open(Box::new(PgParts::open(&url).unwrap()))
+            .read(&mut |_, _, _| Ok(()))
+            .unwrap();
+        assert_eq!(heads[&session_partition("t", odd)].seq, 2);
+        assert!(literal("a\0b").is_err());
     }
 
     #[test]
@@ -402,7 +491,7 @@ mod live {
             return;
         };
         let mut log = PartLog::open(Box::new(PgParts::open(&url).unwrap()));
-        log.begin(&[session_partition("t", "x")], &mut |_, _, _| Ok(()))
+        log.begin(&[session_partition("t", "x")], true, &mut |_, _, _| Ok(()))
             .unwrap();
         log.append(&mut [event("t", "x", 1)]).unwrap();
         log.commit().unwrap();

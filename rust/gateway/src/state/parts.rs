@@ -51,14 +51,15 @@ impl Shared {
 }
 
 /// The partitions an operation on `target` (none: the log's own records)
-/// must lock.
-fn lock_parts(shared: &Shared, target: &Option<(String, String)>) -> Vec<String> {
+/// must lock, and whether it must first read what `log` gained (it may
+/// open a session, which gets the current policy).
+fn lock_parts(shared: &Shared, target: &Option<(String, String)>) -> (Vec<String>, bool) {
     match target {
-        None => vec![LOG_PARTITION.to_string()],
+        None => (vec![LOG_PARTITION.to_string()], true),
         Some((t, s)) => match shared.pooled(t, s) {
-            Some(false) => vec![session_partition(t, s)],
-            Some(true) => vec![pool_partition(t)],
-            None => vec![session_partition(t, s), pool_partition(t)],
+            Some(false) => (vec![session_partition(t, s)], false),
+            Some(true) => (vec![pool_partition(t)], false),
+            None => (vec![session_partition(t, s), pool_partition(t)], true),
         },
     }
 }
@@ -87,10 +88,11 @@ impl Writer {
         match self {
             Writer::Chain(c) => c.decide(decide, refused),
             Writer::Parts(p) => {
-                let parts = lock_parts(shared, &target);
+                let (parts, read_log) = lock_parts(shared, &target);
                 let shared = Arc::clone(shared);
                 p.decide(
                     parts,
+                    read_log,
                     Box::new(move || {
                         // Known after catching up, before the operation
                         // (closing a session forgets it).
