@@ -82,7 +82,7 @@ impl PgBackend {
         };
         // A database that holds a log partitioned by session is not read
         // as an empty single chain.
-        if let Some(n) = backend.with(crate::pg_parts::holds_partitions)? {
+        if let Some(n) = backend.with(holds_partitions)? {
             return Err(backend.err(format!(
                 "the database holds an audit log partitioned by session ({n} partitions in \
                  agenra_plog): the single-chain store does not read it"
@@ -320,6 +320,21 @@ impl Backend for PgBackend {
             }
         }
     }
+}
+
+/// Whether the database at the other end of `c` holds a partitioned log
+/// with records (then the single-chain store refuses it).
+pub(crate) fn holds_partitions(c: &mut Client) -> Result<Option<i64>, postgres::Error> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass('agenra_phead') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM agenra_phead WHERE seq > 0", &[])?
+        .get(0);
+    Ok((n > 0).then_some(n))
 }
 
 /// Creates the database `name` on the server of `url` when it does not

@@ -15,7 +15,7 @@
 //! holds partitions: neither reads the other's log as empty.
 
 use crate::parts::{PartAppend, PartBackend, PartVisit};
-use crate::pg::{describe, redact, seq_i64, SCHEMA_LOCK};
+use crate::pg::{describe, holds_partitions, redact, seq_i64, SCHEMA_LOCK};
 use crate::{Head, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Config, NoTls};
@@ -353,21 +353,6 @@ pub fn is_partitioned_pg(url: &str) -> Result<bool, StoreError> {
     Ok(holds_partitions(&mut c)
         .map_err(|e| err(describe(&e)))?
         .is_some())
-}
-
-/// Whether the database at the other end of `c` holds a partitioned log
-/// with records (then the single-chain store refuses it).
-pub(crate) fn holds_partitions(c: &mut Client) -> Result<Option<i64>, postgres::Error> {
-    let exists: bool = c
-        .query_one("SELECT to_regclass('agenra_phead') IS NOT NULL", &[])?
-        .get(0);
-    if !exists {
-        return Ok(None);
-    }
-    let n: i64 = c
-        .query_one("SELECT count(*) FROM agenra_phead WHERE seq > 0", &[])?
-        .get(0);
-    Ok((n > 0).then_some(n))
 }
 
 /// Tests against a real server (`AGENRA_TEST_PG`).
