@@ -217,3 +217,128 @@ fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags()
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sends `body` to `addr` until an answer arrives (across restarts).
+fn until_answered(addr: SocketAddr, body: &serde_json::Value, path: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut conn: Option<Client> = None;
+    loop {
+        assert!(Instant::now() < deadline, "no answer to {body} in time");
+        if conn.is_none() {
+            conn = Client::connect(addr).ok();
+        }
+        if let Some(c) = conn.as_mut() {
+            match c.post(path, body) {
+                Ok((200 | 201, answer)) => return answer,
+                // 503 (the store's writer stopped, or a restart): again.
+                Ok(_) | Err(_) => conn = None,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn kill_9_of_a_partitioned_replica_under_load_loses_nothing_and_spends_nothing_twice() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let Some(url) = agenra_store::test_database("serve_partitioned_crash") else {
+        return;
+    };
+    const CLIENTS: usize = 6;
+    const CALLS: u64 = 30;
+    const QUOTA: u64 = 20;
+    let dir = std::env::temp_dir().join(format!("agenra-serve-parts-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.agr");
+    std::fs::write(
+        &policy,
+        format!(
+            "tool pay.send(to: string) {{ resource to; }}\n\
+             grant pay: pay.send on glob \"*@example.com\" quota {QUOTA};\n"
+        ),
+    )
+    .unwrap();
+    let key = dir.join("checkpoint.key");
+    let public = agenra_store::generate_key_file(&key).unwrap();
+    let addrs = [free_addr(), free_addr()];
+    let _a = start(&policy, &url, &key, addrs[0]);
+    let b = Arc::new(Mutex::new(Some(start(&policy, &url, &key, addrs[1]))));
+    let answered = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Kills replica b with SIGKILL twice while the clients run, and
+    // restarts it on the same address.
+    let killer = {
+        let (b, answered, stop) = (Arc::clone(&b), Arc::clone(&answered), Arc::clone(&stop));
+        let (policy, url, key) = (policy.clone(), url.clone(), key.clone());
+        std::thread::spawn(move || {
+            for round in 1..=2u64 {
+                while answered.load(Ordering::Relaxed) < round * 50 && !stop.load(Ordering::Relaxed)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let mut slot = b.lock().unwrap();
+                if let Some(mut r) = slot.take() {
+                    let _ = r.0.kill();
+                    let _ = r.0.wait();
+                }
+                *slot = Some(start(&policy, &url, &key, addrs[1]));
+            }
+        })
+    };
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let answered = Arc::clone(&answered);
+            std::thread::spawn(move || {
+                let addr = addrs[i % 2];
+                let session = format!("c{i}");
+                until_answered(
+                    addr,
+                    &json!({"tenant": "acme", "session": session}),
+                    "/v1/sessions",
+                );
+                let mut allows = 0;
+                for n in 0..CALLS {
+                    let a = until_answered(
+                        addr,
+                        &json!({"tenant": "acme", "session": session,
+                                "call": {"id": format!("k{n}"), "tool": "pay.send",
+                                         "args": {"to": "b@example.com"}}}),
+                        "/v1/authorize",
+                    );
+                    allows += u64::from(a["decision"] == "ALLOW");
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                (session, allows)
+            })
+        })
+        .collect();
+    let results: Vec<(String, u64)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    stop.store(true, Ordering::Relaxed);
+    killer.join().unwrap();
+    // Every session's units spent equal the ALLOWs its client received,
+    // read through replica a (which catches up on b's sessions).
+    let mut c = Client::connect(addrs[0]).unwrap();
+    for (session, allows) in &results {
+        assert_eq!(*allows, QUOTA, "{session}: ALLOWs received");
+        let (_, v) = c
+            .post(
+                "/v1/authorize",
+                &json!({"tenant": "acme", "session": session,
+                        "call": {"id": "last", "tool": "pay.send", "args": {"to": "b@example.com"}}}),
+            )
+            .unwrap();
+        assert_eq!(v["decision"], "DENY", "{session}: {v}");
+        let (_, view) = c
+            .get(&format!("/v1/sessions/{session}?tenant=acme"))
+            .unwrap();
+        assert_eq!(view["ledger"]["pay"], 0, "{session}: {view}");
+        assert_eq!(view["events"], CALLS + 1, "{session}: {view}");
+    }
+    drop(c);
+    drop(b.lock().unwrap().take());
+    let (ok, text) = verify(&url, &public);
+    assert!(ok, "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
