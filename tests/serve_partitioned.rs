@@ -36,16 +36,24 @@ fn start(policy: &Path, url: &str, key: &Path, addr: SocketAddr) -> Replica {
         .arg(key)
         .args(["--checkpoint-every", "3"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start agenra serve");
-    let replica = Replica(child);
+    let mut replica = Replica(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         if let Ok(mut c) = Client::connect(addr) {
             if matches!(c.get("/health"), Ok((200, _))) {
                 return replica;
             }
+        }
+        if let Ok(Some(status)) = replica.0.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = replica.0.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("agenra serve --partitioned-log on {addr} stopped ({status}): {err}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
