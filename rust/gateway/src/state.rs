@@ -838,9 +838,9 @@ impl Shared {
         // order they used the pool (replaying it rebuilds the same pool and
         // the same decisions).
         let order = Arc::clone(&e.lane.order);
-        let _in_order = if e.session.policy().shared_grants.is_empty()
-            && !e.session.policy().has_tenant_budgets()
-        {
+        // (The same test decides, on a log partitioned by session, that the
+        // session's events go to its tenant's pool partition.)
+        let _in_order = if !parts::pooled_policy(e.session.policy()) {
             None
         } else {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))

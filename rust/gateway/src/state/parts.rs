@@ -33,8 +33,11 @@ pub(super) enum Writer {
     Parts(PartCommitter),
 }
 
-/// Whether sessions under `policy` draw on their tenant's shared pools
-/// (the same test as the per-tenant order lock of `Shared::run`).
+/// Whether sessions under `policy` draw on their tenant's shared pools:
+/// `Shared::run` takes the tenant's order lock for them, and on a
+/// partitioned log their events go to the pool partition. Anything a
+/// tenant's sessions share (a pool, a tenant-wide window or count) must
+/// make this true, or replicas would replay them in different orders.
 pub(super) fn pooled_policy(policy: &Policy) -> bool {
     !policy.shared_grants.is_empty() || policy.has_tenant_budgets()
 }
