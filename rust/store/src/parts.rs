@@ -23,8 +23,10 @@
 //! and holds the head it committed to: a dropped or truncated session
 //! partition is caught against the last signed checkpoint.
 //!
-//! This layer is not yet what `agenra serve` runs on: the gateway still
-//! writes the single chain ([`crate::Log`]). See `docs/store.md`.
+//! `agenra serve --partitioned-log` runs on it (PostgreSQL, [`crate::PgParts`],
+//! group commit in [`crate::PartCommitter`]); without the flag, and on the
+//! embedded store, the gateway writes the single chain ([`crate::Log`]).
+//! See `docs/store.md`, "A log partitioned by session".
 
 use crate::checkpoint::{Checkpoint, CheckpointSigner, PartitionHead, PublicKey, LOG_PARTITION};
 use crate::record::{chain_line, split_line, Verifier};
