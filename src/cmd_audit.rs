@@ -216,6 +216,14 @@ fn verify(
     key: Option<&str>,
     kept: Option<&Path>,
 ) -> Result<(), Failed> {
+    if let Some(url) = store
+        .and_then(Path::to_str)
+        .filter(|p| agenra_store::is_postgres_url(p))
+    {
+        if agenra_store::is_partitioned_pg(url).map_err(fail)? {
+            return verify_partitioned(url, key, kept);
+        }
+    }
     let (lines, head, origin) = match (file, store) {
         (_, Some(s)) => {
             let (log, name) = open_store(s)?;
@@ -276,6 +284,43 @@ fn verify(
         text.push_str(&format!(
             "{origin}: reaches the kept checkpoint (record {at}) unchanged\n"
         ));
+    }
+    write_out(&text)
+}
+
+/// `audit verify --store` on a PostgreSQL log partitioned by session
+/// (`serve --partitioned-log`): every partition's chain, and with a key
+/// every checkpoint's signature and every partition head it commits to.
+fn verify_partitioned(url: &str, key: Option<&str>, kept: Option<&Path>) -> Result<(), Failed> {
+    let origin = agenra_store::redact(url);
+    if kept.is_some() {
+        return Err(fail(format!(
+            "{origin}: --checkpoint is not supported on a log partitioned by session yet"
+        )));
+    }
+    let key = key.map(public_key).transpose()?;
+    let mut log = agenra_store::PartLog::open(Box::new(
+        agenra_store::PgParts::open(url).map_err(|e| fail(format!("{origin}: {e}")))?,
+    ));
+    let s = log
+        .verify_checkpoints(key.as_ref())
+        .map_err(|e| fail(format!("{origin}: {e}")))?;
+    let mut text = format!(
+        "{origin}: ok: {} records in {} partitions (by session), every chain intact\n",
+        s.records, s.partitions
+    );
+    match (&key, s.last) {
+        (Some(k), Some(last)) => text.push_str(&format!(
+            "{origin}: {} checkpoints signed by {}, all check; the last is record {last} of the \
+             log partition, and every partition head it commits to is there\n",
+            s.checkpoints,
+            k.hex()
+        )),
+        (None, Some(_)) => text.push_str(&format!(
+            "{origin}: {} checkpoints not checked (give --public-key)\n",
+            s.checkpoints
+        )),
+        _ => {}
     }
     write_out(&text)
 }

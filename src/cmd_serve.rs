@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// machine) and give it to `agenra audit verify --checkpoint` to catch a truncated log.
     #[arg(long, value_name = "FILE", requires = "checkpoint_key")]
     checkpoint_out: Option<PathBuf>,
+    /// On a PostgreSQL store: the audit log partitioned by session, so that replicas
+    /// deciding on different sessions never wait on one lock (docs/store.md). A database
+    /// holds one layout: the single chain and the partitioned log refuse each other.
+    #[arg(long)]
+    partitioned_log: bool,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -146,6 +151,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.pause_timeout = args.pause_timeout;
     config.max_clock_skew = args.max_clock_skew;
     config.limits = args.limits.limits();
+    config.partitioned = args.partitioned_log;
     if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {
         config.notify = Some(agenra_gateway::notify::NotifyConfig::new(url, secret).map_err(fail)?);
     }

@@ -68,6 +68,9 @@ enum BenchKind {
         /// else 1.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=8))]
         replicas: Option<u64>,
+        /// With --pg: the log partitioned by session (`serve --partitioned-log`).
+        #[arg(long, requires = "pg")]
+        partitioned: bool,
     },
     /// `agenra verify` on a generated policy (50 grants, 20 flow rules, 10
     /// path rules) at K = 5: the JSON summary on the last line.
@@ -178,6 +181,7 @@ fn main() -> ExitCode {
             sessions,
             pg,
             replicas,
+            partitioned,
         } => bench_serve::run(
             json,
             &bench_serve::Options {
@@ -186,6 +190,7 @@ fn main() -> ExitCode {
                 sessions: sessions.map(|n| n as usize),
                 pg,
                 replicas: replicas.map(|n| n as usize),
+                partitioned,
             },
         )
         .map(print),

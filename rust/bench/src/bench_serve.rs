@@ -59,6 +59,8 @@ pub struct Options {
     pub pg: Option<String>,
     /// Replicas on it (default: `AGENRA_BENCH_REPLICAS`, else 1).
     pub replicas: Option<usize>,
+    /// On PostgreSQL: the log partitioned by session (`--partitioned`).
+    pub partitioned: bool,
 }
 
 /// The PostgreSQL server and replica count: the flags, else the
@@ -183,13 +185,26 @@ pub fn measure(o: &Options) -> Result<Figures, String> {
         let perimeter = Arc::new(Perimeter::tokens(tokens, Vec::new()).map_err(|e| e.to_string())?);
         let mut servers = Vec::new();
         for _ in 0..pg.as_ref().map_or(1, |p| p.1) {
-            let log = match &pg {
-                Some((url, _)) => agenra_store::Log::open_pg(url),
-                None => agenra_store::Log::open_redb(&store),
+            let gateway = match &pg {
+                Some((url, _)) if o.partitioned => Gateway::open_parts(
+                    agenra_store::PartLog::open(Box::new(
+                        agenra_store::PgParts::open(url).map_err(|e| e.to_string())?,
+                    )),
+                    compiled.policy.clone(),
+                    "bench",
+                    false,
+                    None,
+                ),
+                _ => {
+                    let log = match &pg {
+                        Some((url, _)) => agenra_store::Log::open_pg(url),
+                        None => agenra_store::Log::open_redb(&store),
+                    }
+                    .map_err(|e| e.to_string())?;
+                    Gateway::open(log, compiled.policy.clone(), "bench", false)
+                }
             }
             .map_err(|e| e.to_string())?;
-            let gateway = Gateway::open(log, compiled.policy.clone(), "bench", false)
-                .map_err(|e| e.to_string())?;
             let server = Server::spawn(Arc::new(gateway), Arc::clone(&perimeter), "127.0.0.1:0")
                 .map_err(|e| e.to_string())?;
             servers.push(server);
@@ -241,7 +256,13 @@ pub fn measure(o: &Options) -> Result<Figures, String> {
             seconds: elapsed,
             commits,
             records_per_commit: records as f64 / commits.max(1) as f64,
-            store: pg.as_ref().map(|_| "postgres"),
+            store: pg.as_ref().map(|_| {
+                if o.partitioned {
+                    "postgres-partitioned"
+                } else {
+                    "postgres"
+                }
+            }),
             replicas: pg.as_ref().map_or(1, |p| p.1),
             sessions,
             lock_wait_ms: (after.2 - before.2) as f64 / 1e6 / records.max(1) as f64,

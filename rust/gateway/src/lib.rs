@@ -78,6 +78,9 @@ pub struct ServeConfig {
     /// Signed audit checkpoints (`--checkpoint-key`, `--checkpoint-every`,
     /// `--checkpoint-out`; `docs/store.md`).
     pub checkpoints: Option<agenra_store::Checkpoints>,
+    /// `--partitioned-log`: on PostgreSQL, the log partitioned by session
+    /// (`docs/store.md`, "A log partitioned by session").
+    pub partitioned: bool,
 }
 
 impl ServeConfig {
@@ -100,6 +103,7 @@ impl ServeConfig {
             limits: Limits::default(),
             notify: None,
             checkpoints: None,
+            partitioned: false,
         }
     }
 
@@ -379,6 +383,9 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
     let policy = load_policy_file(&config.policy).map_err(ServeError::Policy)?;
     let compiled = CompiledPolicy::new(policy)
         .map_err(|e| ServeError::Policy(format!("{}: {e}", config.policy.display())))?;
+    if config.partitioned {
+        return open_partitioned(config, compiled);
+    }
     let log = match config.store.to_str() {
         Some(url) if agenra_store::is_postgres_url(url) => Log::open_pg(url),
         _ => Log::open_redb(&config.store),
@@ -399,6 +406,50 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
             rules: config.rules,
             allow_widening: config.allow_widening,
         },
+    )?)
+}
+
+/// [`open`] with `--partitioned-log`: the PostgreSQL log partitioned by
+/// session. Checkpoints by record count only (`--checkpoint-every N`).
+fn open_partitioned(config: &ServeConfig, compiled: CompiledPolicy) -> Result<Gateway, ServeError> {
+    let refuse = |why: &str| {
+        ServeError::Open(OpenError::Store(agenra_store::StoreError::Engine {
+            path: agenra_store::redact(&config.store.display().to_string()),
+            message: format!("--partitioned-log: {why}"),
+        }))
+    };
+    let url = match config.store.to_str() {
+        Some(url) if agenra_store::is_postgres_url(url) => url,
+        _ => return Err(refuse("it needs a PostgreSQL store (postgres://…)")),
+    };
+    let mut log = agenra_store::PartLog::open(Box::new(
+        agenra_store::PgParts::open(url).map_err(OpenError::from)?,
+    ));
+    let mut every = None;
+    if let Some(c) = &config.checkpoints {
+        if c.out.is_some() {
+            return Err(refuse("--checkpoint-out is not supported on it yet"));
+        }
+        match c.every {
+            agenra_store::Every::Records(n) => every = Some(n.max(1)),
+            agenra_store::Every::Time(_) => {
+                return Err(refuse(
+                    "--checkpoint-every Ns is not supported on it yet (use a record count)",
+                ))
+            }
+        }
+        log = log.with_signer(c.signer.clone());
+    }
+    Ok(Gateway::open_parts(
+        log,
+        compiled,
+        &config.policy.display().to_string(),
+        Certification {
+            required: config.require_certified,
+            rules: config.rules,
+            allow_widening: config.allow_widening,
+        },
+        every,
     )?)
 }
 

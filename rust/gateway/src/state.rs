@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::oneshot;
 
 mod close;
+mod parts;
 pub use close::ClosedView;
+use parts::Writer;
 
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
@@ -346,7 +348,7 @@ pub struct Gateway {
     /// The store is shared with other replicas: every operation is decided
     /// inside the store's transaction, after catching up.
     replicated: bool,
-    committer: Committer,
+    committer: Writer,
     certification: Certification,
     failed: Arc<AtomicBool>,
     counter: AtomicU64,
@@ -836,9 +838,9 @@ impl Shared {
         // order they used the pool (replaying it rebuilds the same pool and
         // the same decisions).
         let order = Arc::clone(&e.lane.order);
-        let _in_order = if e.session.policy().shared_grants.is_empty()
-            && !e.session.policy().has_tenant_budgets()
-        {
+        // (The same test decides, on a log partitioned by session, that the
+        // session's events go to its tenant's pool partition.)
+        let _in_order = if !parts::pooled_policy(e.session.policy()) {
             None
         } else {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))
@@ -868,6 +870,25 @@ impl Shared {
         // Emitted under the session's lock: the log holds the session's
         // events in the order they were applied.
         Ok(sink.emit(Some(record), outcome))
+    }
+}
+
+impl Shared {
+    /// Nothing recovered yet; `policy` for new sessions.
+    fn new(policy: &CompiledPolicy) -> Shared {
+        Shared {
+            policies: RwLock::new(Policies {
+                current: policy.clone(),
+                by_hash: HashMap::new(),
+                pinned: Vec::new(),
+            }),
+            sessions: RwLock::new(HashMap::new()),
+            closed: RwLock::new(std::collections::HashSet::new()),
+            pending: Mutex::new(BTreeMap::new()),
+            pools: Mutex::new(HashMap::new()),
+            pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
+            notify: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -1029,19 +1050,7 @@ impl Gateway {
     ) -> Result<Gateway, OpenError> {
         let certification = certification.into();
         let head = log.verify()?;
-        let shared = Arc::new(Shared {
-            policies: RwLock::new(Policies {
-                current: policy.clone(),
-                by_hash: HashMap::new(),
-                pinned: Vec::new(),
-            }),
-            sessions: RwLock::new(HashMap::new()),
-            closed: RwLock::new(std::collections::HashSet::new()),
-            pending: Mutex::new(BTreeMap::new()),
-            pools: Mutex::new(HashMap::new()),
-            pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
-            notify: std::sync::OnceLock::new(),
-        });
+        let shared = Arc::new(Shared::new(&policy));
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
         log.scan(1, &mut |seq, line| {
@@ -1062,10 +1071,9 @@ impl Gateway {
             p.pinned.clear();
         }
         let replicated = log.is_shared();
-        let failed = Arc::new(AtomicBool::new(false));
         let committer = if replicated {
             let s = Arc::clone(&shared);
-            Committer::start_shared(
+            Writer::Chain(Committer::start_shared(
                 log,
                 1024,
                 Box::new(move |seq, line| {
@@ -1073,10 +1081,24 @@ impl Gateway {
                         .map(|_| ())
                         .map_err(|reason| StoreError::Diverged { seq, reason })
                 }),
-            )
+            ))
         } else {
-            Committer::start(log, 1024)
+            Writer::Chain(Committer::start(log, 1024))
         };
+        Gateway::started(shared, committer, replicated, policy, source, certification)
+    }
+
+    /// Records `policy` as the one new sessions get (inside a transaction
+    /// on a shared log), and makes the gateway.
+    fn started(
+        shared: Arc<Shared>,
+        committer: Writer,
+        replicated: bool,
+        policy: CompiledPolicy,
+        source: &str,
+        certification: Certification,
+    ) -> Result<Gateway, OpenError> {
+        let failed = Arc::new(AtomicBool::new(false));
         if replicated {
             // Decided after catching up: another replica may have recorded
             // a policy since the scan above.
@@ -1084,7 +1106,9 @@ impl Gateway {
             let refused = tx.clone();
             let s = Arc::clone(&shared);
             let (policy, source) = (policy.clone(), source.to_string());
-            committer.decide(
+            committer.decide_on(
+                &shared,
+                None,
                 Box::new(move || match s.adopt(&policy, &source, certification) {
                     Ok(record) => {
                         let done: Done = Box::new(move |r| {
@@ -1188,6 +1212,17 @@ impl Gateway {
         &self,
         op: impl FnOnce(&Shared, &Sink<'_>) -> Result<Emit<T>, ApiError> + Send + 'static,
     ) -> Result<Pending<T>, ApiError> {
+        self.exec_on(None, op)
+    }
+
+    /// [`Gateway::exec`] for an operation on `target` (tenant, session): on
+    /// a log partitioned by session its transaction locks only that
+    /// session's partitions.
+    fn exec_on<T: Send + 'static>(
+        &self,
+        target: Option<(String, String)>,
+        op: impl FnOnce(&Shared, &Sink<'_>) -> Result<Emit<T>, ApiError> + Send + 'static,
+    ) -> Result<Pending<T>, ApiError> {
         self.check_ok()?;
         if !self.replicated {
             return match op(&self.shared, &Sink { local: Some(self) })? {
@@ -1207,7 +1242,9 @@ impl Gateway {
         let refused_failed = Arc::clone(&self.failed);
         let shared = Arc::clone(&self.shared);
         let failed = Arc::clone(&self.failed);
-        self.committer.decide(
+        self.committer.decide_on(
+            &self.shared,
+            target,
             Box::new(move || {
                 if failed.load(Ordering::Relaxed) {
                     send(&slot, Err(failed_error()));
@@ -1305,7 +1342,10 @@ impl Gateway {
                 self.counter.fetch_add(1, Ordering::Relaxed)
             ),
         };
-        self.exec(move |shared, sink| shared.create_session(sink, tenant, id, agent))
+        let target = Some((tenant.clone(), id.clone()));
+        self.exec_on(target, move |shared, sink| {
+            shared.create_session(sink, tenant, id, agent)
+        })
     }
 
     /// Applies one event to a session under its lock, logs it, and returns
@@ -1317,7 +1357,10 @@ impl Gateway {
         make: impl FnOnce(&Entry) -> Result<Step, ApiError> + Send + 'static,
     ) -> Result<Pending<Outcome>, ApiError> {
         let (tenant, session) = (tenant.to_string(), session.to_string());
-        self.exec(move |shared, sink| shared.run(sink, &tenant, &session, make))
+        let target = Some((tenant.clone(), session.clone()));
+        self.exec_on(target, move |shared, sink| {
+            shared.run(sink, &tenant, &session, make)
+        })
     }
 
     fn tenant(tenant: Option<String>) -> Result<String, ApiError> {
@@ -1812,7 +1855,8 @@ impl Gateway {
         let tenant = Self::tenant(tenant)?;
         check_name("session", session)?;
         let session = session.to_string();
-        self.exec(move |shared, sink| {
+        let target = Some((tenant.clone(), session.clone()));
+        self.exec_on(target, move |shared, sink| {
             let entry = shared.entry(&tenant, &session)?;
             let e = entry
                 .lock()

@@ -214,7 +214,7 @@ impl PublicKey {
     }
 
     /// Whether `cp` is signed by this key (and its signature checks).
-    fn check(&self, cp: &Checkpoint) -> Result<(), String> {
+    pub(crate) fn check(&self, cp: &Checkpoint) -> Result<(), String> {
         if cp.public_key != self.hex() {
             return Err(format!(
                 "it is signed with another key ({}), not the one given ({})",

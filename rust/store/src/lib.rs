@@ -26,7 +26,10 @@
 mod backend;
 pub mod checkpoint;
 mod commit;
+mod part_commit;
+pub mod parts;
 mod pg;
+mod pg_parts;
 mod record;
 
 pub use backend::{Backend, MemoryBackend, RedbBackend};
@@ -35,7 +38,12 @@ pub use checkpoint::{
     KeyError, PublicKey,
 };
 pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
+pub use part_commit::{PartCatchUp, PartCommitter, PartDecide};
+pub use parts::{
+    pool_partition, session_partition, MemoryParts, PartBackend, PartLog, PartSummary,
+};
 pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
+pub use pg_parts::{is_partitioned_pg, PgParts};
 pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
 
 /// Called with each stored line and its sequence number, in order.

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 /// Taken (as a transaction-level advisory lock) while creating the tables,
 /// so that replicas starting together do not race on `CREATE TABLE`.
-const SCHEMA_LOCK: i64 = 0x6167_656e_7261;
+pub(crate) const SCHEMA_LOCK: i64 = 0x6167_656e_7261;
 
 /// Whether `store` names a PostgreSQL database (`postgres://…` or
 /// `postgresql://…`) rather than a file.
@@ -80,6 +80,14 @@ impl PgBackend {
             name,
             in_txn: false,
         };
+        // A database that holds a log partitioned by session is not read
+        // as an empty single chain.
+        if let Some(n) = backend.with(holds_partitions)? {
+            return Err(backend.err(format!(
+                "the database holds an audit log partitioned by session ({n} partitions in \
+                 agenra_plog): the single-chain store does not read it"
+            )));
+        }
         backend.with(|c| {
             let mut t = c.transaction()?;
             t.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
@@ -134,7 +142,7 @@ impl PgBackend {
 
 /// The server's message when there is one (`postgres::Error`'s own
 /// display is often just "db error").
-fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => {
@@ -150,7 +158,7 @@ fn describe(e: &postgres::Error) -> String {
     }
 }
 
-fn seq_i64(seq: u64) -> i64 {
+pub(crate) fn seq_i64(seq: u64) -> i64 {
     i64::try_from(seq).unwrap_or(i64::MAX)
 }
 
@@ -312,6 +320,21 @@ impl Backend for PgBackend {
             }
         }
     }
+}
+
+/// Whether the database at the other end of `c` holds a partitioned log
+/// with records (then the single-chain store refuses it).
+pub(crate) fn holds_partitions(c: &mut Client) -> Result<Option<i64>, postgres::Error> {
+    let exists: bool = c
+        .query_one("SELECT to_regclass('agenra_phead') IS NOT NULL", &[])?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM agenra_phead WHERE seq > 0", &[])?
+        .get(0);
+    Ok((n > 0).then_some(n))
 }
 
 /// Creates the database `name` on the server of `url` when it does not

@@ -131,6 +131,11 @@ pub struct Record {
     /// For a checkpoint: the heads it commits to and their signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,
+    /// In a log partitioned by session ([`crate::parts`]): the partition
+    /// the record belongs to (absent in the `log` partition and in the
+    /// single chain).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
 }
 
 /// A position in the log: the last record's sequence number and hash.

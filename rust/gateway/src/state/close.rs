@@ -196,6 +196,9 @@ impl Gateway {
         check_name("tenant", &tenant)?;
         check_name("session", session)?;
         let id = session.to_string();
-        self.exec(move |shared, sink| shared.close_session(sink, tenant, id, actor))
+        let target = Some((tenant.clone(), id.clone()));
+        self.exec_on(target, move |shared, sink| {
+            shared.close_session(sink, tenant, id, actor)
+        })
     }
 }
