@@ -130,6 +130,13 @@ pub struct Param {
     /// `name?: ty`: the argument may be absent or `null` (it is then `Value::Null`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub optional: bool,
+    /// For `ty == Object`: the object's fields, each a parameter of its own
+    /// (name, type, `list`, `optional`, nested `fields`). An argument with a
+    /// field not declared here is ill-typed (objects are closed). Empty and
+    /// omitted from the encoding for every other type, so policies without
+    /// objects keep their content hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Param>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -137,12 +144,18 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Param {
-    /// The type as written: `string`, `list<int>`.
+    /// The type as written: `string`, `list<int>`, `{a: string, b?: int}`,
+    /// `list<{a: string}>`.
     pub fn type_name(&self) -> String {
-        if self.list {
-            format!("list<{}>", self.ty)
+        let one = if self.ty == ParamType::Object {
+            crate::object::shape_name(&self.fields)
         } else {
             self.ty.to_string()
+        };
+        if self.list {
+            format!("list<{one}>")
+        } else {
+            one
         }
     }
 }
@@ -606,6 +619,7 @@ mod tests {
             ty,
             list,
             optional,
+            fields: Vec::new(),
         }
     }
 

@@ -135,6 +135,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                     format!("parameter `{}` is declared twice", param.name),
                 ));
             }
+            fields_ok(format!("tools[{t}].params[{i}]"), param, 1)?;
         }
         if let Some(r) = tool.resource {
             index(
@@ -381,6 +382,40 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// The fields of an object type: only objects have them, names are unique,
+/// nesting stays within [`crate::object::MAX_DEPTH`].
+fn fields_ok(what: String, p: &crate::policy::Param, depth: usize) -> Result<(), ModelError> {
+    if p.ty != crate::value::ParamType::Object {
+        if !p.fields.is_empty() {
+            return Err(bad(
+                format!("{what}.fields"),
+                format!("only an object type has fields, not `{}`", p.ty),
+            ));
+        }
+        return Ok(());
+    }
+    if depth > crate::object::MAX_DEPTH {
+        return Err(bad(
+            what,
+            format!(
+                "object types nest more than {} deep",
+                crate::object::MAX_DEPTH
+            ),
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (j, f) in p.fields.iter().enumerate() {
+        if !names.insert(f.name.as_str()) {
+            return Err(bad(
+                format!("{what}.fields[{j}].name"),
+                format!("field `{}` is declared twice", f.name),
+            ));
+        }
+        fields_ok(format!("{what}.fields[{j}]"), f, depth + 1)?;
+    }
+    Ok(())
+}
+
 /// An agent whose delegation chain never reaches the root, if any. Linear:
 /// each agent's status is settled once (0 unknown, 1 on the walk being
 /// followed, 2 reaches the root).
@@ -429,6 +464,7 @@ mod tests {
                 ty: crate::value::ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             }],
             resource: None,
             sinks: vec![],
@@ -505,6 +541,7 @@ mod limits {
                     ty: ParamType::Str,
                     list: false,
                     optional: false,
+                    fields: Vec::new(),
                 })
                 .collect(),
             resource: None,

@@ -44,6 +44,7 @@ fn param(name: &str, ty: ParamType, list: bool, optional: bool) -> Param {
         ty,
         list,
         optional,
+        fields: Vec::new(),
     }
 }
 

@@ -472,6 +472,7 @@ fn a_secret_read_into_the_context_is_the_counterexample() {
                 ty: agenra_core::ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             })
             .collect(),
         resource: None,
