@@ -246,6 +246,11 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                 c,
                 p.tools[grant.tool].params.len(),
             )?;
+            field_paths_ok(
+                format!("grants[{g}].args[{i}]"),
+                c,
+                &p.tools[grant.tool].params,
+            )?;
         }
         if let Some(s) = grant.discovers {
             index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
@@ -351,6 +356,11 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             &rule.when,
             p.tools[rule.tool].params.len(),
         )?;
+        field_paths_ok(
+            format!("call_rules[{r}].when"),
+            &rule.when,
+            &p.tools[rule.tool].params,
+        )?;
     }
     for (r, rule) in p.path_rules.iter().enumerate() {
         match &rule.kind {
@@ -378,6 +388,36 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             p.facts.len(),
             "facts",
         )?;
+    }
+    Ok(())
+}
+
+/// Every field test of a condition on one tool names a field path of its
+/// parameter's object type (the compiler only writes such tests).
+fn field_paths_ok(
+    what: String,
+    c: &Cond<usize>,
+    params: &[crate::policy::Param],
+) -> Result<(), ModelError> {
+    for (param, op) in c.tests() {
+        let (path, _) = op.field_path();
+        if !matches!(op, ArgOp::Field { .. }) {
+            continue;
+        }
+        let path: Vec<String> = path.into_iter().map(str::to_string).collect();
+        let fits = !path.is_empty()
+            && params
+                .get(*param)
+                .is_some_and(|p| crate::object::field_at(p, &path).is_some());
+        if !fits {
+            return Err(bad(
+                format!("{what}.op"),
+                format!(
+                    "the field path `{}` is not a field of parameter {param}",
+                    path.join(".")
+                ),
+            ));
+        }
     }
     Ok(())
 }
