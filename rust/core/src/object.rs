@@ -35,36 +35,7 @@ pub const UNDECLARED: &str = "absent (not a declared field)";
 /// What [`Mismatch::got`] says of a required field the argument lacks.
 pub const MISSING: &str = "nothing (a required field)";
 
-/// The type of an object with these fields, as written: `{a: string, b?: list<int>}`.
-pub fn shape_name(fields: &[Param]) -> String {
-    let parts: Vec<String> = fields
-        .iter()
-        .map(|f| {
-            format!(
-                "{}{}: {}",
-                field_name(&f.name),
-                if f.optional { "?" } else { "" },
-                f.type_name()
-            )
-        })
-        .collect();
-    format!("{{{}}}", parts.join(", "))
-}
-
-/// A field name as written in the policy language: bare when it is an
-/// identifier, in backticks otherwise.
-fn field_name(name: &str) -> String {
-    let ident = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ident {
-        name.to_string()
-    } else {
-        format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`"))
-    }
-}
+pub use crate::policy::shape_name;
 
 /// `.name`, or `["name"]` for a name that is not an identifier.
 fn step(at: &str, name: &str) -> String {

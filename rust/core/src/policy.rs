@@ -148,7 +148,7 @@ impl Param {
     /// `list<{a: string}>`.
     pub fn type_name(&self) -> String {
         let one = if self.ty == ParamType::Object {
-            crate::object::shape_name(&self.fields)
+            shape_name(&self.fields)
         } else {
             self.ty.to_string()
         };
@@ -157,6 +157,37 @@ impl Param {
         } else {
             one
         }
+    }
+}
+
+/// The type of an object with these fields, as written: `{a: string, b?: list<int>}`.
+pub fn shape_name(fields: &[Param]) -> String {
+    let parts: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            format!(
+                "{}{}: {}",
+                field_name(&f.name),
+                if f.optional { "?" } else { "" },
+                f.type_name()
+            )
+        })
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// A field name as written in the policy language: bare when it is an
+/// identifier, in backticks otherwise.
+fn field_name(name: &str) -> String {
+    let ident = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ident {
+        name.to_string()
+    } else {
+        format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`"))
     }
 }
 
