@@ -5,12 +5,14 @@
 //! `nextCursor`), and writes one `tool` declaration per listed tool from its
 //! input schema: `string`, `integer`, `boolean` and `number` properties (and
 //! arrays of them) become `string`, `int`, `bool` and `decimal` parameters
-//! (`list<...>`), optional unless the schema requires them; names the
+//! (`list<...>`), objects with properties become object types
+//! `{NAME[?]: TYPE, ...}` (arrays of them `list<{...}>`), optional unless the
+//! schema requires them; names the
 //! language cannot write bare are quoted (`` `get-tiny-image` ``). What a
 //! schema alone cannot tell is left as `// TODO` comments: the output label
 //! of a tool that reads outside data, the sink of one that sends data out,
 //! the resource parameter to confirm, the parameters the language cannot
-//! type yet (objects), and the grants. The result passes `agenra check`;
+//! type (mixed types, objects without declared properties), and the grants. The result passes `agenra check`;
 //! it grants nothing, so the proxy admits nothing until grants are written.
 
 use crate::{fail, Failed};
@@ -180,8 +182,44 @@ fn answer(lines: &Receiver<String>, id: u64, what: &str) -> Result<Value, Failed
 }
 
 /// A parameter's type in the policy language, from its JSON schema; `None`
-/// when the language cannot type it yet (objects, mixed types).
+/// when the language cannot type it (mixed types, objects without declared
+/// properties or nested deeper than the language allows, references).
 fn param_type(schema: &Value) -> Option<(String, bool)> {
+    type_at(schema, 0)
+}
+
+/// An object schema's type `{NAME[?]: TYPE, ...}` (fields not in
+/// `required`, or nullable, are optional); `depth` objects enclose it.
+fn object_type(schema: &Value, depth: usize) -> Option<String> {
+    if depth >= agenra_core::object::MAX_DEPTH {
+        return None;
+    }
+    let props = schema.get("properties")?.as_object()?;
+    if props.is_empty() {
+        return None;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut fields = Vec::new();
+    for (name, prop) in props {
+        if name.is_empty() || name.chars().any(agenra_core::ident::is_refused) {
+            return None;
+        }
+        let (ty, nullable) = type_at(prop, depth + 1)?;
+        let optional = nullable || !required.contains(&name.as_str());
+        fields.push(format!(
+            "{}{}: {ty}",
+            write_name(name),
+            if optional { "?" } else { "" }
+        ));
+    }
+    Some(format!("{{{}}}", fields.join(", ")))
+}
+
+fn type_at(schema: &Value, depth: usize) -> Option<(String, bool)> {
     // `"type": ["string", "null"]` is a nullable string.
     let (ty, nullable) = match schema.get("type") {
         Some(Value::String(t)) => (t.as_str(), false),
@@ -204,9 +242,15 @@ fn param_type(schema: &Value) -> Option<(String, bool)> {
     };
     match ty {
         "array" => {
-            let item = schema.get("items")?.get("type")?.as_str()?;
-            Some((format!("list<{}>", scalar(item)?), nullable))
+            let items = schema.get("items")?;
+            let item = items.get("type")?.as_str()?;
+            let inner = match item {
+                "object" => object_type(items, depth)?,
+                t => scalar(t)?.to_string(),
+            };
+            Some((format!("list<{inner}>"), nullable))
         }
+        "object" => Some((object_type(schema, depth)?, nullable)),
         t => Some((scalar(t)?.to_string(), nullable)),
     }
 }
@@ -320,8 +364,8 @@ fn tool_text(out: &mut String, name: &str, tool: &Value) {
                     ));
                 }
                 None => todos.push(format!(
-                    "parameter {} ({}) cannot be declared yet (the language has no object type); \
-                     a call passing it is denied{}",
+                    "parameter {} ({}) cannot be declared (mixed types, or an object without \
+                     declared properties); a call passing it is denied{}",
                     write_name(param),
                     comment(&prop.get("type").map(Value::to_string).unwrap_or_default()),
                     if is_required {
@@ -381,9 +425,30 @@ mod tests {
         );
         assert_eq!(
             t(json!({"type": "array", "items": {"type": "object"}})),
-            None
+            None,
+            "an object without properties cannot be typed"
         );
         assert_eq!(t(json!({"type": "object"})), None);
+        assert_eq!(
+            t(json!({"type": "array", "items": {"type": "object",
+                "properties": {"oldText": {"type": "string"}, "newText": {"type": "string"}},
+                "required": ["oldText", "newText"], "additionalProperties": false}}))
+            .as_deref(),
+            Some("list<{newText: string, oldText: string}>")
+        );
+        assert_eq!(
+            t(json!({"type": ["object", "null"], "properties": {
+                "mode": {"type": "string"}, "dry-run": {"type": ["boolean", "null"]},
+                "inner": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+                "required": ["mode", "dry-run"]}))
+            .as_deref(),
+            Some("{`dry-run`?: bool, inner?: {n: int}, mode: string}?")
+        );
+        let mut deep = json!({"type": "string"});
+        for _ in 0..20 {
+            deep = json!({"type": "object", "properties": {"x": deep}});
+        }
+        assert_eq!(t(deep), None, "deeper than the language allows");
         assert_eq!(t(json!({"anyOf": []})), None);
     }
 
@@ -404,6 +469,24 @@ mod tests {
         );
         assert!(text.contains("resource `file-path`;"), "{text}");
         assert!(text.contains("TODO: parameter edits"), "{text}");
+        let edit = vec![
+            json!({"name": "edit_file", "inputSchema": {"type": "object", "properties": {
+            "path": {"type": "string"},
+            "edits": {"type": "array", "items": {"type": "object", "properties": {
+                "oldText": {"type": "string"}, "newText": {"type": "string"}},
+                "required": ["oldText", "newText"], "additionalProperties": false}},
+            "dryRun": {"type": "boolean", "default": false}},
+            "required": ["path", "edits"]}}),
+        ];
+        let text = policy_text(&json!({"name": "fs"}), &edit);
+        assert!(
+            text.contains(
+                "tool edit_file(dryRun?: bool, edits: list<{newText: string, oldText: string}>, path: string) {"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("TODO: parameter"), "{text}");
+        agenra_policy::compile(&text, "init").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
         agenra_policy::compile(&text, "init").unwrap_or_else(|e| panic!("{e:?}\n{text}"));
     }
 }

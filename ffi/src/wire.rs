@@ -367,6 +367,13 @@ impl Wire for Value {
             Value::Decimal(d) => t(3, vec![d.to_wire()]),
             Value::List(vs) => t(4, vec![vs.to_wire()]),
             Value::Null => t(5, vec![]),
+            Value::Object(m) => t(
+                6,
+                vec![
+                    m.keys().cloned().collect::<Vec<String>>().to_wire(),
+                    m.values().cloned().collect::<Vec<Value>>().to_wire(),
+                ],
+            ),
         }
     }
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
@@ -380,6 +387,15 @@ impl Wire for Value {
             3 => Ok(Value::Decimal(Decimal::from_wire(one()?, &p)?)),
             4 => Ok(Value::List(Vec::from_wire(one()?, &p)?)),
             5 => fields(f, c, path, 0).map(|_| Value::Null),
+            6 => {
+                let kv = fields(f, c, path, 2)?;
+                let keys = Vec::<String>::from_wire(&kv[0], &p)?;
+                let values = Vec::<Value>::from_wire(&kv[1], &at(path, 2))?;
+                if keys.len() != values.len() {
+                    return Err(shape(path, "as many field values as names", c));
+                }
+                Ok(Value::Object(keys.into_iter().zip(values).collect()))
+            }
             _ => Err(bad_tag(path, c)),
         }
     }
@@ -418,6 +434,7 @@ impl Wire for ArgOp {
             ArgOp::Ge(d) => (11, d.to_wire()),
             ArgOp::InSet(k) => (12, k.to_wire()),
             ArgOp::NotInSet(k) => (13, k.to_wire()),
+            ArgOp::Field { path, op } => (14, Cbor::Array(vec![path.to_wire(), op.to_wire()])),
         };
         Cbor::Array(vec![Cbor::uint(t), operand])
     }
@@ -440,6 +457,13 @@ impl Wire for ArgOp {
             11 => ArgOp::Ge(Decimal::from_wire(x, &p)?),
             12 => ArgOp::InSet(usize::from_wire(x, &p)?),
             13 => ArgOp::NotInSet(usize::from_wire(x, &p)?),
+            14 => match x {
+                Cbor::Array(parts) if parts.len() == 2 => ArgOp::Field {
+                    path: Vec::from_wire(&parts[0], &at(&p, 0))?,
+                    op: Box::new(ArgOp::from_wire(&parts[1], &at(&p, 1))?),
+                },
+                _ => return Err(shape(&p, "[field path, test]", x)),
+            },
             _ => return Err(bad_tag(path, c)),
         })
     }

@@ -369,3 +369,54 @@ pub fn no_calls() -> BTreeMap<String, Vec<usize>> {
 pub fn initial(p: &Policy) -> State {
     State::initial(p)
 }
+
+/// An object argument (`docs/semantics.md`, "Objects"): fields `a` and `b`
+/// (scalars, null, lists of scalars, or a nested object with the same
+/// names), or a list of such objects, or a non-object where one was
+/// expected (the functions must still agree on it).
+pub fn object_value() -> impl Strategy<Value = Value> {
+    let field = prop_oneof![
+        4 => scalar(),
+        1 => Just(Value::Null),
+        1 => prop::collection::vec(scalar(), 0..3).prop_map(Value::List),
+    ];
+    let leaf = prop::collection::btree_map(
+        prop_oneof![Just("a".to_string()), Just("b".to_string())],
+        field,
+        0..3,
+    )
+    .prop_map(Value::Object);
+    let one = leaf.prop_recursive(2, 8, 2, |inner| {
+        prop::collection::btree_map(
+            prop_oneof![Just("a".to_string()), Just("b".to_string())],
+            prop_oneof![2 => scalar(), 1 => inner],
+            0..3,
+        )
+        .prop_map(Value::Object)
+    });
+    prop_oneof![
+        3 => one.clone(),
+        3 => prop::collection::vec(one, 0..4).prop_map(Value::List),
+        1 => value(),
+    ]
+}
+
+/// A test on a field path of length 1 or 2 over the names `a` and `b`
+/// (paths to absent fields included).
+pub fn field_op() -> impl Strategy<Value = ArgOp> {
+    (
+        prop::collection::vec(
+            prop_oneof![
+                Just("a".to_string()),
+                Just("b".to_string()),
+                Just("c".to_string())
+            ],
+            1..3,
+        ),
+        arg_op(),
+    )
+        .prop_map(|(path, op)| ArgOp::Field {
+            path,
+            op: Box::new(op),
+        })
+}

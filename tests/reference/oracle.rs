@@ -100,6 +100,13 @@ fn structural(a: &Value, b: &Value) -> bool {
         (Value::List(xs), Value::List(ys)) => {
             xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| structural(x, y))
         }
+        (Value::Object(xs), Value::Object(ys)) => {
+            xs.len() == ys.len()
+                && xs
+                    .iter()
+                    .zip(ys)
+                    .all(|((k, x), (l, y))| k == l && structural(x, y))
+        }
         _ => false,
     }
 }
@@ -111,7 +118,33 @@ fn kind(v: &Value) -> Option<u8> {
         Value::Str(_) => Some(0),
         Value::Int(_) | Value::Decimal(_) => Some(1),
         Value::Bool(_) => Some(2),
-        Value::List(_) | Value::Null => None,
+        Value::List(_) | Value::Null | Value::Object(_) => None,
+    }
+}
+
+/// The value at a field path (`docs/semantics.md`, "Objects"): a field of
+/// an object (null when absent), the fields of a list's elements in
+/// order (lists found there spliced in), null on anything else.
+fn at_path(v: &Value, path: &[String]) -> Value {
+    let Some((name, rest)) = path.split_first() else {
+        return v.clone();
+    };
+    match v {
+        Value::Object(fields) => match fields.get(name) {
+            Some(x) => at_path(x, rest),
+            None => Value::Null,
+        },
+        Value::List(items) => {
+            let mut out = Vec::new();
+            for item in items {
+                match at_path(item, path) {
+                    Value::List(xs) => out.extend(xs),
+                    x => out.push(x),
+                }
+            }
+            Value::List(out)
+        }
+        _ => Value::Null,
     }
 }
 
@@ -143,12 +176,15 @@ fn scalar(op: &ArgOp, x: &Value, sets: &[BTreeSet<String>]) -> bool {
         ArgOp::InSet(k) => text.is_some_and(|s| sets.get(*k).is_some_and(|m| m.contains(s))),
         // A set the policy does not have holds nothing.
         ArgOp::NotInSet(k) => text.is_some_and(|s| sets.get(*k).is_none_or(|m| !m.contains(s))),
+        ArgOp::Field { .. } => unreachable!("a field test reads its field first"),
     }
 }
 
 /// A test on an argument (`docs/semantics.md`, "Values and tests").
 pub fn arg_op(op: &ArgOp, quant: Quant, v: &Value, sets: &[BTreeSet<String>]) -> bool {
     match op {
+        // A test on a field is the test on the value at its path.
+        ArgOp::Field { path, op } => arg_op(op, quant, &at_path(v, path), sets),
         // The three tests on the whole value.
         ArgOp::Eq(Value::Null) => matches!(v, Value::Null),
         ArgOp::Ne(Value::Null) => !matches!(v, Value::Null),

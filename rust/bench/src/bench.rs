@@ -78,12 +78,14 @@ pub fn workload_policy() -> Policy {
                     ty: ParamType::Str,
                     list: false,
                     optional: false,
+                    fields: Vec::new(),
                 },
                 Param {
                     name: "n".into(),
                     ty: ParamType::Int,
                     list: false,
                     optional: false,
+                    fields: Vec::new(),
                 },
             ],
             resource: Some(0),
@@ -225,6 +227,7 @@ fn wide_params(tool: usize) -> Vec<Param> {
                 ty,
                 list,
                 optional,
+                fields: Vec::new(),
             }
         })
         .collect()
@@ -646,6 +649,7 @@ pub fn params18_policy() -> Policy {
             ty,
             list: false,
             optional: false,
+            fields: Vec::new(),
         })
         .collect();
     for t in &mut p.tools {

@@ -33,6 +33,7 @@ fn param(name: &str) -> Param {
         ty: ParamType::Str,
         list: false,
         optional: false,
+        fields: Vec::new(),
     }
 }
 

@@ -53,6 +53,8 @@ pub enum Unsupported {
     Number { tool: String, value: String },
     #[error("the calls of `{tool}` have too many argument combinations ({count})")]
     Combinations { tool: String, count: usize },
+    #[error("parameter `{param}` of `{tool}` is an object whose fields are tested: field tests are not enumerated (the answer is unknown)")]
+    ObjectFields { tool: String, param: String },
 }
 
 /// A call class, with its witness.
@@ -550,6 +552,9 @@ fn candidates(
     } else {
         vec![0]
     };
+    if param.ty == ParamType::Object {
+        return object_candidates(tool, param, tests, tested);
+    }
     let scalars = scalar_values(tool, param, tests)?;
     let mut elements: Vec<(Value, u8)> = Vec::new();
     for alternatives in scalars {
@@ -726,6 +731,74 @@ fn list_test(
     }
 }
 
+/// An object parameter: only `== null` / `!= null` tests are enumerated
+/// (absent, or one value of the declared shape); a test on a field makes
+/// the policy unsupported, so `certify` and `verify` answer unknown rather
+/// than claim a result that ignores the field.
+fn object_candidates(
+    tool: &str,
+    param: &agenra_core::policy::Param,
+    tests: &[ParamTest],
+    tested: &[SetId],
+) -> Result<Vec<Candidate>, Unsupported> {
+    if tests
+        .iter()
+        .any(|t| !matches!(t, ParamTest::Op(_, op) if op.is_whole_value() && !matches!(op, ArgOp::Field { .. } | ArgOp::Contains(_))))
+    {
+        return Err(Unsupported::ObjectFields {
+            tool: tool.to_string(),
+            param: param.name.clone(),
+        });
+    }
+    let mut values = vec![minimal(param)];
+    if param.optional {
+        values.insert(0, Value::Null);
+    }
+    Ok(values
+        .into_iter()
+        .map(|value| {
+            let old = tests
+                .iter()
+                .map(|t| eval_test(t, &value, &[], tested, false))
+                .collect();
+            let new = tests
+                .iter()
+                .map(|t| eval_test(t, &value, &[], tested, true))
+                .collect();
+            Candidate {
+                value,
+                types: vec![],
+                used: 0,
+                old,
+                new,
+            }
+        })
+        .collect())
+}
+
+/// A value of the parameter's declared type (required fields present,
+/// optional ones absent, lists empty).
+fn minimal(p: &agenra_core::policy::Param) -> Value {
+    if p.list {
+        return Value::List(vec![]);
+    }
+    match p.ty {
+        ParamType::Str => Value::Str(String::new()),
+        ParamType::Int => Value::Int(0),
+        ParamType::Bool => Value::Bool(false),
+        ParamType::Decimal => Value::Decimal(agenra_core::Decimal::from(0)),
+        ParamType::Object => Value::Object(
+            p.fields
+                .iter()
+                .map(|f| {
+                    let v = if f.optional { Value::Null } else { minimal(f) };
+                    (f.name.clone(), v)
+                })
+                .collect(),
+        ),
+    }
+}
+
 /// Scalar candidates of the parameter's type that realize every
 /// combination of the tests' atoms (with a few alternatives for strings).
 fn scalar_values(
@@ -742,6 +815,10 @@ fn scalar_values(
                 .collect()
         }),
         ParamType::Int | ParamType::Decimal => numbers(tool, param.ty, tests).map(single),
+        ParamType::Object => Err(Unsupported::ObjectFields {
+            tool: tool.to_string(),
+            param: param.name.clone(),
+        }),
     }
 }
 

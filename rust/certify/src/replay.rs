@@ -185,6 +185,13 @@ pub fn to_json(v: &Value) -> serde_json::Value {
         Value::Decimal(d) => serde_json::Value::String(d.to_string()),
         Value::List(items) => serde_json::Value::Array(items.iter().map(to_json).collect()),
         Value::Null => serde_json::Value::Null,
+        Value::Object(fields) => serde_json::Value::Object(
+            fields
+                .iter()
+                .filter(|(_, v)| **v != Value::Null)
+                .map(|(k, v)| (k.clone(), to_json(v)))
+                .collect(),
+        ),
     }
 }
 

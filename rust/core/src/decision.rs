@@ -675,6 +675,7 @@ mod tests {
                 ty: ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             }],
             resource: None,
             sinks: vec![],

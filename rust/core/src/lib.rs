@@ -7,6 +7,7 @@ pub mod decimal;
 pub mod hash;
 pub mod ids;
 pub mod label;
+pub mod object;
 pub mod pattern;
 pub mod policy;
 pub mod provenance;

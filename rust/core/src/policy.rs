@@ -130,6 +130,13 @@ pub struct Param {
     /// `name?: ty`: the argument may be absent or `null` (it is then `Value::Null`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub optional: bool,
+    /// For `ty == Object`: the object's fields, each a parameter of its own
+    /// (name, type, `list`, `optional`, nested `fields`). An argument with a
+    /// field not declared here is ill-typed (objects are closed). Empty and
+    /// omitted from the encoding for every other type, so policies without
+    /// objects keep their content hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<Param>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -137,13 +144,50 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Param {
-    /// The type as written: `string`, `list<int>`.
+    /// The type as written: `string`, `list<int>`, `{a: string, b?: int}`,
+    /// `list<{a: string}>`.
     pub fn type_name(&self) -> String {
-        if self.list {
-            format!("list<{}>", self.ty)
+        let one = if self.ty == ParamType::Object {
+            shape_name(&self.fields)
         } else {
             self.ty.to_string()
+        };
+        if self.list {
+            format!("list<{one}>")
+        } else {
+            one
         }
+    }
+}
+
+/// The type of an object with these fields, as written: `{a: string, b?: list<int>}`.
+pub fn shape_name(fields: &[Param]) -> String {
+    let parts: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            format!(
+                "{}{}: {}",
+                field_name(&f.name),
+                if f.optional { "?" } else { "" },
+                f.type_name()
+            )
+        })
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// A field name as written in the policy language: bare when it is an
+/// identifier, in backticks otherwise.
+fn field_name(name: &str) -> String {
+    let ident = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ident {
+        name.to_string()
+    } else {
+        format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`"))
     }
 }
 
@@ -606,6 +650,7 @@ mod tests {
             ty,
             list,
             optional,
+            fields: Vec::new(),
         }
     }
 

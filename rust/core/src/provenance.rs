@@ -183,7 +183,9 @@ pub fn value_key(v: &Value) -> Option<Key> {
         }
         Value::Int(i) => Some(Key::Number(Decimal::from(*i))),
         Value::Decimal(d) => Some(Key::Number(*d)),
-        Value::Bool(_) | Value::Null | Value::List(_) => None,
+        // An object is never looked up by value: it keeps the context's
+        // label (docs/semantics.md, "Objects").
+        Value::Bool(_) | Value::Null | Value::List(_) | Value::Object(_) => None,
     }
 }
 

@@ -135,6 +135,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                     format!("parameter `{}` is declared twice", param.name),
                 ));
             }
+            fields_ok(format!("tools[{t}].params[{i}]"), param, 1)?;
         }
         if let Some(r) = tool.resource {
             index(
@@ -245,6 +246,11 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
                 c,
                 p.tools[grant.tool].params.len(),
             )?;
+            field_paths_ok(
+                format!("grants[{g}].args[{i}]"),
+                c,
+                &p.tools[grant.tool].params,
+            )?;
         }
         if let Some(s) = grant.discovers {
             index(format!("grants[{g}].discovers"), s, p.sets.len(), "sets")?;
@@ -350,6 +356,11 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             &rule.when,
             p.tools[rule.tool].params.len(),
         )?;
+        field_paths_ok(
+            format!("call_rules[{r}].when"),
+            &rule.when,
+            &p.tools[rule.tool].params,
+        )?;
     }
     for (r, rule) in p.path_rules.iter().enumerate() {
         match &rule.kind {
@@ -377,6 +388,70 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             p.facts.len(),
             "facts",
         )?;
+    }
+    Ok(())
+}
+
+/// Every field test of a condition on one tool names a field path of its
+/// parameter's object type (the compiler only writes such tests).
+fn field_paths_ok(
+    what: String,
+    c: &Cond<usize>,
+    params: &[crate::policy::Param],
+) -> Result<(), ModelError> {
+    for (param, op) in c.tests() {
+        let (path, _) = op.field_path();
+        if !matches!(op, ArgOp::Field { .. }) {
+            continue;
+        }
+        let path: Vec<String> = path.into_iter().map(str::to_string).collect();
+        let fits = !path.is_empty()
+            && params
+                .get(*param)
+                .is_some_and(|p| crate::object::field_at(p, &path).is_some());
+        if !fits {
+            return Err(bad(
+                format!("{what}.op"),
+                format!(
+                    "the field path `{}` is not a field of parameter {param}",
+                    path.join(".")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The fields of an object type: only objects have them, names are unique,
+/// nesting stays within [`crate::object::MAX_DEPTH`].
+fn fields_ok(what: String, p: &crate::policy::Param, depth: usize) -> Result<(), ModelError> {
+    if p.ty != crate::value::ParamType::Object {
+        if !p.fields.is_empty() {
+            return Err(bad(
+                format!("{what}.fields"),
+                format!("only an object type has fields, not `{}`", p.ty),
+            ));
+        }
+        return Ok(());
+    }
+    if depth > crate::object::MAX_DEPTH {
+        return Err(bad(
+            what,
+            format!(
+                "object types nest more than {} deep",
+                crate::object::MAX_DEPTH
+            ),
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (j, f) in p.fields.iter().enumerate() {
+        if !names.insert(f.name.as_str()) {
+            return Err(bad(
+                format!("{what}.fields[{j}].name"),
+                format!("field `{}` is declared twice", f.name),
+            ));
+        }
+        fields_ok(format!("{what}.fields[{j}]"), f, depth + 1)?;
     }
     Ok(())
 }
@@ -429,6 +504,7 @@ mod tests {
                 ty: crate::value::ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             }],
             resource: None,
             sinks: vec![],
@@ -505,6 +581,7 @@ mod limits {
                     ty: ParamType::Str,
                     list: false,
                     optional: false,
+                    fields: Vec::new(),
                 })
                 .collect(),
             resource: None,

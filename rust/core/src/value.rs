@@ -27,6 +27,10 @@ pub enum ParamType {
     Bool,
     /// `decimal`: exact fixed point, never a binary float.
     Decimal,
+    /// An object with named fields (`{oldText: string, newText: string}`):
+    /// the fields are the parameter's `fields` (`policy::Param::fields`).
+    /// Tests apply to its scalar fields (`ArgOp::Field`), never to it.
+    Object,
 }
 
 impl ParamType {
@@ -37,6 +41,7 @@ impl ParamType {
             ParamType::Int => "int",
             ParamType::Bool => "bool",
             ParamType::Decimal => "decimal",
+            ParamType::Object => "object",
         }
     }
 
@@ -73,6 +78,9 @@ pub enum Value {
     List(Vec<Value>),
     /// An absent optional argument (or an explicit JSON `null` for one).
     Null,
+    /// An object of a declared shape: every declared field, by name (an
+    /// absent optional field is `Null`); never a field it does not declare.
+    Object(std::collections::BTreeMap<String, Value>),
 }
 
 impl From<&str> for Value {
@@ -146,7 +154,7 @@ impl Value {
             Value::Int(_) => Some(ParamType::Int),
             Value::Bool(_) => Some(ParamType::Bool),
             Value::Decimal(_) => Some(ParamType::Decimal),
-            Value::List(_) | Value::Null => None,
+            Value::List(_) | Value::Null | Value::Object(_) => None,
         }
     }
 
@@ -164,6 +172,31 @@ impl Value {
             Value::Int(i) => Some(Decimal::from(*i)),
             Value::Decimal(d) => Some(*d),
             _ => None,
+        }
+    }
+
+    /// The value at a field path (`edits.newText` is `["newText"]` on
+    /// `edits`): on an object, its field (`Null` when absent); on a list,
+    /// the list of each element's value, lists flattened into it (so a
+    /// test on a field of a list of objects is a test on a list); `Null`
+    /// on anything else. The empty path is the value itself.
+    pub fn project(&self, path: &[String]) -> Value {
+        let Some((first, rest)) = path.split_first() else {
+            return self.clone();
+        };
+        match self {
+            Value::Object(fields) => fields.get(first).map_or(Value::Null, |v| v.project(rest)),
+            Value::List(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match item.project(path) {
+                        Value::List(inner) => out.extend(inner),
+                        other => out.push(other),
+                    }
+                }
+                Value::List(out)
+            }
+            _ => Value::Null,
         }
     }
 
@@ -281,6 +314,16 @@ impl fmt::Display for Value {
                 f.write_str("]")
             }
             Value::Null => f.write_str("null"),
+            Value::Object(fields) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k:?}: {v}")?;
+                }
+                f.write_str("}")
+            }
         }
     }
 }
@@ -328,16 +371,28 @@ pub enum ArgOp {
     InSet(SetId),
     /// A string not in a discovered-resource set (true for an unknown set).
     NotInSet(SetId),
+    /// `PARAM.FIELD OP`: the test `op` on the value at `path` in an object
+    /// argument ([`Value::project`]): on a list of objects, a test on the
+    /// list of their fields (every element, or some with `Quant::Any`).
+    Field {
+        /// Field names, outermost first (never empty in a compiled policy).
+        path: Vec<String>,
+        /// The test on the field's value.
+        op: Box<ArgOp>,
+    },
 }
 
 impl ArgOp {
     /// Whether the test looks at the whole value rather than at each scalar
     /// of a list: `contains` and the `null` tests.
     pub fn is_whole_value(&self) -> bool {
-        matches!(
-            self,
-            ArgOp::Contains(_) | ArgOp::Eq(Value::Null) | ArgOp::Ne(Value::Null)
-        )
+        match self {
+            ArgOp::Field { op, .. } => op.is_whole_value(),
+            _ => matches!(
+                self,
+                ArgOp::Contains(_) | ArgOp::Eq(Value::Null) | ArgOp::Ne(Value::Null)
+            ),
+        }
     }
 
     /// Evaluates the test on a scalar. `sets[i]` is the current content of
@@ -348,6 +403,9 @@ impl ArgOp {
         let cmp = |bound: &Decimal, want: fn(Ordering) -> bool| {
             value.as_decimal().is_some_and(|d| want(d.cmp(bound)))
         };
+        if let ArgOp::Field { path, op } = self {
+            return op.eval(Quant::All, &value.project(path), sets);
+        }
         match (self, value) {
             (_, Value::Null) => matches!(self, ArgOp::Eq(Value::Null)),
             (ArgOp::Eq(v), _) => values_equal(v, value),
@@ -381,6 +439,9 @@ impl ArgOp {
     /// Evaluates the test on an argument: on each element of a list (all of
     /// them, or some with `Quant::Any`), on a scalar directly.
     pub fn eval(&self, quant: Quant, value: &Value, sets: &[BTreeSet<String>]) -> bool {
+        if let ArgOp::Field { path, op } = self {
+            return op.eval(quant, &value.project(path), sets);
+        }
         match value {
             Value::List(items) if !self.is_whole_value() => match quant {
                 Quant::All => items.iter().all(|v| self.eval_scalar(v, sets)),
@@ -402,13 +463,27 @@ impl ArgOp {
             | ArgOp::InSet(_)
             | ArgOp::NotInSet(_) => Some(ParamType::Str),
             ArgOp::Lt(_) | ArgOp::Le(_) | ArgOp::Gt(_) | ArgOp::Ge(_) => Some(ParamType::Decimal),
+            ArgOp::Field { op, .. } => op.operand_type(),
         }
+    }
+
+    /// The test a field test applies, and the path it applies it at
+    /// (`([], self)` for any other test).
+    pub fn field_path(&self) -> (Vec<&str>, &ArgOp) {
+        let mut path = Vec::new();
+        let mut op = self;
+        while let ArgOp::Field { path: p, op: inner } = op {
+            path.extend(p.iter().map(String::as_str));
+            op = inner;
+        }
+        (path, op)
     }
 
     /// The discovered set this test reads, if any.
     pub fn set(&self) -> Option<SetId> {
         match self {
             ArgOp::InSet(s) | ArgOp::NotInSet(s) => Some(*s),
+            ArgOp::Field { op, .. } => op.set(),
             _ => None,
         }
     }

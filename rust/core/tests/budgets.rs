@@ -380,6 +380,7 @@ fn pay_policy(second: bool, per_tenant: bool) -> Policy {
         ty,
         list: false,
         optional,
+        fields: Vec::new(),
     };
     p.tools.push(agenra_core::policy::Tool {
         name: "pay".into(),

@@ -44,6 +44,7 @@ fn param(name: &str, ty: ParamType, list: bool, optional: bool) -> Param {
         ty,
         list,
         optional,
+        fields: Vec::new(),
     }
 }
 
@@ -594,6 +595,146 @@ pub fn events(policy: &Policy, steps: &[Step]) -> Vec<Event> {
                 }
             }
         }
+    }
+    out
+}
+
+/// The object parameter [`object_policy`] adds to every tool: an optional
+/// list of `{old: string, new: string, n?: int}` (`docs/semantics.md`,
+/// "Objects").
+pub fn edits_param() -> Param {
+    Param {
+        name: "edits".into(),
+        ty: ParamType::Object,
+        list: true,
+        optional: true,
+        fields: vec![
+            param("old", ParamType::Str, false, false),
+            param("new", ParamType::Str, false, false),
+            param("n", ParamType::Int, false, true),
+        ],
+    }
+}
+
+fn field<P>(param: P, quant: Quant, name: &str, op: ArgOp) -> Cond<P> {
+    test(
+        param,
+        quant,
+        ArgOp::Field {
+            path: vec![name.into()],
+            op: Box::new(op),
+        },
+    )
+}
+
+/// A test on the `edits` parameter (index 4, or its name).
+fn edits_cond<P: Clone + std::fmt::Debug + 'static>(p: P) -> impl Strategy<Value = Cond<P>> {
+    let (a, b, c, d, e, f) = (p.clone(), p.clone(), p.clone(), p.clone(), p.clone(), p);
+    prop_oneof![
+        Just(field(a, Quant::Any, "new", ArgOp::Prefix("/a".into()))),
+        Just(field(b, Quant::All, "old", ArgOp::InSet(0))),
+        (0i64..3).prop_map(move |k| field(c.clone(), Quant::All, "n", ArgOp::Le(Decimal::from(k)))),
+        Just(field(d, Quant::Any, "n", ArgOp::Eq(Value::Null))),
+        Just(test(e, Quant::All, ArgOp::Eq(Value::Null))),
+        Just(field(
+            f,
+            Quant::All,
+            "new",
+            ArgOp::Contains(Value::Str("/c".into()))
+        )),
+    ]
+}
+
+/// [`full_policy`] with the object parameter [`edits_param`] on every tool
+/// and tests on its fields joined to some grants (`and`), call rules and
+/// flow rules (`or`, so that they sometimes fire).
+pub fn object_policy() -> impl Strategy<Value = Policy> {
+    (
+        full_policy(),
+        proptest::collection::vec(proptest::option::of(edits_cond(4usize)), 8),
+        proptest::collection::vec(proptest::option::of(edits_cond("edits".to_string())), 8),
+    )
+        .prop_map(|(mut p, indexed, named)| {
+            for t in &mut p.tools {
+                t.params.push(edits_param());
+            }
+            for (i, g) in p.grants.iter_mut().enumerate() {
+                if let Some(c) = &indexed[i % indexed.len()] {
+                    g.args.push(c.clone());
+                }
+            }
+            for (i, r) in p.call_rules.iter_mut().enumerate() {
+                if let Some(c) = &indexed[(i + 3) % indexed.len()] {
+                    r.when = Cond::Or(vec![r.when.clone(), c.clone()]);
+                }
+            }
+            for (i, r) in p.flow_rules.iter_mut().enumerate() {
+                if let Some(c) = &named[i % named.len()] {
+                    r.when = Cond::Or(vec![r.when.clone(), c.clone()]);
+                }
+            }
+            p
+        })
+}
+
+/// [`events`] with an `edits` argument on the calls, chosen by `shapes`
+/// (cycled): absent, null, well-formed lists (from the call's `to`), and
+/// ill-typed ones (an extra field, a wrong field type, a missing field, an
+/// object for the list).
+pub fn object_events(policy: &Policy, steps: &[Step], shapes: &[u8]) -> Vec<Event> {
+    let mut out = events(policy, steps);
+    let mut i = 0;
+    for e in &mut out {
+        let Event::Call(c) = e else { continue };
+        let shape = shapes.get(i % shapes.len().max(1)).copied().unwrap_or(0);
+        i += 1;
+        let to: Vec<serde_json::Value> = match c.args.get("to") {
+            Some(serde_json::Value::Array(v)) => v.clone(),
+            _ => vec![],
+        };
+        let one = |k: usize, t: &serde_json::Value| {
+            let mut m = serde_json::Map::new();
+            m.insert("old".into(), t.clone());
+            m.insert("new".into(), TARGETS[k % TARGETS.len()].into());
+            if k.is_multiple_of(2) {
+                m.insert("n".into(), (k as i64 % 3).into());
+            }
+            m
+        };
+        let list =
+            |f: &dyn Fn(usize, serde_json::Map<String, serde_json::Value>) -> serde_json::Value| {
+                serde_json::Value::Array(
+                    to.iter()
+                        .enumerate()
+                        .map(|(k, t)| f(k, one(k + shape as usize, t)))
+                        .collect(),
+                )
+            };
+        let value = match shape % 8 {
+            0 => continue,
+            1 => serde_json::Value::Null,
+            2 | 3 => list(&|_, m| serde_json::Value::Object(m)),
+            4 => list(&|k, mut m| {
+                if k == 0 {
+                    m.insert("extra".into(), true.into());
+                }
+                serde_json::Value::Object(m)
+            }),
+            5 => list(&|k, mut m| {
+                if k == 0 {
+                    m.insert("new".into(), 5.into());
+                }
+                serde_json::Value::Object(m)
+            }),
+            6 => list(&|k, mut m| {
+                if k == 0 {
+                    m.remove("old");
+                }
+                serde_json::Value::Object(m)
+            }),
+            _ => serde_json::Value::Object(one(0, &"x".into())),
+        };
+        c.args.insert("edits".into(), value);
     }
     out
 }

@@ -289,3 +289,86 @@ proptest! {
         }
     }
 }
+
+/// The monitor and the reference decide alike on `events` (verdict, rule,
+/// grants, refunds, ledger and sets after each event).
+fn monitor_and_reference_agree(policy: &Policy, events: &[Event]) -> Result<(), TestCaseError> {
+    let mut monitor = Monitor::new(policy.clone()).expect("valid policy");
+    let mut reference = spec::reference::Session::new(policy);
+    for e in events {
+        let want = reference.step(policy, e);
+        let got = monitor.step(e);
+        match (&want, &got) {
+            (Ok(w), Ok(StepOutput::Decision(d))) => {
+                prop_assert_eq!(w.verdict, Some(d.verdict), "verdict on {:?}: {:?}", e, d);
+                prop_assert_eq!(w.rule, Some(d.rule), "rule on {:?}: {:?}", e, d);
+                prop_assert_eq!(&w.grants, &d.grants, "grants on {:?}", e);
+                prop_assert_eq!(&w.refunded, &d.refunded, "refunds on {:?}", e);
+            }
+            (Ok(w), Ok(StepOutput::Applied(a))) => {
+                prop_assert_eq!(w.verdict, None);
+                prop_assert_eq!(w.rule, a.rule, "rule on {:?}", e);
+                prop_assert_eq!(&w.refunded, &a.refunded, "refunds on {:?}", e);
+            }
+            (Err(_), Err(_)) => {}
+            (want, got) => prop_assert!(
+                false,
+                "reference {:?} but monitor {:?} on {:?}",
+                want,
+                got,
+                e
+            ),
+        }
+        prop_assert_eq!(
+            &monitor.state().ledger.to_ledger(),
+            &reference.ledger.ledger
+        );
+        prop_assert_eq!(&monitor.state().sets, &reference.ledger.sets);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: common::cases(500),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// With an object parameter (`edits: list<{old, new, n?}>`) on every
+    /// tool, field tests in grants, call rules and flow rules, and calls
+    /// passing well-formed and ill-typed objects: the monitor and the
+    /// reference still agree, and an ill-typed object is always denied as
+    /// ill-formed.
+    #[test]
+    fn monitor_agrees_with_the_reference_on_objects((policy, steps, shapes) in object_policy().prop_flat_map(|p| {
+        let agents = p.agents.len();
+        (Just(p), steps(agents), proptest::collection::vec(0u8..8, 1..6))
+    })) {
+        let events = object_events(&policy, &steps, &shapes);
+        monitor_and_reference_agree(&policy, &events)?;
+        let mut monitor = Monitor::new(policy.clone()).expect("valid policy");
+        for e in &events {
+            let ill = match e {
+                Event::Call(c) => match c.args.get("edits") {
+                    Some(serde_json::Value::Array(items)) => items.iter().any(|m| {
+                        m.get("extra").is_some() || m.get("old").is_none() || m.get("new").is_some_and(|n| !n.is_string())
+                    }),
+                    Some(serde_json::Value::Object(_)) => true,
+                    _ => false,
+                },
+                _ => false,
+            };
+            let got = monitor.step(e);
+            if ill {
+                match got {
+                    Ok(StepOutput::Decision(d)) => {
+                        prop_assert_eq!(d.verdict, Verdict::Deny, "{:?}", e);
+                        prop_assert_eq!(d.rule, agenra_core::decision::Rule::WellFormed, "{:?}", e);
+                    }
+                    other => prop_assert!(false, "{:?} on {:?}", other, e),
+                }
+            }
+        }
+    }
+}

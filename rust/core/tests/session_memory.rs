@@ -37,6 +37,7 @@ fn policy(grants: usize) -> CompiledPolicy {
             ty: ParamType::Str,
             list: false,
             optional: false,
+            fields: Vec::new(),
         }],
         resource: None,
         sinks: vec![],

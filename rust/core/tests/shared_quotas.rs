@@ -243,6 +243,7 @@ fn agenra_policy_free_policy() -> Policy {
             ty: agenra_core::ParamType::Str,
             list: false,
             optional: false,
+            fields: Vec::new(),
         }],
         resource: None,
         sinks: vec![],

@@ -263,6 +263,9 @@ pub struct ParamDecl {
     pub ty: Ident,
     /// `list<ty>`.
     pub list: bool,
+    /// An object type `{FIELD: TYPE, ...}` (`ty` is then `object`, spanning
+    /// the braces): its fields, each declared like a parameter.
+    pub fields: Option<Vec<ParamDecl>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

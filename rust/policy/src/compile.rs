@@ -22,6 +22,9 @@ use agenra_core::{
 
 pub use crate::source_map::SourceMap;
 
+mod fields;
+use fields::Operand;
+
 /// The most sensitivity levels a policy may declare (a `Level` is a `u8`).
 pub const MAX_LEVELS: usize = 255;
 
@@ -597,29 +600,9 @@ impl<'a> Compiler<'a> {
             facts: Vec::new(),
         };
         for p in &decl.params {
-            let ty = match p.ty.name.as_str() {
-                "string" => ParamType::Str,
-                "int" => ParamType::Int,
-                "bool" => ParamType::Bool,
-                "decimal" => ParamType::Decimal,
-                other => {
-                    self.d.error(
-                        p.ty.span,
-                        format!(
-                            "unknown type `{other}`{}",
-                            did_you_mean(other, ["string", "int", "bool", "decimal", "list"])
-                        ),
-                    );
-                    ParamType::Str
-                }
-            };
+            let param = self.lower_param(p);
             if params.declare(&p.name, &mut self.d).is_some() {
-                tool.params.push(Param {
-                    name: p.name.name.clone(),
-                    ty,
-                    list: p.list,
-                    optional: p.optional,
-                });
+                tool.params.push(param);
             }
         }
         let owner = format!("tool `{tool_name}`");
@@ -899,18 +882,18 @@ impl<'a> Compiler<'a> {
     fn lower_cond<P>(
         &mut self,
         cond: &CondExpr,
-        param: &mut dyn FnMut(&mut Self, &Pred, &ArgOp) -> Option<P>,
+        param: &mut dyn FnMut(&mut Self, &Pred, &mut ArgOp) -> Option<P>,
     ) -> Cond<P> {
         match cond {
             CondExpr::Test(pred) => {
-                let Some(op) = self.lower_op(&pred.op) else {
+                let Some(mut op) = self.lower_op(&pred.op) else {
                     return Cond::FALSE;
                 };
                 let quant = match pred.quant.as_ref().map(|q| q.name.as_str()) {
                     Some("any") => Quant::Any,
                     _ => Quant::All,
                 };
-                match param(self, pred, &op) {
+                match param(self, pred, &mut op) {
                     Some(p) => Cond::Test {
                         param: p,
                         quant,
@@ -948,7 +931,15 @@ impl<'a> Compiler<'a> {
         owner: &str,
         restrictive: bool,
     ) -> ArgCond {
-        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &ArgOp| {
+        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+            match c.operand(&tool.params, &pred.param) {
+                Operand::Field(index, path, field) => {
+                    c.field_test(pred, op, path, &field, owner, restrictive);
+                    return Some(index);
+                }
+                Operand::Bad => return None,
+                Operand::Param | Operand::Missing => {}
+            }
             let index = c.param(tool, &pred.param)?;
             if let Some(p) = tool.params.get(index) {
                 c.type_check(pred, op, p, owner, restrictive);
@@ -967,7 +958,48 @@ impl<'a> Compiler<'a> {
         (owner, which_tools): (&str, &str),
         restrictive: bool,
     ) -> NamedCond {
-        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &ArgOp| {
+        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+            // A field access (`cfg.mode`) where some tool has an object
+            // parameter it names: the same parameter and path in every tool.
+            let mut fields: Vec<(String, Vec<String>)> = Vec::new();
+            let mut plain = false;
+            let base = op.clone();
+            for t in tools {
+                match c.operand(&t.params, &pred.param) {
+                    Operand::Field(i, path, field) => {
+                        let mut one = base.clone();
+                        c.field_test(
+                            pred,
+                            &mut one,
+                            path.clone(),
+                            &field,
+                            &format!("{owner} (tool `{}`)", t.name),
+                            restrictive,
+                        );
+                        *op = one;
+                        let key = (t.params[i].name.clone(), path);
+                        if !fields.contains(&key) {
+                            fields.push(key);
+                        }
+                    }
+                    Operand::Bad => return None,
+                    Operand::Param => plain = true,
+                    Operand::Missing => {}
+                }
+            }
+            if !fields.is_empty() {
+                if plain || fields.len() > 1 {
+                    c.d.error(
+                        pred.param.span,
+                        format!(
+                            "{owner}: `{}` is a parameter of some tools and a field of others; rename one so that the test means one thing",
+                            pred.param.name
+                        ),
+                    );
+                    return None;
+                }
+                return fields.pop().map(|(name, _)| name);
+            }
             let mut has_param = false;
             for t in tools {
                 if let Some(param) = t.params.iter().find(|p| p.name == pred.param.name) {

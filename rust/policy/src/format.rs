@@ -58,18 +58,7 @@ impl Writer {
     }
 
     fn tool(&mut self, tool: &ToolDecl, trailing: Option<&Comment>) {
-        let params: Vec<String> = tool
-            .params
-            .iter()
-            .map(|p| {
-                let ty = if p.list {
-                    format!("list<{}>", n(&p.ty))
-                } else {
-                    n(&p.ty)
-                };
-                format!("{}{}: {ty}", n(&p.name), if p.optional { "?" } else { "" })
-            })
-            .collect();
+        let params: Vec<String> = tool.params.iter().map(param_decl).collect();
         let head = format!("tool {}({})", n(&tool.name), params.join(", "));
         let body = tool
             .body
@@ -418,4 +407,18 @@ fn step(s: &StepExpr) -> String {
 
 fn reset(s: Option<&StepExpr>) -> String {
     s.map_or(String::new(), |s| format!(" reset on {}", step(s)))
+}
+
+/// `NAME[?]: TYPE`, objects as `{FIELD: TYPE, ...}` and lists of them as
+/// `list<{...}>`.
+fn param_decl(p: &ParamDecl) -> String {
+    let one = match &p.fields {
+        Some(fields) => format!(
+            "{{{}}}",
+            fields.iter().map(param_decl).collect::<Vec<_>>().join(", ")
+        ),
+        None => n(&p.ty),
+    };
+    let ty = if p.list { format!("list<{one}>") } else { one };
+    format!("{}{}: {ty}", n(&p.name), if p.optional { "?" } else { "" })
 }

@@ -487,6 +487,89 @@ impl Parser {
         Ok(StmtKind::Decl { kind, names })
     }
 
+    /// `NAME[?]: TYPE`, where TYPE is a scalar type, `list<TYPE>`, an
+    /// object `{NAME[?]: TYPE, ...}`, or `{...}[]` (a list of objects).
+    /// `depth` counts the objects around it.
+    fn param_decl(&mut self, what: &str, depth: usize) -> PResult<ParamDecl> {
+        let name = self.ident(what)?;
+        let optional = self.eat_punct(Punct::Question).is_some();
+        self.expect_punct(Punct::Colon)?;
+        if self.is_punct(Punct::LBrace) {
+            let (ty, fields) = self.object_type(depth)?;
+            let list = if self.eat_punct(Punct::LBracket).is_some() {
+                self.expect_punct(Punct::RBracket)?;
+                true
+            } else {
+                false
+            };
+            return Ok(ParamDecl {
+                name,
+                optional,
+                ty,
+                list,
+                fields: Some(fields),
+            });
+        }
+        let first = self.bare_ident(
+            "a parameter type (string, int, bool, decimal, list<TYPE> or {FIELD: TYPE, ...})",
+        )?;
+        let (ty, list, fields) = if first.name == "list" && self.is_punct(Punct::Lt) {
+            self.bump();
+            if self.is_punct(Punct::LBrace) {
+                let (ty, fields) = self.object_type(depth)?;
+                self.expect_punct(Punct::Gt)?;
+                (ty, true, Some(fields))
+            } else {
+                let inner = self.bare_ident(
+                    "an element type (string, int, bool, decimal or {FIELD: TYPE, ...})",
+                )?;
+                self.expect_punct(Punct::Gt)?;
+                (inner, true, None)
+            }
+        } else {
+            (first, false, None)
+        };
+        Ok(ParamDecl {
+            name,
+            optional,
+            ty,
+            list,
+            fields,
+        })
+    }
+
+    /// `{NAME[?]: TYPE, ...}` (at least one field); the type's name is
+    /// `object`, spanning the braces.
+    fn object_type(&mut self, depth: usize) -> PResult<(Ident, Vec<ParamDecl>)> {
+        let start = self.peek().span;
+        if depth + 1 > agenra_core::object::MAX_DEPTH {
+            return Err(Diagnostic::error(
+                start,
+                format!(
+                    "object types nest more than {} deep",
+                    agenra_core::object::MAX_DEPTH
+                ),
+            ));
+        }
+        self.expect_punct(Punct::LBrace)?;
+        let mut fields = vec![self.param_decl("a field name", depth + 1)?];
+        while self.eat_punct(Punct::Comma).is_some() {
+            if self.is_punct(Punct::RBrace) {
+                break;
+            }
+            fields.push(self.param_decl("a field name", depth + 1)?);
+        }
+        let end = self.expect_punct(Punct::RBrace)?;
+        Ok((
+            Ident {
+                name: "object".into(),
+                span: start.to(end),
+                quoted: false,
+            },
+            fields,
+        ))
+    }
+
     fn tool(&mut self) -> PResult<StmtKind> {
         self.bump();
         let name = self.ident("a tool name")?;
@@ -494,26 +577,7 @@ impl Parser {
         let mut params = Vec::new();
         if self.eat_punct(Punct::RParen).is_none() {
             loop {
-                let pname = self.ident("a parameter name")?;
-                let optional = self.eat_punct(Punct::Question).is_some();
-                self.expect_punct(Punct::Colon)?;
-                let first =
-                    self.bare_ident("a parameter type (string, int, bool, decimal or list<TYPE>)")?;
-                let (ty, list) = if first.name == "list" && self.is_punct(Punct::Lt) {
-                    self.bump();
-                    let inner =
-                        self.bare_ident("an element type (string, int, bool or decimal)")?;
-                    self.expect_punct(Punct::Gt)?;
-                    (inner, true)
-                } else {
-                    (first, false)
-                };
-                params.push(ParamDecl {
-                    name: pname,
-                    optional,
-                    ty,
-                    list,
-                });
+                params.push(self.param_decl("a parameter name", 0)?);
                 if self.eat_punct(Punct::Comma).is_none() {
                     self.expect_punct(Punct::RParen)?;
                     break;
@@ -1400,7 +1464,7 @@ mod tests {
         );
         assert_eq!(
             errors("tool t(a: `string`);"),
-            vec!["1:11: error: expected a parameter type (string, int, bool, decimal or list<TYPE>), found quoted name `string`"]
+            vec!["1:11: error: expected a parameter type (string, int, bool, decimal, list<TYPE> or {FIELD: TYPE, ...}), found quoted name `string`"]
         );
         assert_eq!(
             errors("tool get-tiny-image();"),

@@ -562,7 +562,7 @@ deny flow f: untrusted -> nowhere;
     assert_eq!(
         errors(src),
         vec![
-            "2:16: error: expected a parameter type (string, int, bool, decimal or list<TYPE>), found `)`",
+            "2:16: error: expected a parameter type (string, int, bool, decimal, list<TYPE> or {FIELD: TYPE, ...}), found `)`",
             "3:24: error: type mismatch in grant `a`: parameter `n` is int, but `starts_with` here needs string",
             "4:10: error: unknown tool `fs.wrte`",
             "5:23: error: expected a quota (an integer or `unlimited`), found `;`",

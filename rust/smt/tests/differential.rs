@@ -362,6 +362,24 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(200), ..ProptestConfig::default() })]
+
+    /// The same with an object parameter on every tool, field tests in
+    /// grants, call rules and flow rules, and calls passing well-formed and
+    /// ill-typed objects (`docs/semantics.md`, "Objects").
+    #[test]
+    fn smt_and_native_decide_alike_with_objects(
+        (policy, steps, shapes) in common::object_policy().prop_flat_map(|p| {
+            let agents = p.agents.len();
+            (Just(p), common::steps(agents), proptest::collection::vec(0u8..8, 1..6))
+        })
+    ) {
+        let events = common::object_events(&policy, &steps, &shapes);
+        differential(&policy, &events, &Other::default());
+    }
+}
+
 /// `c` with each argument that has observed lineage also reading `extra`
 /// (known ids of the session): the call's inputs only gain labels.
 fn tainted(c: &agenra_core::Call, extra: &[String]) -> agenra_core::Call {
@@ -472,6 +490,7 @@ fn a_secret_read_into_the_context_is_the_counterexample() {
                 ty: agenra_core::ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             })
             .collect(),
         resource: None,

@@ -3,7 +3,7 @@
 //! JSON calls ([`crate::event::Call`]) stay accepted; both resolve to the same
 //! [`Resolved`] request, and so get the same decision.
 
-use super::wellformed::{argument, malformed, Lineage, Malformed, Resolved};
+use super::wellformed::{argument, malformed, object_argument, Lineage, Malformed, Resolved};
 use super::{CompiledPolicy, Session};
 use crate::decision::{Reason, StepError};
 use crate::event::Call;
@@ -390,6 +390,7 @@ fn kind_name(v: &Value) -> &'static str {
         Value::Decimal(_) => "decimal",
         Value::List(_) => "list",
         Value::Null => "null",
+        Value::Object(_) => "object",
     }
 }
 
@@ -419,6 +420,15 @@ impl Session {
             }
             let value = std::mem::replace(slot, Value::Null);
             let given = value != Value::Null || call.nulls.contains(&i);
+            if p.ty == ParamType::Object {
+                *slot = object_argument(
+                    p,
+                    given.then_some(value),
+                    |v| *v == Value::Null,
+                    |v| crate::object::conform(p, v, &conform),
+                )?;
+                continue;
+            }
             *slot = argument(
                 p,
                 given.then_some(value),

@@ -154,6 +154,30 @@ pub(crate) fn argument<V>(
     }
 }
 
+/// [`argument`] for a parameter of object type (or a list of objects):
+/// the refusal names the path inside the argument (`edits[1].newText`).
+pub(crate) fn object_argument<V>(
+    p: &Param,
+    value: Option<V>,
+    is_null: impl Fn(&V) -> bool,
+    convert: impl FnOnce(V) -> Result<Value, crate::object::Mismatch>,
+) -> Result<Value, Malformed> {
+    match value {
+        None if p.optional => Ok(Value::Null),
+        Some(v) if p.optional && is_null(&v) => Ok(Value::Null),
+        None => Err(malformed(Reason::MissingArg {
+            param: p.name.clone(),
+        })),
+        Some(v) => convert(v).map_err(|e| {
+            malformed(Reason::IllTyped {
+                param: format!("{}{}", p.name, e.at),
+                expected: e.expected,
+                got: e.got,
+            })
+        }),
+    }
+}
+
 impl Session {
     pub(crate) fn tool_of(&self, name: &str) -> Option<ToolId> {
         self.shared.0.index.tools.get(name).copied()
@@ -222,6 +246,15 @@ impl Session {
         }
         let mut args = Vec::with_capacity(spec.params.len());
         for (p, value) in spec.params.iter().zip(raw.iter().copied()) {
+            if p.ty == crate::value::ParamType::Object {
+                args.push(object_argument(
+                    p,
+                    value,
+                    |v| v.is_null(),
+                    |v| crate::object::from_json(p, v),
+                )?);
+                continue;
+            }
             args.push(argument(
                 p,
                 value,

@@ -778,6 +778,7 @@ mod tests {
                 ty: ParamType::Str,
                 list: false,
                 optional: false,
+                fields: Vec::new(),
             }],
             resource: resource.then_some(0),
             sinks: vec![],

@@ -262,6 +262,9 @@ impl Session {
             let v = match c.args.get(&p.name) {
                 None | Some(serde_json::Value::Null) if p.optional => Value::Null,
                 None => return Err(malformed),
+                Some(raw) if p.ty == crate::value::ParamType::Object => {
+                    crate::object::from_json(p, raw).map_err(|_| malformed)?
+                }
                 Some(raw) => Value::from_json_typed(raw, p.ty, p.list).map_err(|_| malformed)?,
             };
             args.push(v);
@@ -934,6 +937,7 @@ mod tests {
                     ty: ParamType::Str,
                     list: false,
                     optional,
+                    fields: Vec::new(),
                 })
                 .collect(),
             resource: None,

@@ -234,7 +234,7 @@ fn candidates(op: &ArgOp) -> Vec<serde_json::Value> {
         ArgOp::Lt(d) => vec![num(d, -1)],
         ArgOp::Le(d) | ArgOp::Ge(d) => vec![num(d, 0)],
         ArgOp::Gt(d) => vec![num(d, 1)],
-        ArgOp::InSet(_) | ArgOp::NotInSet(_) => vec![],
+        ArgOp::InSet(_) | ArgOp::NotInSet(_) | ArgOp::Field { .. } => vec![],
     }
 }
 
