@@ -26,6 +26,7 @@
 //! prose, where capitals are style. A one-word value is an identifier, a
 //! code or a name, where case can matter, so it keeps its case.
 
+pub use crate::policy::ProvenanceMode;
 use crate::value::{Decimal, Value};
 
 /// The most words indexed per output; an untrusted output beyond it turns
@@ -258,6 +259,53 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
         && phrase_words_of(text)
             .windows(phrase.len())
             .any(|w| w == phrase)
+}
+
+/// Whether a scalar is *short*: a number of at most two digits (`13`,
+/// `7`, `2.5`) or a one-word string of at most two characters. Short
+/// values occur by chance in any text (`13` in "June 13"), so they confer
+/// trust by value only under [`ProvenanceMode::Exact`].
+pub fn is_short(v: &Value) -> bool {
+    let digits = |t: String| t.chars().filter(char::is_ascii_digit).count() <= 2;
+    match v {
+        Value::Str(s) => {
+            let t = s.trim();
+            is_one_word(t) && t.chars().count() <= 2
+        }
+        Value::Int(i) => digits(i.to_string()),
+        Value::Decimal(d) => digits(d.to_string()),
+        Value::Bool(_) | Value::Null | Value::List(_) => false,
+    }
+}
+
+/// Whether a scalar is one typed token: an e-mail address, a URL or an
+/// IBAN (in the canonical forms of this module).
+pub fn is_token(v: &Value) -> bool {
+    let Value::Str(s) = v else {
+        return false;
+    };
+    let c = canonical(s);
+    if c.contains(char::is_whitespace) {
+        return false;
+    }
+    c.bytes().filter(|&b| b == b'@').count() == 1
+        || c.starts_with("http://")
+        || c.starts_with("https://")
+        || looks_like_iban(&c)
+}
+
+/// Whether a parameter in `mode` may take its label by value from `v`:
+/// every scalar of it (each element of a list) must be admitted
+/// (`docs/semantics.md`, "Per-parameter provenance"). The monitor and the
+/// reference both ask this before looking the value up.
+pub fn admits(mode: ProvenanceMode, v: &Value) -> bool {
+    let one = |s: &Value| match mode {
+        ProvenanceMode::Off => false,
+        ProvenanceMode::Exact => true,
+        ProvenanceMode::Words => !is_short(s),
+        ProvenanceMode::Tokens => is_token(s),
+    };
+    mode != ProvenanceMode::Off && v.scalars().iter().all(one)
 }
 
 /// The keys of every word in a tool output (string leaves and numbers,
