@@ -289,3 +289,43 @@ fn verify_and_certify_answer_unknown_for_per_element_tests() {
     let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
     assert!(e.to_string().contains("per-element"), "{e}");
 }
+
+#[test]
+fn certify_and_verify_do_not_claim_what_they_cannot_enumerate() {
+    let p = compile(
+        r#"
+        sets contacts;
+        sinks mail;
+        tool web() { output <public, {}, untrusted>; }
+        tool send(to: list<string>) { sink mail; }
+        grant w: web quota unlimited;
+        grant s: send where all x in to: x in contacts quota 3;
+        deny flow d: untrusted -> mail;
+        "#,
+    );
+    // A revision that adds a grant needs the call classes.
+    let mut q = p.clone();
+    let mut extra = q.grants[0].clone();
+    extra.name = "w2".into();
+    q.grants.push(extra);
+    let report = agenra_certify::certify_with(&p, &q, Some(&agenra_smt::rules::RuleChecker));
+    assert_eq!(report.verdict.as_str(), "unknown", "{report:?}");
+    let opts = agenra_smt::verify::Options {
+        bound: 3,
+        ..Default::default()
+    };
+    for f in agenra_smt::verify::verify(&p, &agenra_smt::verify::Property::ALL, &opts) {
+        assert_eq!(
+            f.result.as_str(),
+            "unknown",
+            "{}: {:?}",
+            f.property.name(),
+            f.detail
+        );
+        assert!(
+            f.detail.iter().any(|d| d.contains("per-element test")),
+            "{:?}",
+            f.detail
+        );
+    }
+}
