@@ -266,14 +266,13 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
 /// values occur by chance in any text (`13` in "June 13"), so they confer
 /// trust by value only under [`ProvenanceMode::Exact`].
 pub fn is_short(v: &Value) -> bool {
-    let digits = |t: String| t.chars().filter(char::is_ascii_digit).count() <= 2;
     match v {
         Value::Str(s) => {
             let t = s.trim();
-            is_one_word(t) && t.chars().count() <= 2
+            t.chars().nth(2).is_none() && is_one_word(t)
         }
-        Value::Int(i) => digits(i.to_string()),
-        Value::Decimal(d) => digits(d.to_string()),
+        Value::Int(i) => i.unsigned_abs() <= 99,
+        Value::Decimal(d) => d.written_digits() <= 2,
         Value::Bool(_) | Value::Null | Value::List(_) => false,
     }
 }
@@ -356,6 +355,40 @@ mod tests {
         assert!(has(task, Value::Str("the report".into())));
         assert!(!has(task, Value::Str("the reports".into())));
         assert!(!has(task, Value::Bool(true)));
+    }
+
+    #[test]
+    fn short_values_and_tokens() {
+        use crate::policy::ProvenanceMode as M;
+        let d = |t: &str| Value::Decimal(t.parse().expect("a decimal"));
+        let s = |t: &str| Value::Str(t.into());
+        for v in [
+            Value::Int(13),
+            Value::Int(-99),
+            d("2.5"),
+            d("9.90"),
+            s("ab"),
+            s(" x "),
+        ] {
+            assert!(is_short(&v), "{v}");
+        }
+        for v in [
+            Value::Int(100),
+            d("0.05"),
+            d("13.5"),
+            s("abc"),
+            s("a b"),
+            Value::Bool(true),
+        ] {
+            assert!(!is_short(&v), "{v}");
+        }
+        assert!(is_token(&s("Bob@Corp.com")) && is_token(&s("HTTPS://x.org/a")));
+        assert!(is_token(&s("DE89 3704 0044 0532 0130 00")));
+        assert!(!is_token(&s("report")) && !is_token(&Value::Int(5)) && !is_token(&s("a@b c")));
+        let list = Value::List(vec![s("bob@corp.com"), s("13")]);
+        assert!(admits(M::Exact, &list) && !admits(M::Words, &list) && !admits(M::Tokens, &list));
+        assert!(!admits(M::Off, &s("bob@corp.com")) && admits(M::Tokens, &s("bob@corp.com")));
+        assert!(admits(M::Words, &Value::Int(4711)) && !admits(M::Words, &Value::Int(13)));
     }
 
     #[test]
