@@ -123,6 +123,12 @@ proptest! {
 
     /// De Morgan and the units of `and`/`or`, on every implementation.
     #[test]
+    fn per_element_conditions_agree_with_the_semantics(c in gen::each_cond(), args in prop::collection::vec(gen::value(), 0..4), agent in 0usize..3, sets in gen::sets()) {
+        // The Rust spec only: the Lean model has no per-element test.
+        prop_assert_eq!(c.eval(&args, agent, &sets), oracle::arg_cond(&c, &args, agent, &sets), "{:?} on {:?}", c, args);
+    }
+
+    #[test]
     fn conditions_are_boolean(a in gen::arg_cond(), b in gen::arg_cond(), args in prop::collection::vec(gen::value(), 0..4), agent in 0usize..3, sets in gen::sets()) {
         use agenra_core::Cond::*;
         for r in implementations() {

@@ -482,6 +482,16 @@ impl Wire for ArgCond {
             Cond::Not(c) => Cbor::Array(vec![Cbor::uint(2), c.to_wire()]),
             Cond::And(cs) => Cbor::Array(vec![Cbor::uint(3), cs.to_wire()]),
             Cond::Or(cs) => Cbor::Array(vec![Cbor::uint(4), cs.to_wire()]),
+            // Per-element tests (issue #27): the Lean model has no such
+            // constructors, so its decoder refuses tags 5 and 6 (an error,
+            // never a decision); the Rust side round-trips them.
+            Cond::Each { param, quant, body } => Cbor::Array(vec![
+                Cbor::uint(5),
+                param.to_wire(),
+                quant.to_wire(),
+                body.to_wire(),
+            ]),
+            Cond::Elem(op) => Cbor::Array(vec![Cbor::uint(6), op.to_wire()]),
         }
     }
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
@@ -508,6 +518,18 @@ impl Wire for ArgCond {
                 &at(path, 1),
             )?)),
             4 => Ok(Cond::Or(Vec::from_wire(
+                &fields(f, c, path, 1)?[0],
+                &at(path, 1),
+            )?)),
+            5 => {
+                let f = fields(f, c, path, 3)?;
+                Ok(Cond::Each {
+                    param: usize::from_wire(&f[0], &at(path, 1))?,
+                    quant: Quant::from_wire(&f[1], &at(path, 2))?,
+                    body: Box::new(ArgCond::from_wire(&f[2], &at(path, 3))?),
+                })
+            }
+            6 => Ok(Cond::Elem(ArgOp::from_wire(
                 &fields(f, c, path, 1)?[0],
                 &at(path, 1),
             )?)),

@@ -145,6 +145,42 @@ pub fn arg_cond() -> impl Strategy<Value = ArgCond> {
     })
 }
 
+/// Per-element tests (`any x in L: BODY`, issue #27): bodies mix element
+/// tests, argument tests and agent tests with `!`, `and` and `or`, inside
+/// conditions like `arg_cond`'s. Only the Rust spec evaluates them (the
+/// Lean model has no per-element test).
+pub fn each_cond() -> impl Strategy<Value = ArgCond> {
+    let body_leaf = prop_oneof![
+        3 => arg_op().prop_map(Cond::Elem),
+        1 => (0usize..3, quant(), arg_op()).prop_map(|(param, quant, op)| Cond::Test { param, quant, op }),
+        1 => prop::collection::vec(0usize..3, 0..3).prop_map(Cond::Agent),
+    ];
+    let body = body_leaf.prop_recursive(2, 8, 3, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|c| Cond::Not(Box::new(c))),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Cond::And),
+            prop::collection::vec(inner, 0..3).prop_map(Cond::Or),
+        ]
+    });
+    let each = (0usize..4, quant(), body).prop_map(|(param, quant, body)| Cond::Each {
+        param,
+        quant,
+        body: Box::new(body),
+    });
+    let leaf = prop_oneof![
+        3 => each,
+        1 => arg_op().prop_map(Cond::Elem),
+        1 => (0usize..3, quant(), arg_op()).prop_map(|(param, quant, op)| Cond::Test { param, quant, op }),
+    ];
+    leaf.prop_recursive(2, 8, 3, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|c| Cond::Not(Box::new(c))),
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Cond::And),
+            prop::collection::vec(inner, 0..3).prop_map(Cond::Or),
+        ]
+    })
+}
+
 pub fn quota() -> impl Strategy<Value = Quota> {
     prop_oneof![3 => (0u64..3).prop_map(Quota::Limited), 1 => Just(Quota::Unlimited)]
 }

@@ -211,14 +211,42 @@ pub fn arg_op(op: &ArgOp, quant: Quant, v: &Value, sets: &[BTreeSet<String>]) ->
 
 /// A condition; a test on a parameter the call does not have is false.
 pub fn arg_cond(c: &ArgCond, args: &[Value], agent: AgentId, sets: &[BTreeSet<String>]) -> bool {
+    cond_at(c, args, agent, sets, None)
+}
+
+/// `arg_cond` at an element of a per-element test (`any x in L: ...`):
+/// the body holds for some (every) element of the list argument; an
+/// argument that is not a list fails it; an element test outside one is
+/// false.
+fn cond_at(
+    c: &ArgCond,
+    args: &[Value],
+    agent: AgentId,
+    sets: &[BTreeSet<String>],
+    elem: Option<&Value>,
+) -> bool {
     match c {
         Cond::Test { param, quant, op } => args
             .get(*param)
             .is_some_and(|v| arg_op(op, *quant, v, sets)),
         Cond::Agent(agents) => agents.contains(&agent),
-        Cond::Not(c) => !arg_cond(c, args, agent, sets),
-        Cond::And(cs) => cs.iter().all(|c| arg_cond(c, args, agent, sets)),
-        Cond::Or(cs) => cs.iter().any(|c| arg_cond(c, args, agent, sets)),
+        Cond::Not(c) => !cond_at(c, args, agent, sets, elem),
+        Cond::And(cs) => cs.iter().all(|c| cond_at(c, args, agent, sets, elem)),
+        Cond::Or(cs) => cs.iter().any(|c| cond_at(c, args, agent, sets, elem)),
+        Cond::Each { param, quant, body } => {
+            let Some(Value::List(items)) = args.get(*param) else {
+                return false;
+            };
+            let mut hits = items
+                .iter()
+                .map(|x| cond_at(body, args, agent, sets, Some(x)));
+            match quant {
+                Quant::All => hits.all(|h| h),
+                Quant::Any => hits.any(|h| h),
+            }
+        }
+        // The element is tested as a scalar argument would be.
+        Cond::Elem(op) => elem.is_some_and(|x| arg_op(op, Quant::All, x, sets)),
     }
 }
 

@@ -55,6 +55,8 @@ pub enum Unsupported {
     Combinations { tool: String, count: usize },
     #[error("parameter `{param}` of `{tool}` is an object whose fields are tested: field tests are not enumerated (the answer is unknown)")]
     ObjectFields { tool: String, param: String },
+    #[error("a condition on `{tool}` has a per-element test (`any x in LIST: ...`), which call classes do not enumerate")]
+    Elements { tool: String },
 }
 
 /// A call class, with its witness.
@@ -310,6 +312,20 @@ fn enumerate_tool(
 ) -> Result<(), Unsupported> {
     let (regions, tested, possible_types) = (space.regions, space.tested, space.possible_types);
     let t = &old.tools[tool];
+    // Per-element tests (`any x in LIST: ...`) are not enumerated: answer
+    // `unknown` rather than risk a class that misses a combination.
+    let has_each = |p: &Policy| {
+        p.grants
+            .iter()
+            .filter(|g| g.tool == tool)
+            .any(|g| g.args.iter().any(Cond::has_each))
+            || rule_conditions(p, tool).iter().any(Cond::has_each)
+    };
+    if has_each(old) || has_each(new) {
+        return Err(Unsupported::Elements {
+            tool: t.name.clone(),
+        });
+    }
     let extra: Vec<Cond<usize>> = if space.probe {
         rule_conditions(old, tool)
             .into_iter()
@@ -477,6 +493,9 @@ fn eval(c: &Cond<usize>, agent: AgentId, result: &impl Fn(usize, &ParamTest) -> 
         Cond::Not(x) => !eval(x, agent, result),
         Cond::And(xs) => xs.iter().all(|x| eval(x, agent, result)),
         Cond::Or(xs) => xs.iter().any(|x| eval(x, agent, result)),
+        // Refused before enumeration (`Unsupported::Elements`); false keeps
+        // this total.
+        Cond::Each { .. } | Cond::Elem(_) => false,
     }
 }
 
@@ -488,8 +507,9 @@ fn collect_tests(c: &Cond<usize>, p: usize, out: &mut Vec<ParamTest>) {
                 out.push(t);
             }
         }
-        Cond::Test { .. } | Cond::Agent(_) => {}
+        Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) => {}
         Cond::Not(x) => collect_tests(x, p, out),
+        Cond::Each { body, .. } => collect_tests(body, p, out),
         Cond::And(xs) | Cond::Or(xs) => xs.iter().for_each(|x| collect_tests(x, p, out)),
     }
 }

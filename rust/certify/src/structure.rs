@@ -113,6 +113,8 @@ fn fields_considered(p: &Policy) {
         // Budgets: `certify` answers `unknown` when either policy has one
         // (`budgets` above).
         budgets: _,
+        // Per-parameter provenance: compared with provenance by value below.
+        param_provenance: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {
@@ -192,7 +194,8 @@ fn differences_of(old: &Policy, new: &Policy) -> Vec<String> {
         ),
     );
     part(
-        old.provenance_by_value == new.provenance_by_value,
+        old.provenance_by_value == new.provenance_by_value
+            && old.param_provenance == new.param_provenance,
         "provenance by value",
     );
     part(old.task_seeds == new.task_seeds, "task seeds");

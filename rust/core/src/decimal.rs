@@ -35,6 +35,14 @@ pub enum DecimalError {
 }
 
 impl Decimal {
+    /// How many digits its canonical text has (`13`: 2, `2.5`: 2, `0.05`:
+    /// 3), without allocating.
+    pub fn written_digits(self) -> u32 {
+        let m = self.mantissa.unsigned_abs();
+        let digits = if m == 0 { 1 } else { m.ilog10() + 1 };
+        digits.max(u32::from(self.scale) + 1)
+    }
+
     fn normalized(mut mantissa: i128, mut scale: u8) -> Decimal {
         while scale > 0 && mantissa % 10 == 0 {
             mantissa /= 10;

@@ -86,6 +86,54 @@ pub struct Policy {
     /// so policies without budgets keep their content hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budgets: Vec<Budget>,
+    /// Per-parameter provenance by value (`provenance MODE on PARAM;` in a
+    /// tool body), strictly ascending by (tool, parameter); every other
+    /// parameter has [`ProvenanceMode::Words`]. Omitted from the encoding
+    /// when empty, so policies without it keep their content hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub param_provenance: Vec<ParamProvenance>,
+}
+
+/// How a parameter's value gains trust by value (with `provenance by
+/// value;`): `docs/semantics.md`, "Per-parameter provenance".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ProvenanceMode {
+    /// Never by value: the argument takes the context's label.
+    Off,
+    /// The whole value, short values included (a number of at most two
+    /// digits, a word of at most two characters).
+    Exact,
+    /// The whole value, but a short value never confers trust (the
+    /// default).
+    #[default]
+    Words,
+    /// Only a value that is one typed token (an e-mail address, a URL, an
+    /// IBAN) gains trust by value.
+    Tokens,
+}
+
+impl ProvenanceMode {
+    /// The mode's keyword (`off`, `exact`, `words`, `tokens`).
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ProvenanceMode::Off => "off",
+            ProvenanceMode::Exact => "exact",
+            ProvenanceMode::Words => "words",
+            ProvenanceMode::Tokens => "tokens",
+        }
+    }
+}
+
+/// `provenance MODE on PARAM` for one parameter of one tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamProvenance {
+    /// The tool.
+    pub tool: ToolId,
+    /// The parameter's index in the tool.
+    pub param: usize,
+    /// How its value gains trust by value.
+    pub mode: ProvenanceMode,
 }
 
 /// `budget AMOUNT on PARAM [per session|per tenant]` on a grant: every call
@@ -568,7 +616,21 @@ impl Policy {
             task_seeds: vec![],
             shared_grants: vec![],
             budgets: vec![],
+            param_provenance: vec![],
         }
+    }
+
+    /// How parameter `param` of tool `tool` gains trust by value (the
+    /// default, [`ProvenanceMode::Words`], unless the policy says otherwise).
+    pub fn provenance_mode(&self, tool: ToolId, param: usize) -> ProvenanceMode {
+        if self.param_provenance.is_empty() {
+            return ProvenanceMode::Words;
+        }
+        self.param_provenance
+            .binary_search_by_key(&(tool, param), |p| (p.tool, p.param))
+            .ok()
+            .and_then(|i| self.param_provenance.get(i))
+            .map_or(ProvenanceMode::Words, |p| p.mode)
     }
 
     /// Grant `g`'s amount budget, if it has one.

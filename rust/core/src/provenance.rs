@@ -26,6 +26,7 @@
 //! prose, where capitals are style. A one-word value is an identifier, a
 //! code or a name, where case can matter, so it keeps its case.
 
+pub use crate::policy::ProvenanceMode;
 use crate::value::{Decimal, Value};
 
 /// The most words indexed per output; an untrusted output beyond it turns
@@ -262,6 +263,52 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
             .any(|w| w == phrase)
 }
 
+/// Whether a scalar is *short*: a number of at most two digits (`13`,
+/// `7`, `2.5`) or a one-word string of at most two characters. Short
+/// values occur by chance in any text (`13` in "June 13"), so they confer
+/// trust by value only under [`ProvenanceMode::Exact`].
+pub fn is_short(v: &Value) -> bool {
+    match v {
+        Value::Str(s) => {
+            let t = s.trim();
+            t.chars().nth(2).is_none() && is_one_word(t)
+        }
+        Value::Int(i) => i.unsigned_abs() <= 99,
+        Value::Decimal(d) => d.written_digits() <= 2,
+        Value::Bool(_) | Value::Null | Value::List(_) | Value::Object(_) => false,
+    }
+}
+
+/// Whether a scalar is one typed token: an e-mail address, a URL or an
+/// IBAN (in the canonical forms of this module).
+pub fn is_token(v: &Value) -> bool {
+    let Value::Str(s) = v else {
+        return false;
+    };
+    let c = canonical(s);
+    if c.contains(char::is_whitespace) {
+        return false;
+    }
+    c.bytes().filter(|&b| b == b'@').count() == 1
+        || c.starts_with("http://")
+        || c.starts_with("https://")
+        || looks_like_iban(&c)
+}
+
+/// Whether a parameter in `mode` may take its label by value from `v`:
+/// every scalar of it (each element of a list) must be admitted
+/// (`docs/semantics.md`, "Per-parameter provenance"). The monitor and the
+/// reference both ask this before looking the value up.
+pub fn admits(mode: ProvenanceMode, v: &Value) -> bool {
+    let one = |s: &Value| match mode {
+        ProvenanceMode::Off => false,
+        ProvenanceMode::Exact => true,
+        ProvenanceMode::Words => !is_short(s),
+        ProvenanceMode::Tokens => is_token(s),
+    };
+    mode != ProvenanceMode::Off && v.scalars().iter().all(one)
+}
+
 /// The keys of every word in a tool output (string leaves and numbers,
 /// recursively; object keys are field names, not data, and are skipped).
 pub fn output_keys(output: &serde_json::Value, out: &mut Vec<Key>) {
@@ -310,6 +357,40 @@ mod tests {
         assert!(has(task, Value::Str("the report".into())));
         assert!(!has(task, Value::Str("the reports".into())));
         assert!(!has(task, Value::Bool(true)));
+    }
+
+    #[test]
+    fn short_values_and_tokens() {
+        use crate::policy::ProvenanceMode as M;
+        let d = |t: &str| Value::Decimal(t.parse().expect("a decimal"));
+        let s = |t: &str| Value::Str(t.into());
+        for v in [
+            Value::Int(13),
+            Value::Int(-99),
+            d("2.5"),
+            d("9.90"),
+            s("ab"),
+            s(" x "),
+        ] {
+            assert!(is_short(&v), "{v}");
+        }
+        for v in [
+            Value::Int(100),
+            d("0.05"),
+            d("13.5"),
+            s("abc"),
+            s("a b"),
+            Value::Bool(true),
+        ] {
+            assert!(!is_short(&v), "{v}");
+        }
+        assert!(is_token(&s("Bob@Corp.com")) && is_token(&s("HTTPS://x.org/a")));
+        assert!(is_token(&s("DE89 3704 0044 0532 0130 00")));
+        assert!(!is_token(&s("report")) && !is_token(&Value::Int(5)) && !is_token(&s("a@b c")));
+        let list = Value::List(vec![s("bob@corp.com"), s("13")]);
+        assert!(admits(M::Exact, &list) && !admits(M::Words, &list) && !admits(M::Tokens, &list));
+        assert!(!admits(M::Off, &s("bob@corp.com")) && admits(M::Tokens, &s("bob@corp.com")));
+        assert!(admits(M::Words, &Value::Int(4711)) && !admits(M::Words, &Value::Int(13)));
     }
 
     #[test]

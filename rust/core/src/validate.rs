@@ -282,6 +282,22 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
     }
+    for (i, m) in p.param_provenance.iter().enumerate() {
+        let what = format!("param_provenance[{i}]");
+        index(format!("{what}.tool"), m.tool, p.tools.len(), "tools")?;
+        index(
+            format!("{what}.param"),
+            m.param,
+            p.tools[m.tool].params.len(),
+            "params",
+        )?;
+        if i > 0 {
+            let prev = &p.param_provenance[i - 1];
+            if (prev.tool, prev.param) >= (m.tool, m.param) {
+                return Err(bad(what, "must be strictly ascending by (tool, param)"));
+            }
+        }
+    }
     for (i, b) in p.budgets.iter().enumerate() {
         let what = format!("budgets[{i}]");
         index(format!("{what}.grant"), b.grant, p.grants.len(), "grants")?;

@@ -532,6 +532,23 @@ pub enum Cond<P> {
     And(Vec<Cond<P>>),
     /// Some holds (false when empty).
     Or(Vec<Cond<P>>),
+    /// A per-element test (`any x in LIST: BODY`, `all x in LIST: BODY`):
+    /// `body` holds for some element (`Quant::Any`; false on an empty
+    /// list) or for every element (`Quant::All`; true on an empty list) of
+    /// the list argument `param`. An absent (`null`) or non-list argument,
+    /// or a parameter the tool lacks, fails it whatever the quantifier.
+    /// In `body`, [`Cond::Elem`] tests the element; bodies do not nest.
+    Each {
+        /// The list parameter (an index or a name, see [`Cond`]).
+        param: P,
+        /// Some element or every element.
+        quant: Quant,
+        /// The condition on each element.
+        body: Box<Cond<P>>,
+    },
+    /// A test on the element of the innermost enclosing [`Cond::Each`]
+    /// (false outside one).
+    Elem(ArgOp),
 }
 
 /// A condition on one tool's parameters, by index.
@@ -545,15 +562,33 @@ impl<P> Cond<P> {
     /// The condition that never holds (an empty `Or`).
     pub const FALSE: Cond<P> = Cond::Or(Vec::new());
 
-    /// Every argument test in the condition, in order.
+    /// Every argument test in the condition, in order; a per-element test
+    /// counts as a test of its list parameter.
     pub fn tests(&self) -> Vec<(&P, &ArgOp)> {
-        let mut out = Vec::new();
-        self.walk(&mut |c| {
-            if let Cond::Test { param, op, .. } = c {
-                out.push((param, op));
+        fn go<'a, P>(c: &'a Cond<P>, list: Option<&'a P>, out: &mut Vec<(&'a P, &'a ArgOp)>) {
+            match c {
+                Cond::Test { param, op, .. } => out.push((param, op)),
+                Cond::Elem(op) => {
+                    if let Some(p) = list {
+                        out.push((p, op));
+                    }
+                }
+                Cond::Each { param, body, .. } => go(body, Some(param), out),
+                Cond::Not(c) => go(c, list, out),
+                Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| go(c, list, out)),
+                Cond::Agent(_) => {}
             }
-        });
+        }
+        let mut out = Vec::new();
+        go(self, None, &mut out);
         out
+    }
+
+    /// Whether the condition has a per-element test (`any x in LIST: ...`).
+    pub fn has_each(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |c| found |= matches!(c, Cond::Each { .. }));
+        found
     }
 
     /// Every agent named by an agent test.
@@ -571,8 +606,9 @@ impl<P> Cond<P> {
         f(self);
         match self {
             Cond::Not(c) => c.walk(f),
+            Cond::Each { body, .. } => body.walk(f),
             Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| c.walk(f)),
-            Cond::Test { .. } | Cond::Agent(_) => {}
+            Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) => {}
         }
     }
 }
@@ -581,14 +617,36 @@ impl ArgCond {
     /// Evaluates the condition on a call's arguments (in parameter order)
     /// and calling agent.
     pub fn eval(&self, args: &[Value], agent: AgentId, sets: &[BTreeSet<String>]) -> bool {
+        self.eval_at(args, agent, sets, None)
+    }
+
+    /// `eval`, with the element a per-element test is at (`None` outside one).
+    fn eval_at(
+        &self,
+        args: &[Value],
+        agent: AgentId,
+        sets: &[BTreeSet<String>],
+        elem: Option<&Value>,
+    ) -> bool {
         match self {
             Cond::Test { param, quant, op } => {
                 args.get(*param).is_some_and(|v| op.eval(*quant, v, sets))
             }
             Cond::Agent(agents) => agents.contains(&agent),
-            Cond::Not(c) => !c.eval(args, agent, sets),
-            Cond::And(cs) => cs.iter().all(|c| c.eval(args, agent, sets)),
-            Cond::Or(cs) => cs.iter().any(|c| c.eval(args, agent, sets)),
+            Cond::Not(c) => !c.eval_at(args, agent, sets, elem),
+            Cond::And(cs) => cs.iter().all(|c| c.eval_at(args, agent, sets, elem)),
+            Cond::Or(cs) => cs.iter().any(|c| c.eval_at(args, agent, sets, elem)),
+            Cond::Each { param, quant, body } => match args.get(*param) {
+                Some(Value::List(items)) => {
+                    let one = |v: &Value| body.eval_at(args, agent, sets, Some(v));
+                    match quant {
+                        Quant::Any => items.iter().any(one),
+                        Quant::All => items.iter().all(one),
+                    }
+                }
+                _ => false,
+            },
+            Cond::Elem(op) => elem.is_some_and(|v| op.eval_scalar(v, sets)),
         }
     }
 }
@@ -607,6 +665,15 @@ impl NamedCond {
                 None => Cond::FALSE,
             },
             Cond::Agent(a) => Cond::Agent(a.clone()),
+            Cond::Elem(op) => Cond::Elem(op.clone()),
+            Cond::Each { param, quant, body } => match index_of(param) {
+                Some(i) => Cond::Each {
+                    param: i,
+                    quant: *quant,
+                    body: Box::new(body.resolve(index_of)),
+                },
+                None => Cond::FALSE,
+            },
             Cond::Not(c) => Cond::Not(Box::new(c.resolve(index_of))),
             Cond::And(cs) => Cond::And(cs.iter().map(|c| c.resolve(index_of)).collect()),
             Cond::Or(cs) => Cond::Or(cs.iter().map(|c| c.resolve(index_of)).collect()),

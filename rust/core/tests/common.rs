@@ -137,6 +137,42 @@ fn cond<P: Clone + std::fmt::Debug + 'static>(
             ArgOp::NotIn(vec![Value::Str("/c".into())])
         )),
         Just(Cond::Agent(vec![0])),
+        // Per-element tests (`any x in to: ...`), also on a scalar (never
+        // holds), and the forms `not OP` lowers to (docs/policy-language.md,
+        // "General negation").
+        Just(Cond::Each {
+            param: name(2),
+            quant: Quant::Any,
+            body: Box::new(Cond::Or(vec![
+                Cond::Elem(ArgOp::Prefix("/a".into())),
+                Cond::Elem(ArgOp::InSet(0)),
+            ])),
+        }),
+        Just(Cond::Each {
+            param: name(2),
+            quant: Quant::All,
+            body: Box::new(Cond::And(vec![
+                Cond::Not(Box::new(Cond::Elem(ArgOp::Eq(Value::Str("/c".into()))))),
+                Cond::Or(vec![
+                    Cond::Elem(ArgOp::Suffix("1".into())),
+                    Cond::Agent(vec![0]),
+                ]),
+            ])),
+        }),
+        Just(Cond::Each {
+            param: name(0),
+            quant: Quant::Any,
+            body: Box::new(Cond::Elem(ArgOp::Prefix("/".into()))),
+        }),
+        Just(Cond::Not(Box::new(test(
+            name(2),
+            Quant::Any,
+            ArgOp::Suffix("1".into())
+        )))),
+        Just(Cond::And(vec![
+            test(name(3), Quant::All, ArgOp::Ne(Value::Null)),
+            Cond::Not(Box::new(test(name(3), Quant::All, ArgOp::Gt(dec("2.5"))))),
+        ])),
     ];
     leaf.prop_recursive(2, 6, 2, |inner| {
         prop_oneof![
@@ -318,10 +354,39 @@ pub fn full_policy() -> impl Strategy<Value = Policy> {
         proptest::collection::vec(call_rule, 0..2),
         (any::<bool>(), any::<bool>(), 0u8..4),
         proptest::collection::vec((0usize..3, 0u8..3, label_pattern(), label()), 0..2),
+        proptest::collection::vec((0usize..3, 0usize..4, 0u8..4), 0..5),
     )
         .prop_map(
-            |(mut p, flows, paths, obligations, secret, calls, (by_value, seeds, own), receive)| {
+            |(
+                mut p,
+                flows,
+                paths,
+                obligations,
+                secret,
+                calls,
+                (by_value, seeds, own),
+                receive,
+                modes,
+            )| {
                 p.provenance_by_value = by_value;
+                // Per-parameter provenance (`provenance MODE on PARAM`).
+                let mut modes: Vec<_> = modes
+                    .into_iter()
+                    .filter(|(t, _, _)| *t < p.tools.len())
+                    .map(|(tool, param, m)| agenra_core::policy::ParamProvenance {
+                        tool,
+                        param,
+                        mode: [
+                            agenra_core::policy::ProvenanceMode::Off,
+                            agenra_core::policy::ProvenanceMode::Exact,
+                            agenra_core::policy::ProvenanceMode::Words,
+                            agenra_core::policy::ProvenanceMode::Tokens,
+                        ][m as usize],
+                    })
+                    .collect();
+                modes.sort_by_key(|m| (m.tool, m.param));
+                modes.dedup_by_key(|m| (m.tool, m.param));
+                p.param_provenance = modes;
                 // Some delegates keep their own context.
                 for (i, a) in p.agents.iter_mut().enumerate().skip(1) {
                     a.own_context = own & (1 << (i % 2)) != 0;

@@ -322,6 +322,14 @@ pub enum ToolClauseKind {
         /// The test on the result's output (`None`: every succeeded result).
         when: Option<OutputTestExpr>,
     },
+    /// `provenance MODE on PARAM {, PARAM};`: how these parameters' values
+    /// gain trust by value (`off`, `exact`, `words`, `tokens`).
+    Provenance {
+        /// The mode, as written.
+        mode: Ident,
+        /// The parameters it applies to.
+        params: Vec<Ident>,
+    },
 }
 
 impl ToolClauseKind {
@@ -333,6 +341,7 @@ impl ToolClauseKind {
             ToolClauseKind::Sinks { .. } => "sink",
             ToolClauseKind::Sanitizer(_) => "sanitizer",
             ToolClauseKind::Fact { .. } => "fact",
+            ToolClauseKind::Provenance { .. } => "provenance",
         }
     }
 }
@@ -511,6 +520,25 @@ pub enum CondExpr {
     Or(Vec<CondExpr>),
     /// `(COND)`, kept so the formatter prints the parentheses; the span covers them.
     Group(Box<CondExpr>, Span),
+    /// `any x in LIST: BODY` / `all x in LIST: BODY`: a per-element test on a
+    /// list parameter. In `BODY` (one test, a `!`, or a parenthesized
+    /// condition) a test on the bound name `x` tests the element.
+    Each(EachExpr),
+}
+
+/// `any|all VAR in LIST: BODY`, a per-element test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EachExpr {
+    /// `any` or `all`.
+    pub quant: Ident,
+    /// The bound name: an atom of the body's tests naming the element.
+    pub var: Ident,
+    /// The list parameter whose elements are tested.
+    pub list: Ident,
+    /// The condition on each element.
+    pub body: Box<CondExpr>,
+    /// From the quantifier to the end of the body.
+    pub span: Span,
 }
 
 impl CondExpr {
@@ -525,6 +553,7 @@ impl CondExpr {
                 (Some(a), Some(b)) => a.span().to(b.span()),
                 _ => Span::default(),
             },
+            CondExpr::Each(e) => e.span,
         }
     }
 }
@@ -560,6 +589,11 @@ pub enum PredOp {
     Gt(ValueLit),
     /// `>= NUMBER`.
     Ge(ValueLit),
+    /// `not OP` (any test but `in`, which has `not in`): holds when the
+    /// test fails on a value it applies to; on a missing value it decides
+    /// against the call (`docs/policy-language.md`, "General negation").
+    /// The span covers `not`.
+    Not(Box<PredOp>, Span),
 }
 
 impl PredOp {
@@ -578,6 +612,18 @@ impl PredOp {
             PredOp::Le(_) => "<=",
             PredOp::Gt(_) => ">",
             PredOp::Ge(_) => ">=",
+            PredOp::Not(inner, _) => match **inner {
+                PredOp::Contains(_) => "not contains",
+                PredOp::StartsWith(_) => "not starts_with",
+                PredOp::EndsWith(_) => "not ends_with",
+                PredOp::Matches(_) => "not matches",
+                PredOp::Eq(_) => "not ==",
+                PredOp::Lt(_) => "not <",
+                PredOp::Le(_) => "not <=",
+                PredOp::Gt(_) => "not >",
+                PredOp::Ge(_) => "not >=",
+                _ => "not",
+            },
         }
     }
 }

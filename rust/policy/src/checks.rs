@@ -231,6 +231,7 @@ fn grants_by_owner(policy: &Policy) -> HashMap<(usize, usize), Vec<usize>> {
 const SHADOW_SCAN: usize = 256;
 
 pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
+    trusted_outputs(policy, map, d);
     for (gi, grant) in policy.grants.iter().enumerate() {
         let (Some(set), Some(tool)) = (grant.discovers, policy.tools.get(grant.tool)) else {
             continue;
@@ -380,5 +381,77 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
                 ),
             );
         }
+    }
+}
+
+/// The trusted-output lint (issue #27, point 6): a tool declared with a
+/// trusted `output` label still returns an untrusted output when an
+/// argument of the call is untrusted (the output label joins the inputs'
+/// labels); only a sanitizer that `trusts` vouches for it. Warns for a tool
+/// with an explicit trusted output, no trusting sanitizer and parameters,
+/// in a policy where untrusted data exists (a tool output or resource
+/// label is untrusted), unless every parameter but the resource flows
+/// into a sink that a deny rule `untrusted -> SINK` (without `when`)
+/// guards, which refuses such a call outright (the resource parameter
+/// selects what is read; resource labels describe it). Left out, to keep the lint quiet where trust is
+/// established otherwise or spoken of elsewhere: policies with provenance
+/// by value (an argument the user typed keeps the task's trust) and tools
+/// a grant discovers from (the discovery warning speaks about those).
+fn trusted_outputs(policy: &Policy, map: &SourceMap, d: &mut Diags) {
+    use agenra_core::policy::FlowEffect;
+    if policy.provenance_by_value {
+        return;
+    }
+    let untrusted_source = policy.tools.iter().any(|t| !t.output.trusted)
+        || policy.resources.iter().any(|r| !r.label.trusted);
+    if !untrusted_source {
+        return;
+    }
+    // A sink where every untrusted flow is denied: a deny rule on exactly
+    // `untrusted`, without `when`, and no allow rule that could exempt.
+    let guarded = |sink: usize| {
+        let on = || policy.flow_rules.iter().filter(move |r| r.sink == sink);
+        on().any(|r| {
+            r.when == agenra_core::Cond::TRUE
+                && matches!(r.effect, FlowEffect::Deny(p)
+                    if p.untrusted && p.min_sensitivity.is_none() && p.any_category.is_empty())
+        }) && !on().any(|r| matches!(r.effect, FlowEffect::Allow(_)))
+    };
+    for (ti, tool) in policy.tools.iter().enumerate() {
+        let Some(span) = map.tool_outputs.get(ti).copied().flatten() else {
+            continue;
+        };
+        let trusts = tool
+            .sanitizer
+            .and_then(|s| policy.sanitizers.get(s))
+            .is_some_and(|s| s.trusts);
+        if !tool.output.trusted || trusts || tool.params.is_empty() {
+            continue;
+        }
+        if policy
+            .grants
+            .iter()
+            .any(|g| g.tool == ti && g.discovers.is_some())
+        {
+            continue;
+        }
+        let refused = |param: usize| {
+            tool.sinks
+                .iter()
+                .any(|s| s.params.as_ref().is_none_or(|ps| ps.contains(&param)) && guarded(s.sink))
+        };
+        // The resource parameter only selects what is read (resource
+        // labels describe it): a read tool's trusted output is the norm.
+        let Some(open) = (0..tool.params.len()).find(|&i| tool.resource != Some(i) && !refused(i))
+        else {
+            continue;
+        };
+        d.warn(
+            span,
+            format!(
+                "tool `{}` declares a trusted output, but its argument `{}` may be untrusted (untrusted data exists in this policy) and no sanitizer of it `trusts`: the output of such a call carries the argument's label, so it is untrusted; a trusted output does not launder an untrusted argument (declare a sanitizer with `trusts` if the tool really vouches for what it returns)",
+                tool.name, tool.params[open].name
+            ),
+        );
     }
 }

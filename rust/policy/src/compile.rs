@@ -82,6 +82,31 @@ struct Compiler<'a> {
     agent_decls: Vec<(&'a Ident, &'a Ident, Option<&'a Ident>, bool)>,
     grants: Names,
     rules: Names,
+    /// Conditions (negation, per-element tests, per-parameter provenance):
+    /// what the condition being lowered does when it holds.
+    neg: NegState,
+}
+
+/// The compiler's state for negated and per-element tests and for
+/// `provenance MODE on PARAM` clauses.
+#[derive(Default)]
+struct NegState {
+    /// The condition being lowered refuses the call when it holds (a deny
+    /// or pause rule's, a counted or forbidden path step's), rather than
+    /// admitting it (a grant's, an allow rule's, a `reset on` step's).
+    /// Flipped under `!`.
+    refusing: bool,
+    /// Set by `lower_step` for its `where`: whether the step refuses.
+    step_override: Option<bool>,
+    /// `reset on` steps are being lowered (their `where` admits).
+    in_reset: bool,
+    /// Inside `any|all x in LIST: ...`: the bound name and the element's
+    /// parameter types (one per tool that has the list parameter).
+    each: Option<(String, Vec<Param>)>,
+    /// The parameters the last resolution found (per tool).
+    resolved: Vec<Param>,
+    /// `provenance MODE on PARAM` clauses of the tool being lowered.
+    pending: Vec<(usize, agenra_core::policy::ProvenanceMode)>,
 }
 
 /// The span of the keyword a statement starts with.
@@ -141,6 +166,7 @@ impl<'a> Compiler<'a> {
             agent_decls: Vec::new(),
             grants: Names::new("grant"),
             rules: Names::new("rule"),
+            neg: NegState::default(),
         }
     }
 
@@ -279,9 +305,27 @@ impl<'a> Compiler<'a> {
             policy.sanitizers.push(sanitizer);
         }
         for tool in self.tool_decls.clone() {
+            map.tool_outputs.push(
+                tool.body
+                    .iter()
+                    .flat_map(|b| &b.clauses)
+                    .find(|c| matches!(c.kind, ToolClauseKind::Output(_)))
+                    .map(|c| c.span),
+            );
             let tool = self.lower_tool(tool);
+            let id = policy.tools.len();
+            for (param, mode) in std::mem::take(&mut self.neg.pending) {
+                policy
+                    .param_provenance
+                    .push(agenra_core::policy::ParamProvenance {
+                        tool: id,
+                        param,
+                        mode,
+                    });
+            }
             policy.tools.push(tool);
         }
+        policy.param_provenance.sort_by_key(|p| (p.tool, p.param));
         for (name, tools) in self.scope_decls.clone() {
             let tools = tools.iter().filter_map(|t| self.tool_glob(t)).collect();
             policy.scopes.push(Scope {
@@ -340,10 +384,12 @@ impl<'a> Compiler<'a> {
                         .iter()
                         .map(|s| self.lower_step(s, &p.name.name, &policy.tools))
                         .collect();
+                    self.neg.in_reset = true;
                     let reset = p
                         .reset
                         .as_ref()
                         .map(|s| self.lower_step(s, &p.name.name, &policy.tools));
+                    self.neg.in_reset = false;
                     policy.path_rules.push(PathRule {
                         name: p.name.name.clone(),
                         effect: rule_effect(p.effect),
@@ -358,10 +404,12 @@ impl<'a> Compiler<'a> {
                         &mut self.d,
                     );
                     let step = self.lower_step(&c.step, &c.name.name, &policy.tools);
+                    self.neg.in_reset = true;
                     let reset = c
                         .reset
                         .as_ref()
                         .map(|s| self.lower_step(s, &c.name.name, &policy.tools));
+                    self.neg.in_reset = false;
                     policy.path_rules.push(PathRule {
                         name: c.name.name.clone(),
                         effect: rule_effect(c.effect),
@@ -611,7 +659,9 @@ impl<'a> Compiler<'a> {
             let keyword = clause.kind.keyword();
             if !matches!(
                 clause.kind,
-                ToolClauseKind::Sinks { .. } | ToolClauseKind::Fact { .. }
+                ToolClauseKind::Sinks { .. }
+                    | ToolClauseKind::Fact { .. }
+                    | ToolClauseKind::Provenance { .. }
             ) {
                 once(&mut seen, keyword, clause.span, &owner, &mut self.d);
             }
@@ -665,6 +715,41 @@ impl<'a> Compiler<'a> {
                     let when = when.as_ref().and_then(|test| self.lower_output_test(test));
                     tool.facts.push(FactRule { fact, when });
                 }
+                ToolClauseKind::Provenance { mode, params } => {
+                    use agenra_core::policy::ProvenanceMode;
+                    let m = match mode.name.as_str() {
+                        "off" => Some(ProvenanceMode::Off),
+                        "exact" => Some(ProvenanceMode::Exact),
+                        "words" => Some(ProvenanceMode::Words),
+                        "tokens" => Some(ProvenanceMode::Tokens),
+                        other => {
+                            self.d.error(
+                                mode.span,
+                                format!(
+                                    "unknown provenance mode `{other}` in {owner}: `off`, `exact`, `words` or `tokens`{}",
+                                    did_you_mean(other, ["off", "exact", "words", "tokens"])
+                                ),
+                            );
+                            None
+                        }
+                    };
+                    for p in params {
+                        let Some(i) = self.param(&tool, p) else {
+                            continue;
+                        };
+                        if self.neg.pending.iter().any(|(j, _)| *j == i) {
+                            self.d.error(
+                                p.span,
+                                format!(
+                                    "parameter `{}` of {owner} has its provenance declared twice",
+                                    p.name
+                                ),
+                            );
+                        } else if let Some(m) = m {
+                            self.neg.pending.push((i, m));
+                        }
+                    }
+                }
             }
         }
         tool
@@ -698,6 +783,13 @@ impl<'a> Compiler<'a> {
             Some("any") => Quant::Any,
             _ => Quant::All,
         };
+        if let PredOp::Not(_, span) = &test.op {
+            self.d.error(
+                *span,
+                "`not` before a test is not supported in a fact's output test (output values are untyped); `not in` is",
+            );
+            return None;
+        }
         Some(OutputTest {
             pointer,
             quant,
@@ -772,6 +864,8 @@ impl<'a> Compiler<'a> {
             PredOp::Le(v) => ArgOp::Le(number(v)),
             PredOp::Gt(v) => ArgOp::Gt(number(v)),
             PredOp::Ge(v) => ArgOp::Ge(number(v)),
+            // `not OP` lowers to a condition (`lower_cond`), not an operator.
+            PredOp::Not(inner, _) => return self.lower_op(inner),
         })
     }
 
@@ -879,7 +973,7 @@ impl<'a> Compiler<'a> {
 
     /// Lowers a condition; `param` resolves (and type-checks) each test's
     /// parameter, or returns `None` when the test cannot hold.
-    fn lower_cond<P>(
+    fn lower_cond<P: Clone>(
         &mut self,
         cond: &CondExpr,
         param: &mut dyn FnMut(&mut Self, &Pred, &mut ArgOp) -> Option<P>,
@@ -893,7 +987,12 @@ impl<'a> Compiler<'a> {
                     Some("any") => Quant::Any,
                     _ => Quant::All,
                 };
+                let negated = matches!(pred.op, PredOp::Not(..));
+                if let Some(c) = self.lower_elem_test(pred, &op, negated) {
+                    return c;
+                }
                 match param(self, pred, &mut op) {
+                    Some(p) if negated => self.negated_test(p, quant, op),
                     Some(p) => Cond::Test {
                         param: p,
                         quant,
@@ -902,6 +1001,7 @@ impl<'a> Compiler<'a> {
                     None => Cond::FALSE,
                 }
             }
+            CondExpr::Each(e) => self.lower_each(e, param),
             CondExpr::Agent {
                 negated, agents, ..
             } => {
@@ -916,10 +1016,147 @@ impl<'a> Compiler<'a> {
                     c
                 }
             }
-            CondExpr::Not(inner, _) => Cond::Not(Box::new(self.lower_cond(inner, param))),
+            CondExpr::Not(inner, _) => {
+                self.neg.refusing = !self.neg.refusing;
+                let c = Cond::Not(Box::new(self.lower_cond(inner, param)));
+                self.neg.refusing = !self.neg.refusing;
+                c
+            }
             CondExpr::And(cs) => Cond::And(cs.iter().map(|c| self.lower_cond(c, param)).collect()),
             CondExpr::Or(cs) => Cond::Or(cs.iter().map(|c| self.lower_cond(c, param)).collect()),
             CondExpr::Group(inner, _) => self.lower_cond(inner, param),
+        }
+    }
+
+    /// `[any|all] PARAM not OP`, fail closed: on a value the test applies
+    /// to it is the test's negation (`all`: no element passes, `any`: some
+    /// element fails); on a missing value (absent, `null`, a parameter the
+    /// tool lacks) it decides against the call. So where the condition
+    /// refuses when it holds, it is `!([dual] PARAM OP)`, which holds on a
+    /// missing value; where it admits, the value must also be present
+    /// (`PARAM != null`), so a missing value never admits.
+    fn negated_test<P: Clone>(&mut self, p: P, quant: Quant, op: ArgOp) -> Cond<P> {
+        let dual = match quant {
+            Quant::All => Quant::Any,
+            Quant::Any => Quant::All,
+        };
+        // A field's value is present when every value the path reaches is
+        // (`NOT IN []` holds on any non-null scalar, per element of a list);
+        // a parameter's when it is not null.
+        let present = match &op {
+            ArgOp::Field { path, .. } => ArgOp::Field {
+                path: path.clone(),
+                op: Box::new(ArgOp::NotIn(Vec::new())),
+            },
+            _ => ArgOp::Ne(Value::Null),
+        };
+        let not = Cond::Not(Box::new(Cond::Test {
+            param: p.clone(),
+            quant: dual,
+            op,
+        }));
+        if self.neg.refusing {
+            not
+        } else {
+            Cond::And(vec![
+                Cond::Test {
+                    param: p,
+                    quant: Quant::All,
+                    op: present,
+                },
+                not,
+            ])
+        }
+    }
+
+    /// A test on the element bound by `any|all x in LIST:` (`None` when
+    /// the test names something else): type-checked against the element's
+    /// type. The element is always present, so `not OP` is plain negation.
+    fn lower_elem_test<P>(&mut self, pred: &Pred, op: &ArgOp, negated: bool) -> Option<Cond<P>> {
+        let (var, elems) = self.neg.each.clone()?;
+        if pred.param.quoted || pred.param.name != var {
+            return None;
+        }
+        if let Some(q) = &pred.quant {
+            self.d.error(
+                q.span,
+                format!("`{}` is one element of a list: drop `{}`", var, q.name),
+            );
+        }
+        for e in &elems {
+            self.type_check(pred, op, e, "a per-element test", false);
+        }
+        let test = Cond::Elem(op.clone());
+        Some(if negated {
+            Cond::Not(Box::new(test))
+        } else {
+            test
+        })
+    }
+
+    /// `any|all x in LIST: BODY`: LIST must be a list parameter; bodies do
+    /// not nest.
+    fn lower_each<P: Clone>(
+        &mut self,
+        e: &EachExpr,
+        param: &mut dyn FnMut(&mut Self, &Pred, &mut ArgOp) -> Option<P>,
+    ) -> Cond<P> {
+        if self.neg.each.is_some() {
+            self.d.error(
+                e.quant.span,
+                "a per-element test inside another is not supported",
+            );
+            return Cond::FALSE;
+        }
+        // Resolve the list through the same path as a test: `any LIST ...`
+        // type-checks that it is a list.
+        let probe = Pred {
+            quant: Some(e.quant.clone()),
+            param: e.list.clone(),
+            op: PredOp::Eq(ValueLit {
+                value: Value::List(Vec::new()),
+                span: e.list.span,
+                text: None,
+            }),
+            span: e.list.span,
+        };
+        let mut probe_op = ArgOp::Eq(Value::List(Vec::new()));
+        let resolved = param(self, &probe, &mut probe_op);
+        if matches!(probe_op, ArgOp::Field { .. }) {
+            // The list is a field of an object (`cfg.tags`): the element
+            // test would range over the object, not the field.
+            self.d.error(
+                e.list.span,
+                "a per-element test over an object's field is not supported yet; test the field with `any`/`all` instead",
+            );
+            return Cond::FALSE;
+        }
+        let elems: Vec<Param> = self
+            .neg
+            .resolved
+            .iter()
+            .filter(|p| p.list)
+            .map(|p| Param {
+                list: false,
+                optional: false,
+                ..p.clone()
+            })
+            .collect();
+        self.neg.each = Some((e.var.name.clone(), elems));
+        let body = self.lower_cond(&e.body, param);
+        self.neg.each = None;
+        let quant = if e.quant.name == "any" {
+            Quant::Any
+        } else {
+            Quant::All
+        };
+        match resolved {
+            Some(p) => Cond::Each {
+                param: p,
+                quant,
+                body: Box::new(body),
+            },
+            None => Cond::FALSE,
         }
     }
 
@@ -931,7 +1168,10 @@ impl<'a> Compiler<'a> {
         owner: &str,
         restrictive: bool,
     ) -> ArgCond {
-        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+        let saved = self.neg.refusing;
+        self.neg.refusing = self.neg.step_override.unwrap_or(restrictive);
+        let out = self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+            c.neg.resolved.clear();
             match c.operand(&tool.params, &pred.param) {
                 Operand::Field(index, path, field) => {
                     c.field_test(pred, op, path, &field, owner, restrictive);
@@ -943,9 +1183,12 @@ impl<'a> Compiler<'a> {
             let index = c.param(tool, &pred.param)?;
             if let Some(p) = tool.params.get(index) {
                 c.type_check(pred, op, p, owner, restrictive);
+                c.neg.resolved.push(p.clone());
             }
             Some(index)
-        })
+        });
+        self.neg.refusing = saved;
+        out
     }
 
     /// A condition by parameter name, for rules that apply to several tools
@@ -958,7 +1201,10 @@ impl<'a> Compiler<'a> {
         (owner, which_tools): (&str, &str),
         restrictive: bool,
     ) -> NamedCond {
-        self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+        let saved = self.neg.refusing;
+        self.neg.refusing = self.neg.step_override.unwrap_or(restrictive);
+        let out = self.lower_cond(cond, &mut |c: &mut Self, pred: &Pred, op: &mut ArgOp| {
+            c.neg.resolved.clear();
             // A field access (`cfg.mode`) where some tool has an object
             // parameter it names: the same parameter and path in every tool.
             let mut fields: Vec<(String, Vec<String>)> = Vec::new();
@@ -1004,6 +1250,7 @@ impl<'a> Compiler<'a> {
             for t in tools {
                 if let Some(param) = t.params.iter().find(|p| p.name == pred.param.name) {
                     has_param = true;
+                    c.neg.resolved.push(param.clone());
                     c.type_check(
                         pred,
                         op,
@@ -1023,7 +1270,9 @@ impl<'a> Compiler<'a> {
                 );
             }
             Some(pred.param.name.clone())
-        })
+        });
+        self.neg.refusing = saved;
+        out
     }
 
     // ---- grants -----------------------------------------------------------
@@ -1284,12 +1533,16 @@ impl<'a> Compiler<'a> {
         for atom in &step.atoms {
             if let StepAtomKind::Where(c) = &atom.kind {
                 let owner = format!("rule `{rule}`");
+                // A step's `where` refuses (it completes a forbidden
+                // sequence or counts towards a bound), except in `reset on`.
+                self.neg.step_override = Some(!self.neg.in_reset);
                 out.when = Some(self.lower_cond_named(
                     c,
                     &matching,
                     (&owner, "tool this step matches"),
                     false,
                 ));
+                self.neg.step_override = None;
             }
         }
         let matches_a_tool = !matching.is_empty();

@@ -223,6 +223,9 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
         }
         ToolClauseKind::Sanitizer(s) => format!("sanitizer {};", n(s)),
         ToolClauseKind::Fact { fact, when: None } => format!("fact {};", n(fact)),
+        ToolClauseKind::Provenance { mode, params } => {
+            format!("provenance {} on {};", mode.name, names(params, ", "))
+        }
         ToolClauseKind::Fact {
             fact,
             when: Some(test),
@@ -353,6 +356,7 @@ fn pred_op(op: &PredOp) -> String {
         PredOp::Le(v) => format!("<= {}", value(v)),
         PredOp::Gt(v) => format!("> {}", value(v)),
         PredOp::Ge(v) => format!(">= {}", value(v)),
+        PredOp::Not(inner, _) => format!("not {}", pred_op(inner)),
     }
 }
 
@@ -380,6 +384,13 @@ fn cond(c: &CondExpr) -> String {
         CondExpr::And(cs) => cs.iter().map(cond).collect::<Vec<_>>().join(" and "),
         CondExpr::Or(cs) => cs.iter().map(cond).collect::<Vec<_>>().join(" or "),
         CondExpr::Group(inner, _) => format!("({})", cond(inner)),
+        CondExpr::Each(e) => format!(
+            "{} {} in {}: {}",
+            e.quant.name,
+            e.var.name,
+            n(&e.list),
+            cond(&e.body)
+        ),
     }
 }
 

@@ -649,7 +649,14 @@ impl Parser {
     }
 
     fn tool_clause(&mut self) -> PResult<ToolClauseKind> {
-        const CLAUSES: &[&str] = &["resource", "output", "sink", "sanitizer", "fact"];
+        const CLAUSES: &[&str] = &[
+            "resource",
+            "output",
+            "sink",
+            "sanitizer",
+            "fact",
+            "provenance",
+        ];
         let tok = self.peek().clone();
         let word = match &tok.kind {
             TokenKind::Ident(w) => w.clone(),
@@ -694,6 +701,16 @@ impl Parser {
                     None => None,
                 };
                 ToolClauseKind::Fact { fact, when }
+            }
+            "provenance" => {
+                self.bump();
+                let mode = self.bare_ident("`off`, `exact`, `words` or `tokens`")?;
+                self.expect_kw("on")?;
+                let mut params = vec![self.ident("a parameter name")?];
+                while self.eat_punct(Punct::Comma).is_some() {
+                    params.push(self.ident("a parameter name")?);
+                }
+                ToolClauseKind::Provenance { mode, params }
             }
             other => {
                 return Err(Diagnostic::error(
@@ -1192,7 +1209,48 @@ impl Parser {
                 span: start.to(self.prev),
             });
         }
+        if self.at_each() {
+            return self.each();
+        }
         Ok(CondExpr::Test(self.pred()?))
+    }
+
+    /// Whether `any|all NAME in LIST :` starts here (a per-element test).
+    fn at_each(&self) -> bool {
+        let name =
+            |k: Option<&TokenKind>| matches!(k, Some(TokenKind::Ident(_) | TokenKind::Quoted(_)));
+        (self.is_kw("any") || self.is_kw("all"))
+            && matches!(self.peek_n(1), Some(TokenKind::Ident(_)))
+            && matches!(self.peek_n(2), Some(TokenKind::Ident(w)) if w == "in")
+            && name(self.peek_n(3))
+            && matches!(self.peek_n(4), Some(TokenKind::Punct(Punct::Colon)))
+    }
+
+    /// `any|all VAR in LIST: BODY`, where BODY is one unary condition.
+    fn each(&mut self) -> PResult<CondExpr> {
+        let quant = self.ident("`any` or `all`")?;
+        let var = self.bare_ident("a name for the element")?;
+        if ["agent", "any", "all", "in", "not", "and", "or"].contains(&var.name.as_str()) {
+            return Err(Diagnostic::error(
+                var.span,
+                format!(
+                    "`{}` is a keyword in conditions: name the element otherwise",
+                    var.name
+                ),
+            ));
+        }
+        self.expect_kw("in")?;
+        let list = self.ident("a list parameter")?;
+        self.expect_punct(Punct::Colon)?;
+        let body = self.cond_unary()?;
+        let span = quant.span.to(self.prev);
+        Ok(CondExpr::Each(EachExpr {
+            quant,
+            var,
+            list,
+            body: Box::new(body),
+            span,
+        }))
     }
 
     fn pred(&mut self) -> PResult<Pred> {
@@ -1246,6 +1304,25 @@ impl Parser {
                 }
             }
             TokenKind::Ident(w) => match w.as_str() {
+                "not" if !matches!(self.peek_n(1), Some(TokenKind::Ident(n)) if n == "in") => {
+                    let not = self.bump().span;
+                    if self.is_kw("not") {
+                        return Err(self.unexpected("a test after `not` (not another `not`)"));
+                    }
+                    let inner = self.pred_op()?;
+                    if let PredOp::Eq(v) | PredOp::Ne(v) = &inner {
+                        if v.value == Value::Null {
+                            return Err(Diagnostic::error(
+                                v.span,
+                                "`not` before a `null` test: write `== null` or `!= null`",
+                            ));
+                        }
+                    }
+                    if matches!(inner, PredOp::Ne(_)) {
+                        return Err(Diagnostic::error(not, "`not !=`: write `==` (or `not ==`)"));
+                    }
+                    PredOp::Not(Box::new(inner), not)
+                }
                 "in" | "not" => {
                     self.bump();
                     let negated = w == "not";

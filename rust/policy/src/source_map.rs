@@ -15,4 +15,6 @@ pub struct SourceMap {
     pub sets: Vec<Span>,
     /// Sink span of each flow rule.
     pub flow_sinks: Vec<Span>,
+    /// Per tool: the span of its `output` clause, if it has one.
+    pub tool_outputs: Vec<Option<Span>>,
 }

@@ -1034,7 +1034,11 @@ impl SmtSession {
             .map(|i| {
                 let judged = self.policy.provenance_by_value
                     && lineage[i].is_none()
-                    && req.args[i] != Value::Null;
+                    && req.args[i] != Value::Null
+                    && agenra_core::provenance::admits(
+                        self.policy.provenance_mode(req.tool, i),
+                        &req.args[i],
+                    );
                 judged
                     .then(|| self.reference.value_provenance(&req.args[i]))
                     .flatten()

@@ -110,7 +110,14 @@ impl Session {
                 ),
                 None if is_absent(r, i) => (Label::BOTTOM, ArgSource::Absent),
                 None => match by_value
-                    .then(|| r.req.args.get(i).and_then(|v| self.state.values.lookup(v)))
+                    .then(|| {
+                        let mode = self.shared.0.policy.provenance_mode(r.req.tool, i);
+                        r.req
+                            .args
+                            .get(i)
+                            .filter(|v| crate::provenance::admits(mode, v))
+                            .and_then(|v| self.state.values.lookup(v))
+                    })
                     .flatten()
                 {
                     Some((label, nodes)) => (label, ArgSource::Value(nodes)),

@@ -335,7 +335,12 @@ impl Session {
                 None if req.args[i] == Value::Null => Label::BOTTOM,
                 None => policy
                     .provenance_by_value
-                    .then(|| self.by_value(&req.args[i]))
+                    .then(|| {
+                        let mode = policy.provenance_mode(req.tool, i);
+                        crate::provenance::admits(mode, &req.args[i])
+                            .then(|| self.by_value(&req.args[i]))
+                            .flatten()
+                    })
                     .flatten()
                     .unwrap_or_else(|| self.context(policy, req.agent)),
             })
