@@ -293,7 +293,88 @@ pub fn private_pool_of(policy: &Policy, ledger: &Ledger, books: &Books) -> Share
             pool.add_spent(&grant.name, held);
         }
     }
+    for (i, r) in policy.renewals.iter().enumerate() {
+        if r.per_tenant {
+            pool.set_window(
+                &crate::window::pool_key(policy, r),
+                books.windows.get(&i).copied(),
+            );
+        }
+    }
     pool
+}
+
+/// What renewing limit `i` holds for a decision: the pool for a tenant
+/// limit, the session's own `windows` otherwise.
+pub fn window_slot(
+    policy: &Policy,
+    windows: &crate::window::Windows,
+    pool: &SharedCounts,
+    i: usize,
+) -> Option<(u64, Decimal)> {
+    match policy.renewals.get(i) {
+        Some(r) if r.per_tenant => pool.window(&crate::window::pool_key(policy, r)),
+        _ => windows.get(&i).copied(),
+    }
+}
+
+/// Holds `lent` in the session's `windows`, and tenant limits in `pool`.
+pub fn window_hold(
+    policy: &Policy,
+    windows: &mut crate::window::Windows,
+    pool: &mut SharedCounts,
+    lent: &[(usize, u64, Decimal)],
+) {
+    for &(i, w, x) in lent {
+        if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+            pool.window_hold(&crate::window::pool_key(policy, r), w, x);
+        }
+    }
+    crate::window::hold(windows, lent);
+}
+
+/// Gives `lent` back to the windows that lent it: the session's own
+/// holdings, and, for tenant limits, the same amounts to the pool.
+pub fn window_give_back(
+    policy: &Policy,
+    windows: &mut crate::window::Windows,
+    pool: &mut SharedCounts,
+    lent: &[(usize, u64, Decimal)],
+) {
+    let back = crate::window::release(windows, lent);
+    for (&(i, w, _), &x) in lent.iter().zip(&back) {
+        if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+            pool.window_give_back(&crate::window::pool_key(policy, r), w, x);
+        }
+    }
+}
+
+/// The grant of `agent` that serves the request with budgets and renewing
+/// limits: the first, in policy order, that matches, has quota, whose
+/// budget (if any) can pay and whose renewing limits (if any) serve it in
+/// the call's window; with what it spends and is lent.
+#[allow(clippy::too_many_arguments)]
+pub fn select_windowed(
+    policy: &Policy,
+    ledger: &Ledger,
+    spent: &Spent,
+    windows: &crate::window::Windows,
+    pool: &SharedCounts,
+    agent: AgentId,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Option<(GrantId, Option<Decimal>, crate::window::Lent)> {
+    (0..policy.grants.len()).find_map(|g| {
+        if !(grant_matches(policy, &policy.grants[g], agent, req, sets)
+            && has_quota(policy, ledger, pool, g))
+        {
+            return None;
+        }
+        let amount = budget_check(policy, spent, pool, g, req).ok()?;
+        let lent =
+            crate::window::check(policy, g, req, |i| window_slot(policy, windows, pool, i)).ok()?;
+        Some((g, amount, lent))
+    })
 }
 
 /// The grant of `agent` that serves the request, budgets included: the
@@ -530,6 +611,12 @@ pub struct Books {
     /// What each paused or running call holds of budgets (calls that
     /// spend from none are not listed).
     pub charges: BTreeMap<String, Charges>,
+    /// What this session holds of each renewing limit in its current
+    /// window (`quota N per 10m`, `budget B on PARAM per day`).
+    pub windows: crate::window::Windows,
+    /// What each paused or running call holds of renewing limits, with
+    /// the windows that lent it (calls that hold none are not listed).
+    pub lent: BTreeMap<String, crate::window::Lent>,
 }
 
 impl State {
@@ -640,13 +727,16 @@ fn step_general(
         Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
         Event::Call { id, req } => match admit_either(policy, state, books, pool, req) {
             Err(_) => Outcome::Deny,
-            Ok((used, charges, ledger, spent, after)) => {
+            Ok((used, charges, lent, ledger, after_books, after)) => {
                 next.ledger = ledger;
                 next_pool = after;
                 if let Some(b) = next_books.as_mut() {
-                    b.spent = spent;
+                    *b = after_books;
                     if !charges.is_empty() {
                         b.charges.insert(id.clone(), charges);
+                    }
+                    if !lent.is_empty() {
+                        b.lent.insert(id.clone(), lent);
                     }
                 }
                 let approval = used.iter().any(|&g| policy.grants[g].approval);
@@ -665,6 +755,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Deny
             }
@@ -680,6 +772,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Applied
             }
@@ -690,6 +784,7 @@ fn step_general(
                 // The amounts stay spent: the call no longer holds them.
                 if let Some(b) = next_books.as_mut() {
                     b.charges.remove(id);
+                    b.lent.remove(id);
                 }
                 // The caller's own grant says where discovered values go.
                 let target = used.first().and_then(|&g| policy.grants[g].discovers);
@@ -706,6 +801,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Applied
             }
@@ -723,6 +820,7 @@ fn step_general(
             Some(_) => {
                 if let Some(b) = next_books.as_mut() {
                     b.charges.remove(id);
+                    b.lent.remove(id);
                 }
                 Outcome::Applied
             }
@@ -740,11 +838,73 @@ fn admit_either(
     books: Option<&Books>,
     pool: &SharedCounts,
     req: &Request,
-) -> Result<(Vec<GrantId>, Charges, Ledger, Spent, SharedCounts), AgentId> {
+) -> Result<
+    (
+        Vec<GrantId>,
+        Charges,
+        crate::window::Lent,
+        Ledger,
+        Books,
+        SharedCounts,
+    ),
+    AgentId,
+> {
     match books {
-        Some(b) => admit_budgeted(policy, &state.ledger, &b.spent, pool, req, &state.sets),
-        None => admit_in(policy, &state.ledger, pool, req, &state.sets)
-            .map(|(used, ledger, pool)| (used, Charges::new(), ledger, Spent::new(), pool)),
+        Some(b) if !policy.renewals.is_empty() => {
+            let mut next = state.ledger.clone();
+            let mut next_books = b.clone();
+            let mut next_pool = pool.clone();
+            let mut used = Vec::new();
+            let mut charges = Vec::new();
+            let mut lent = crate::window::Lent::new();
+            for agent in policy.agent_chain(req.agent) {
+                let (g, amount, part) = select_windowed(
+                    policy,
+                    &next,
+                    &next_books.spent,
+                    &next_books.windows,
+                    &next_pool,
+                    agent,
+                    req,
+                    &state.sets,
+                )
+                .ok_or(agent)?;
+                take(policy, &mut next, &mut next_pool, g);
+                if let Some(amount) = amount {
+                    spend(policy, &mut next_books.spent, &mut next_pool, g, amount);
+                    charges.push((g, amount));
+                }
+                window_hold(policy, &mut next_books.windows, &mut next_pool, &part);
+                lent.extend(part);
+                used.push(g);
+            }
+            Ok((used, charges, lent, next, next_books, next_pool))
+        }
+        Some(b) => admit_budgeted(policy, &state.ledger, &b.spent, pool, req, &state.sets).map(
+            |(used, charges, ledger, spent, pool)| {
+                let books = Books { spent, ..b.clone() };
+                (
+                    used,
+                    charges,
+                    crate::window::Lent::new(),
+                    ledger,
+                    books,
+                    pool,
+                )
+            },
+        ),
+        None => {
+            admit_in(policy, &state.ledger, pool, req, &state.sets).map(|(used, ledger, pool)| {
+                (
+                    used,
+                    Charges::new(),
+                    crate::window::Lent::new(),
+                    ledger,
+                    Books::default(),
+                    pool,
+                )
+            })
+        }
     }
 }
 
