@@ -444,3 +444,74 @@ proptest! {
         }
     }
 }
+
+/// `tool pay(amount: decimal)`, grant `pay`: `quota 5 per 10m per tenant`.
+fn pooled_policy() -> Policy {
+    let mut p = Policy::empty("pooled");
+    p.tools.push(agenra_core::policy::Tool {
+        name: "pay".into(),
+        params: vec![agenra_core::policy::Param {
+            name: "amount".into(),
+            ty: agenra_core::ParamType::Decimal,
+            list: false,
+            optional: false,
+        }],
+        resource: None,
+        sinks: vec![],
+        output: agenra_core::Label::BOTTOM,
+        sanitizer: None,
+        facts: vec![],
+    });
+    p.grants.push(agenra_core::policy::Grant {
+        name: "pay".into(),
+        agent: 0,
+        tool: 0,
+        resource: None,
+        args: vec![],
+        quota: Quota::Unlimited,
+        approval: false,
+        expires_at: None,
+        discovers: None,
+    });
+    p.renewals.push(Renewal {
+        grant: 0,
+        secs: 600,
+        limit: RenewLimit::Units(5),
+        per_tenant: true,
+    });
+    p
+}
+
+/// A session whose clock is behind the tenant's window (another session
+/// is ahead, or the server's clock stepped back across a boundary) is not
+/// served by the tenant's window: a step back never opens a fresh window.
+/// A call without a time is not an event at all.
+#[test]
+fn a_call_in_a_window_before_the_tenants_is_denied_and_a_call_needs_a_time() {
+    let policy = pooled_policy();
+    let compiled = CompiledPolicy::new(policy.clone()).expect("valid policy");
+    let pool = TenantPool::new();
+    let mut ahead = compiled.session_with(SessionOptions::default().pool(pool.clone()));
+    let mut behind = compiled.session_with(SessionOptions::default().pool(pool.clone()));
+    let pay = |id: &str, time: u64| Call::new(id, "pay", time).arg("amount", "1".into());
+    assert_eq!(
+        ahead.authorize(&pay("a1", 600)).unwrap().verdict,
+        Verdict::Allow
+    );
+    let late = behind.authorize(&pay("b1", 599)).unwrap();
+    assert_eq!(late.verdict, Verdict::Deny, "{late:?}");
+    assert_eq!(
+        pool.snapshot()
+            .window(&pool_key(&policy, &policy.renewals[0])),
+        Some((1, d("1"))),
+        "window 1 holds one unit; window 0 was not reopened"
+    );
+    assert_eq!(
+        behind.authorize(&pay("b2", 600)).unwrap().verdict,
+        Verdict::Allow
+    );
+    let untimed = serde_json::from_value::<Event>(serde_json::json!(
+        {"kind": "call", "id": "x", "tool": "pay", "args": {"amount": "1"}}
+    ));
+    assert!(untimed.is_err(), "a call without `time` does not parse");
+}
