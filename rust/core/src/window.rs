@@ -7,7 +7,7 @@
 //! held (reserved by paused and running calls, or kept) in its **current**
 //! window only: a call in a later window starts it from zero (the limit
 //! renewed); a call in an earlier window than the one the holdings are at
-//! (a clock that stepped back) is not served (`WindowRefusal::Past`), so a
+//! (a clock that stepped back) is not served (`spec::WindowRefusal::Past`), so a
 //! step back never opens a fresh window. A call records the window that
 //! lent it its units or amount ([`Lent`]); a refund goes back to that
 //! window only, so it is lost when that window has already passed (it can
@@ -16,7 +16,6 @@
 
 use crate::decimal::Decimal;
 use crate::policy::{GrantId, Policy, RenewLimit, Renewal};
-use crate::spec::{BudgetRefusal, Request};
 use std::collections::BTreeMap;
 
 /// What a session holds of each renewing limit in its current window: the
@@ -80,107 +79,12 @@ pub fn pool_key(policy: &Policy, r: &Renewal) -> String {
     format!("{kind}/{}/{name}", r.secs)
 }
 
-/// Why a renewing limit does not serve a call (the grant is then passed
-/// over, as an exhausted one is).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WindowRefusal {
-    /// Every unit of the window is held.
-    Exhausted {
-        /// The window's length in seconds.
-        secs: u64,
-    },
-    /// The amount cannot be spent in this window.
-    Budget(BudgetRefusal),
-    /// The call's time is in a window before the one the limit is at (the
-    /// clock stepped back): no fresh window is opened.
-    Past {
-        /// The call's window.
-        window: u64,
-    },
-}
-
-impl std::fmt::Display for WindowRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            WindowRefusal::Exhausted { secs } => {
-                write!(
-                    f,
-                    "its quota for the current {secs}-second window is used up"
-                )
-            }
-            WindowRefusal::Budget(b) => write!(f, "{b} in the current window"),
-            WindowRefusal::Past { window } => write!(
-                f,
-                "the call's time is in window {window}, before the window the limit is at"
-            ),
-        }
-    }
-}
-
-/// The amount of parameter `param` of `req` (for an amount limit).
-pub fn amount_of(policy: &Policy, param: usize, req: &Request) -> Result<Decimal, BudgetRefusal> {
-    let name = || {
-        policy
-            .tools
-            .get(req.tool)
-            .and_then(|t| t.params.get(param))
-            .map_or_else(|| "?".to_string(), |p| p.name.clone())
-    };
-    let Some(amount) = req.args.get(param).and_then(Decimal::of_value) else {
-        return Err(BudgetRefusal::Missing { param: name() });
-    };
-    if amount.is_negative() {
-        return Err(BudgetRefusal::Negative {
-            param: name(),
-            amount,
-        });
-    }
-    Ok(amount)
-}
-
 /// The limit of `r` as a decimal (a units quota beyond `i64` is capped).
 pub fn limit_of(r: &Renewal) -> Decimal {
     match &r.limit {
         RenewLimit::Units(n) => Decimal::from(i64::try_from(*n).unwrap_or(i64::MAX)),
         RenewLimit::Amount { amount, .. } => *amount,
     }
-}
-
-/// Whether every renewing limit of grant `g` can serve `req` in the
-/// call's window, given what each holds now (`slot(renewal)`): what the
-/// call would hold of each, or why not. Empty for a grant that does not
-/// renew.
-pub fn check(
-    policy: &Policy,
-    g: GrantId,
-    req: &Request,
-    slot: impl Fn(usize) -> Option<(u64, Decimal)>,
-) -> Result<Lent, WindowRefusal> {
-    let mut lent = Lent::new();
-    for i in policy.renewals_of(g) {
-        let r = &policy.renewals[i];
-        let w = window_of(r, req.time);
-        let need = match &r.limit {
-            RenewLimit::Units(_) => Decimal::from(1),
-            RenewLimit::Amount { param, .. } => {
-                amount_of(policy, *param, req).map_err(WindowRefusal::Budget)?
-            }
-        };
-        let Some(held) = held_in(slot(i), w) else {
-            return Err(WindowRefusal::Past { window: w });
-        };
-        let left = limit_of(r).saturating_sub(held);
-        if need > left {
-            return Err(match r.limit {
-                RenewLimit::Units(_) => WindowRefusal::Exhausted { secs: r.secs },
-                RenewLimit::Amount { .. } => {
-                    WindowRefusal::Budget(BudgetRefusal::Exceeds { amount: need, left })
-                }
-            });
-        }
-        lent.push((i, w, need));
-    }
-    Ok(lent)
 }
 
 /// What is left of each renewing limit of `g` at time `time`, given what

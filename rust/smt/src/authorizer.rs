@@ -680,7 +680,7 @@ impl SmtSession {
                 if !policy.renews(g) {
                     continue;
                 }
-                let serves = agenra_core::window::check(policy, g, req, |i| {
+                let serves = agenra_core::spec::window_check(policy, g, req, |i| {
                     agenra_core::spec::window_slot(policy, windows, &window_pool, i)
                 })
                 .is_ok();

@@ -57,7 +57,7 @@ impl Session {
                     if let Err(why) = self.window_check(g, &r.req) {
                         if exhausted.is_none() && refused.is_none() {
                             match why {
-                                crate::window::WindowRefusal::Budget(b) => refused = Some((g, b)),
+                                spec::WindowRefusal::Budget(b) => refused = Some((g, b)),
                                 _ => exhausted = Some(g),
                             }
                         }
@@ -118,9 +118,9 @@ impl Session {
         &self,
         g: GrantId,
         req: &spec::Request,
-    ) -> Result<crate::window::Lent, crate::window::WindowRefusal> {
+    ) -> Result<crate::window::Lent, spec::WindowRefusal> {
         let policy = &*self.shared.0.policy;
-        crate::window::check(policy, g, req, |i| self.window_slot(i))
+        spec::window_check(policy, g, req, |i| self.window_slot(i))
     }
 
     /// What is left of each renewing limit of grant `g` in the window of

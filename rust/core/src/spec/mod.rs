@@ -162,6 +162,103 @@ impl std::fmt::Display for BudgetRefusal {
     }
 }
 
+// ---- renewing limits (`crate::window`) -------------------------------
+
+/// Why a renewing limit does not serve a call (the grant is then passed
+/// over, as an exhausted one is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowRefusal {
+    /// Every unit of the window is held.
+    Exhausted {
+        /// The window's length in seconds.
+        secs: u64,
+    },
+    /// The amount cannot be spent in this window.
+    Budget(BudgetRefusal),
+    /// The call's time is in a window before the one the limit is at (the
+    /// clock stepped back): no fresh window is opened.
+    Past {
+        /// The call's window.
+        window: u64,
+    },
+}
+
+impl std::fmt::Display for WindowRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowRefusal::Exhausted { secs } => {
+                write!(
+                    f,
+                    "its quota for the current {secs}-second window is used up"
+                )
+            }
+            WindowRefusal::Budget(b) => write!(f, "{b} in the current window"),
+            WindowRefusal::Past { window } => write!(
+                f,
+                "the call's time is in window {window}, before the window the limit is at"
+            ),
+        }
+    }
+}
+
+/// The amount of parameter `param` of `req` (for an amount limit).
+pub fn amount_of(policy: &Policy, param: usize, req: &Request) -> Result<Decimal, BudgetRefusal> {
+    let name = || {
+        policy
+            .tools
+            .get(req.tool)
+            .and_then(|t| t.params.get(param))
+            .map_or_else(|| "?".to_string(), |p| p.name.clone())
+    };
+    let Some(amount) = req.args.get(param).and_then(Decimal::of_value) else {
+        return Err(BudgetRefusal::Missing { param: name() });
+    };
+    if amount.is_negative() {
+        return Err(BudgetRefusal::Negative {
+            param: name(),
+            amount,
+        });
+    }
+    Ok(amount)
+}
+
+/// Whether every renewing limit of grant `g` can serve `req` in the
+/// call's window, given what each holds now (`slot(renewal)`): what the
+/// call would hold of each, or why not. Empty for a grant that does not
+/// renew.
+pub fn window_check(
+    policy: &Policy,
+    g: GrantId,
+    req: &Request,
+    slot: impl Fn(usize) -> Option<(u64, Decimal)>,
+) -> Result<crate::window::Lent, WindowRefusal> {
+    let mut lent = crate::window::Lent::new();
+    for i in policy.renewals_of(g) {
+        let r = &policy.renewals[i];
+        let w = crate::window::window_of(r, req.time);
+        let need = match &r.limit {
+            crate::policy::RenewLimit::Units(_) => Decimal::from(1),
+            crate::policy::RenewLimit::Amount { param, .. } => {
+                amount_of(policy, *param, req).map_err(WindowRefusal::Budget)?
+            }
+        };
+        let Some(held) = crate::window::held_in(slot(i), w) else {
+            return Err(WindowRefusal::Past { window: w });
+        };
+        let left = crate::window::limit_of(r).saturating_sub(held);
+        if need > left {
+            return Err(match r.limit {
+                crate::policy::RenewLimit::Units(_) => WindowRefusal::Exhausted { secs: r.secs },
+                crate::policy::RenewLimit::Amount { .. } => {
+                    WindowRefusal::Budget(BudgetRefusal::Exceeds { amount: need, left })
+                }
+            });
+        }
+        lent.push((i, w, need));
+    }
+    Ok(lent)
+}
+
 /// The amount grant `g` would spend of its budget for `req`: `Ok(None)`
 /// for a grant without a budget, the argument's value for one with a
 /// budget, or why the value cannot be spent (absent, not a number,
@@ -371,8 +468,7 @@ pub fn select_windowed(
             return None;
         }
         let amount = budget_check(policy, spent, pool, g, req).ok()?;
-        let lent =
-            crate::window::check(policy, g, req, |i| window_slot(policy, windows, pool, i)).ok()?;
+        let lent = window_check(policy, g, req, |i| window_slot(policy, windows, pool, i)).ok()?;
         Some((g, amount, lent))
     })
 }
