@@ -1,12 +1,14 @@
-//! `examples/banking-agent/budget.agr`: the banking assistant with payment
-//! budgets (`budget 1500.00 on amount` on what it pays on its own, `budget
-//! 5000.00 on amount` on what a human approves). The benign trace pays two
+//! `examples/banking-agent/budget.agr`: the banking assistant with daily
+//! payment budgets (`budget 1500.00 on amount per day` and `quota 5 per
+//! hour` on what it pays on its own, `budget 5000.00 on amount per day` on
+//! what a human approves). The benign trace pays two
 //! bills from the budget and hands the third, which the budget cannot
 //! cover, to a human; the attack trace's second transfer exceeds what the
 //! approval grant's budget has left (the first is reserved while paused)
 //! and is denied, and a repeated rent payment is passed over by the
 //! exhausted budget to the approval grant. The monitor and the SMT engine
-//! decide both traces alike.
+//! decide both traces alike. The `budget-daily-*` traces cross midnight:
+//! the budget renews, and a refund goes back to the day that lent it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -112,10 +114,55 @@ fn the_attack_trace_is_stopped_by_the_budgets() {
     );
 }
 
+/// The daily budget renews at midnight (time 86400): the water bill the
+/// human rejected yesterday is paid today from the renewed budget.
+#[test]
+fn the_daily_benign_trace_pays_from_the_renewed_budget_after_midnight() {
+    assert_eq!(
+        replay("budget-daily-benign", None),
+        vec![
+            row("c1", "ALLOW", "pay_known", &["pay_known"]),
+            row("c2", "ALLOW", "pay_known", &["pay_known"]),
+            // 45.00 > the 40.00 left of today's 1500.00: a human decides.
+            row("c3", "PAUSE", "pay_reviewed", &["pay_reviewed"]),
+            // A new day: the budget is 1500.00 again.
+            row("c4", "ALLOW", "pay_known", &["pay_known"]),
+        ]
+    );
+}
+
+/// An agent repeating a payment across midnight: the day's budget and the
+/// hour's quota stop it, and a payment of yesterday that fails today gives
+/// its amount back to yesterday, not to today's budget.
+#[test]
+fn the_daily_attack_trace_is_stopped_by_the_window_that_lent() {
+    assert_eq!(
+        replay("budget-daily-attack", None),
+        vec![
+            row("c1", "ALLOW", "pay_known", &["pay_known"]),
+            row("c2", "ALLOW", "pay_known", &["pay_known"]),
+            row("c3", "ALLOW", "pay_known", &["pay_known"]),
+            row("c4", "ALLOW", "pay_known", &["pay_known"]),
+            // c1 (lent by yesterday) failed: today has 30.00 left, not
+            // 520.00, so 40.00 goes to a human.
+            row("c5", "PAUSE", "pay_reviewed", &["pay_reviewed"]),
+            row("c6", "ALLOW", "pay_known", &["pay_known"]),
+            row("c7", "ALLOW", "pay_known", &["pay_known"]),
+            // The 6th payment this hour: `quota 5 per hour` is used up.
+            row("c8", "PAUSE", "pay_reviewed", &["pay_reviewed"]),
+        ]
+    );
+}
+
 #[test]
 fn the_smt_engine_decides_the_budget_traces_alike() {
     // `--engine both` turns any difference into a DENY `engine-disagreement`.
-    for trace in ["budget-benign", "budget-attack"] {
+    for trace in [
+        "budget-benign",
+        "budget-attack",
+        "budget-daily-benign",
+        "budget-daily-attack",
+    ] {
         assert_eq!(replay(trace, Some("both")), replay(trace, None), "{trace}");
     }
 }

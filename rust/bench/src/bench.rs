@@ -19,8 +19,9 @@
 //!   measure the linear name lookups of that code.
 //! * `budgets`: the standard workload with every grant spending `n` from
 //!   an amount budget (`budget B on n`; every fifth grant's budget runs out
-//!   during the run, so later grants serve), the price of exact decimal
-//!   budgets; its report also gives the standard workload's p50 measured in
+//!   during the run, so later grants serve), or, every third grant,
+//!   renewing in windows (`quota 2 per minute`, `budget 5000 on n per
+//!   10m`), the price of exact decimal budgets and windows; its report also gives the standard workload's p50 measured in
 //!   the same run, and the ratio.
 
 use agenra_core::label::{CategorySet, Label, LabelPattern};
@@ -720,9 +721,16 @@ pub fn params18_call(rng: &mut Rng, id: usize, time: u64) -> Call {
 /// The standard policy with every grant spending its call's `n` from an
 /// amount budget: 10^9 (never runs out here), or, for every fifth grant,
 /// 20,000 (about 40 calls: later grants serve after that).
+///
+/// Windows too: every third grant (from grant 1) renews instead: a quota
+/// of 2 calls per minute and a budget of 5,000 per 10 minutes on `n` (the
+/// workload's clock moves one second per call, so windows roll during the
+/// run and a grant whose window is used up passes calls on).
 pub fn budgets_policy() -> Policy {
     let mut p = workload_policy();
+    let renews = |g: usize| g % 3 == 1;
     p.budgets = (0..p.grants.len())
+        .filter(|&g| !renews(g))
         .map(|g| agenra_core::policy::Budget {
             grant: g,
             amount: Decimal::from(if g % 5 == 0 { 20_000 } else { 1_000_000_000 }),
@@ -730,6 +738,24 @@ pub fn budgets_policy() -> Policy {
             per_tenant: false,
         })
         .collect();
+    for g in (0..p.grants.len()).filter(|&g| renews(g)) {
+        p.grants[g].quota = Quota::Unlimited;
+        p.renewals.push(agenra_core::policy::Renewal {
+            grant: g,
+            secs: 60,
+            limit: agenra_core::policy::RenewLimit::Units(2),
+            per_tenant: false,
+        });
+        p.renewals.push(agenra_core::policy::Renewal {
+            grant: g,
+            secs: 600,
+            limit: agenra_core::policy::RenewLimit::Amount {
+                amount: Decimal::from(5_000),
+                param: 1,
+            },
+            per_tenant: false,
+        });
+    }
     p
 }
 
@@ -980,12 +1006,19 @@ mod tests {
     fn the_budgets_workload_spends_and_runs_budgets_out() {
         let mut monitor = Monitor::new(budgets_policy()).expect("a valid policy");
         let mut rng = Rng::new(0x5eed);
-        play(&mut monitor, &mut rng, Workload::Budgets, 0, 20_000);
+        play(&mut monitor, &mut rng, Workload::Budgets, 0, 60_000);
         let spent = monitor.state().ledger.spent_all();
-        assert!(spent.len() >= 40, "most grants spent: {spent:?}");
+        assert!(spent.len() >= 25, "most budget grants spent: {spent:?}");
+        // Windows were used, and renewed: what is held is in late windows.
+        let windows = monitor.state().ledger.windows();
+        assert!(windows.len() >= 10, "windows held: {windows:?}");
+        assert!(
+            windows.values().all(|&(w, _)| w > 0),
+            "windows renewed: {windows:?}"
+        );
         // Every fifth grant's small budget ran out (at most one call's `n`
         // below it is left), and none went over.
-        for g in (0..GRANTS).step_by(5) {
+        for g in (0..GRANTS).step_by(5).filter(|g| g % 3 != 1) {
             assert!(
                 monitor.budget_left(g) < Some(Decimal::from(1_100)),
                 "grant {g}: {:?}",

@@ -73,8 +73,9 @@ pub fn check_with(
     // Shared quotas and budgets are not modeled (only identical policies
     // certify).
     if !matches!(cert.proof, Proof::Identical) {
-        if let Some(why) =
-            crate::structure::shared_quota(old, new).or_else(|| crate::structure::budgets(old, new))
+        if let Some(why) = crate::structure::shared_quota(old, new)
+            .or_else(|| crate::structure::budgets(old, new))
+            .or_else(|| crate::structure::renewals(old, new))
         {
             return Err(CheckError::Structure(why));
         }

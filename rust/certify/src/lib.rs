@@ -380,7 +380,10 @@ pub fn certify_with(old: &Policy, new: &Policy, rules: Option<&dyn RuleOracle>) 
         });
         return report;
     }
-    if let Some(why) = structure::shared_quota(old, new).or_else(|| structure::budgets(old, new)) {
+    if let Some(why) = structure::shared_quota(old, new)
+        .or_else(|| structure::budgets(old, new))
+        .or_else(|| structure::renewals(old, new))
+    {
         report.reasons.push(why);
         return report;
     }

@@ -55,6 +55,24 @@ pub fn budgets(old: &Policy, new: &Policy) -> Option<String> {
     })
 }
 
+/// Why the certifier cannot answer when OLD or NEW has a renewing quota
+/// or budget (`quota N per 10m`, `budget B on PARAM per day`): the ledger
+/// abstraction has no clock, so it cannot tell which calls a window still
+/// serves (a raised limit or a longer window is not certified by
+/// construction either: with fixed windows, a longer window renews less
+/// often). Names the first such grant; `None` when neither has one.
+pub fn renewals(old: &Policy, new: &Policy) -> Option<String> {
+    [("OLD", old), ("NEW", new)].into_iter().find_map(|(which, p)| {
+        let r = p.renewals.first()?;
+        Some(format!(
+            "grant `{}` of {which} has a {} that renews every {} seconds: the ledger certifier has no clock and does not model windows",
+            p.grants.get(r.grant).map_or("?", |g| g.name.as_str()),
+            if r.limit.is_amount() { "budget" } else { "quota" },
+            r.secs
+        ))
+    })
+}
+
 /// Every non-grant part that differs, with a sentence naming it. The
 /// policy name is not compared: it is not part of any decision.
 pub fn differences(old: &Policy, new: &Policy) -> Vec<String> {
@@ -115,6 +133,9 @@ fn fields_considered(p: &Policy) {
         budgets: _,
         // Per-parameter provenance: compared with provenance by value below.
         param_provenance: _,
+        // Renewing quotas and budgets: `certify` answers `unknown` when
+        // either policy has one (`renewals` above).
+        renewals: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {

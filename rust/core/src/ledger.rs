@@ -148,6 +148,34 @@ fn budgets_digest(spent: &Spent) -> Option<Hash> {
     Some(Hash::of_bytes(&bytes))
 }
 
+/// The ledger hash of a session whose hash without windows is `h` and
+/// that holds `windows` of renewing limits: `h` when it holds nothing,
+/// otherwise `SHA-256("agenra-ledger-v2/held" ‖ h ‖ windows_digest)`, the
+/// digest being `SHA-256("agenra-ledger-v2/windows" ‖ n ‖ (renewal ‖
+/// window ‖ held)*)` (renewals ascending, numbers 8 bytes big-endian,
+/// amounts 17 bytes).
+pub fn hash_with_windows(h: Hash, windows: &crate::window::Windows) -> Hash {
+    match windows_digest(windows) {
+        None => h,
+        Some(digest) => combine(h, digest),
+    }
+}
+
+fn windows_digest(windows: &crate::window::Windows) -> Option<Hash> {
+    if windows.is_empty() {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(24 + 8 + 33 * windows.len());
+    bytes.extend_from_slice(b"agenra-ledger-v2/windows");
+    bytes.extend_from_slice(&(windows.len() as u64).to_be_bytes());
+    for (&i, &(w, held)) in windows {
+        bytes.extend_from_slice(&(i as u64).to_be_bytes());
+        bytes.extend_from_slice(&w.to_be_bytes());
+        held.encode(&mut bytes);
+    }
+    Some(Hash::of_bytes(&bytes))
+}
+
 fn combine(root: Hash, digest: Hash) -> Hash {
     let mut bytes = [0u8; 21 + 64];
     bytes[..21].copy_from_slice(b"agenra-ledger-v2/held");
@@ -369,6 +397,10 @@ pub struct SessionLedger {
     spent: Spent,
     /// `budgets_digest(spent)`, kept up to date as amounts change.
     budgets: Option<Hash>,
+    /// What this session holds of renewing limits (empty without them).
+    windows: crate::window::Windows,
+    /// `windows_digest(windows)`, kept up to date.
+    windows_hash: Option<Hash>,
 }
 
 impl SessionLedger {
@@ -383,7 +415,39 @@ impl SessionLedger {
             root,
             spent: Spent::new(),
             budgets: None,
+            windows: crate::window::Windows::new(),
+            windows_hash: None,
         }
+    }
+
+    /// What this session holds of renewing limit `i` (window, held).
+    pub fn window(&self, i: usize) -> Option<(u64, Decimal)> {
+        self.windows.get(&i).copied()
+    }
+
+    /// What this session holds of every renewing limit.
+    pub fn windows(&self) -> &crate::window::Windows {
+        &self.windows
+    }
+
+    /// Holds what a call was lent (the caller checked it fits).
+    pub fn window_hold(&mut self, lent: &[(usize, u64, Decimal)]) {
+        if lent.is_empty() {
+            return;
+        }
+        crate::window::hold(&mut self.windows, lent);
+        self.windows_hash = windows_digest(&self.windows);
+    }
+
+    /// Gives back what a call was lent, to the windows that lent it;
+    /// answers how much came off each entry.
+    pub fn window_release(&mut self, lent: &[(usize, u64, Decimal)]) -> Vec<Decimal> {
+        if lent.is_empty() {
+            return Vec::new();
+        }
+        let back = crate::window::release(&mut self.windows, lent);
+        self.windows_hash = windows_digest(&self.windows);
+        back
     }
 
     /// The amount this session holds of grant `g`'s budget (0 for none).
@@ -503,9 +567,13 @@ impl SessionLedger {
     /// The ledger hash, kept up to date as units are taken and returned
     /// (with the amounts held of budgets, when any are: `hash_with_budgets`).
     pub fn hash(&self) -> Hash {
-        match self.budgets {
+        let h = match self.budgets {
             None => self.root,
             Some(digest) => combine(self.root, digest),
+        };
+        match self.windows_hash {
+            None => h,
+            Some(digest) => combine(h, digest),
         }
     }
 

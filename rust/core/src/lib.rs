@@ -29,6 +29,7 @@ mod session_tables;
 pub mod spec;
 pub mod strict;
 pub mod validate;
+pub mod window;
 
 pub use decision::{Decision, DecisionPath, PathError, StepError, StepOutput, Stop, Verdict};
 pub use event::{Call, Event, Report, Resolve, Task, TaskScope};

@@ -92,6 +92,13 @@ pub struct Policy {
     /// when empty, so policies without it keep their content hash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub param_provenance: Vec<ParamProvenance>,
+    /// Renewing quotas and budgets (`quota 20 per 10m`, `budget 5000.00 on
+    /// amount per day`), sorted by grant, units before amounts, at most one
+    /// of each per grant. Omitted from the encoding when empty, so policies
+    /// without windows keep their content hash. `docs/semantics.md`,
+    /// "Renewing quotas and budgets".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renewals: Vec<Renewal>,
 }
 
 /// How a parameter's value gains trust by value (with `provenance by
@@ -134,6 +141,50 @@ pub struct ParamProvenance {
     pub param: usize,
     /// How its value gains trust by value.
     pub mode: ProvenanceMode,
+}
+
+/// A limit of a grant that renews in fixed calendar windows of `secs`
+/// seconds (UTC-aligned: the window of time `t` is `t / secs`). At most
+/// `limit` is held (reserved or kept) in each window; a call's units or
+/// amount are lent by the window of its admission and go back to that
+/// window only. A grant with a units renewal has `quota unlimited` in its
+/// `quota` field (the renewal is its quota).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Renewal {
+    /// The grant the limit is on.
+    pub grant: GrantId,
+    /// The window's length in seconds (at least 1).
+    pub secs: u64,
+    /// What each window holds at most.
+    pub limit: RenewLimit,
+    /// `per tenant`: every session of the tenant draws on one window (kept
+    /// in the tenant's pool); otherwise each session has its own.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub per_tenant: bool,
+}
+
+/// What a renewing limit counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum RenewLimit {
+    /// `quota N per WINDOW`: at most N calls served per window.
+    Units(u64),
+    /// `budget B on PARAM per WINDOW`: at most B of the calls' `param`
+    /// values per window (a `decimal` or `int` parameter of the grant's tool).
+    Amount {
+        /// The budget of each window (not negative).
+        amount: crate::decimal::Decimal,
+        /// The parameter whose value a call spends.
+        param: usize,
+    },
+}
+
+impl RenewLimit {
+    /// Whether this counts amounts (`budget ... per WINDOW`).
+    pub fn is_amount(&self) -> bool {
+        matches!(self, RenewLimit::Amount { .. })
+    }
 }
 
 /// `budget AMOUNT on PARAM [per session|per tenant]` on a grant: every call
@@ -617,6 +668,7 @@ impl Policy {
             shared_grants: vec![],
             budgets: vec![],
             param_provenance: vec![],
+            renewals: vec![],
         }
     }
 
@@ -631,6 +683,23 @@ impl Policy {
             .ok()
             .and_then(|i| self.param_provenance.get(i))
             .map_or(ProvenanceMode::Words, |p| p.mode)
+    }
+
+    /// The renewing limits of grant `g` (indexes into `renewals`, at most
+    /// two: units, then amount).
+    pub fn renewals_of(&self, g: GrantId) -> impl Iterator<Item = usize> + '_ {
+        let start = self.renewals.partition_point(|r| r.grant < g);
+        (start..self.renewals.len()).take_while(move |&i| self.renewals[i].grant == g)
+    }
+
+    /// Whether grant `g` has a renewing limit.
+    pub fn renews(&self, g: GrantId) -> bool {
+        !self.renewals.is_empty() && self.renewals_of(g).next().is_some()
+    }
+
+    /// Whether some renewing limit is shared by the tenant's sessions.
+    pub fn has_tenant_renewals(&self) -> bool {
+        self.renewals.iter().any(|r| r.per_tenant)
     }
 
     /// Grant `g`'s amount budget, if it has one.

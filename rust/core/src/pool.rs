@@ -24,6 +24,11 @@ pub struct SharedCounts {
     /// policies without tenant budgets encode as before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     spent: BTreeMap<String, Decimal>,
+    /// What all the tenant's sessions hold of each renewing limit the
+    /// tenant shares, in its current window: `crate::window::pool_key` →
+    /// (window, held). Omitted when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    windows: BTreeMap<String, (u64, Decimal)>,
 }
 
 impl SharedCounts {
@@ -94,6 +99,43 @@ impl SharedCounts {
     pub fn add_spent(&mut self, grant: &str, amount: Decimal) {
         let held = self.spent(grant);
         self.set_spent(grant, held.checked_add(amount).unwrap_or(held));
+    }
+
+    /// What the tenant holds of the renewing limit `key`
+    /// (`crate::window::pool_key`): (window, held), `None` when nothing.
+    pub fn window(&self, key: &str) -> Option<(u64, Decimal)> {
+        self.windows.get(key).copied()
+    }
+
+    /// Every renewing limit with something held, by key.
+    pub fn iter_windows(&self) -> impl Iterator<Item = (&str, (u64, Decimal))> {
+        self.windows.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+
+    /// Holds `x` more of `key` in window `w` (a later window starts from
+    /// zero).
+    pub fn window_hold(&mut self, key: &str, w: u64, x: Decimal) {
+        let next = crate::window::added(self.window(key), w, x);
+        self.set_window(key, next);
+    }
+
+    /// Gives back `x` that window `w` lent of `key` (nothing when the
+    /// limit has moved on to a later window).
+    pub fn window_give_back(&mut self, key: &str, w: u64, x: Decimal) {
+        let (next, _) = crate::window::given_back(self.window(key), w, x);
+        self.set_window(key, next);
+    }
+
+    /// Sets what is held of `key` (`None` removes it).
+    pub fn set_window(&mut self, key: &str, slot: Option<(u64, Decimal)>) {
+        match slot {
+            Some(v) => {
+                self.windows.insert(key.to_string(), v);
+            }
+            None => {
+                self.windows.remove(key);
+            }
+        }
     }
 
     /// Takes `amount` off what is held of `grant`'s budget, never below

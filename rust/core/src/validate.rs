@@ -340,6 +340,82 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
     }
+    for (i, r) in p.renewals.iter().enumerate() {
+        let what = format!("renewals[{i}]");
+        index(format!("{what}.grant"), r.grant, p.grants.len(), "grants")?;
+        let key = |r: &crate::policy::Renewal| (r.grant, r.limit.is_amount());
+        if i > 0 && key(&p.renewals[i - 1]) >= key(r) {
+            return Err(bad(
+                what,
+                "must be strictly ascending by grant, units before amounts (at most one of each per grant)",
+            ));
+        }
+        let grant = &p.grants[r.grant];
+        if r.secs == 0 {
+            return Err(bad(
+                format!("{what}.secs"),
+                format!("grant `{}` renews in a window of 0 seconds", grant.name),
+            ));
+        }
+        match &r.limit {
+            crate::policy::RenewLimit::Units(_) => {
+                if grant.quota != crate::policy::Quota::Unlimited || p.is_shared(r.grant) {
+                    return Err(bad(
+                        what,
+                        format!(
+                            "grant `{}` renews its quota in windows, so its own quota must be unlimited and not shared",
+                            grant.name
+                        ),
+                    ));
+                }
+            }
+            crate::policy::RenewLimit::Amount { amount, param } => {
+                let params = &p.tools[grant.tool].params;
+                index(format!("{what}.param"), *param, params.len(), "params")?;
+                let pm = &params[*param];
+                if pm.list
+                    || !matches!(
+                        pm.ty,
+                        crate::value::ParamType::Decimal | crate::value::ParamType::Int
+                    )
+                {
+                    return Err(bad(
+                        format!("{what}.param"),
+                        format!(
+                            "grant `{}` spends parameter `{}` of type `{}`: a budget is spent in a `decimal` or `int` parameter",
+                            grant.name,
+                            pm.name,
+                            pm.type_name()
+                        ),
+                    ));
+                }
+                if amount.is_negative() {
+                    return Err(bad(
+                        format!("{what}.limit"),
+                        format!("grant `{}` has a negative budget {}", grant.name, amount),
+                    ));
+                }
+                if p.budget_of(r.grant).is_some() {
+                    return Err(bad(
+                        what,
+                        format!(
+                            "grant `{}` has both a budget and a renewing budget",
+                            grant.name
+                        ),
+                    ));
+                }
+            }
+        }
+        if r.per_tenant && p.grants.iter().filter(|o| o.name == grant.name).count() > 1 {
+            return Err(bad(
+                what,
+                format!(
+                    "grant `{}` shares its window with the tenant, which counts it by name, but another grant has the same name",
+                    grant.name
+                ),
+            ));
+        }
+    }
     for (r, rule) in p.flow_rules.iter().enumerate() {
         index(
             format!("flow_rules[{r}].sink"),

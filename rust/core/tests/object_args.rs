@@ -86,6 +86,8 @@ fn policy() -> Policy {
         task_seeds: vec![],
         shared_grants: vec![],
         budgets: vec![],
+        param_provenance: vec![],
+        renewals: vec![],
     };
     p.grants.push(Grant {
         name: "g".into(),

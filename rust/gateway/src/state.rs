@@ -193,10 +193,33 @@ pub struct SessionView {
     /// pool has left). Omitted when the policy has no budgets.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub budgets: BTreeMap<String, String>,
+    /// What is left in the current window (the server's clock) of each
+    /// renewing quota or budget (`quota N per 10m`, `budget B on PARAM
+    /// per day`), one entry per limit. Omitted when the policy has none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowView>,
     /// Calls paused for approval.
     pub pending: Vec<String>,
     /// False when the request found it already open (`POST /v1/sessions`).
     pub created: bool,
+}
+
+/// What is left of one renewing limit in the current window.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowView {
+    /// The grant.
+    pub grant: String,
+    /// `quota` (units) or `budget` (an amount).
+    pub kind: &'static str,
+    /// The window's length in seconds.
+    pub secs: u64,
+    /// When the current window started (seconds, the server's clock).
+    pub start: u64,
+    /// What is left in it (an exact decimal string; a tenant limit: what
+    /// the tenant's pool has left).
+    pub left: String,
+    /// Whether the tenant's sessions share it.
+    pub per_tenant: bool,
 }
 
 /// What a policy reload did.
@@ -687,6 +710,26 @@ impl Entry {
                 Some((name.clone(), self.session.budget_left(b.grant)?.to_string()))
             })
             .collect();
+        let now = monotone(now_secs(), state.time);
+        let windows = (0..policy.grants.len())
+            .filter(|&g| policy.renews(g))
+            .flat_map(|g| self.session.window_left(g, now))
+            .filter_map(|(i, left)| {
+                let r = policy.renewals.get(i)?;
+                Some(WindowView {
+                    grant: policy.grants.get(r.grant)?.name.clone(),
+                    kind: if r.limit.is_amount() {
+                        "budget"
+                    } else {
+                        "quota"
+                    },
+                    secs: r.secs,
+                    start: agenra_core::window::window_of(r, now).saturating_mul(r.secs),
+                    left: left.to_string(),
+                    per_tenant: r.per_tenant,
+                })
+            })
+            .collect();
         let mut pending: Vec<String> = self
             .answers
             .keys()
@@ -703,6 +746,7 @@ impl Entry {
             events: state.seq,
             ledger,
             budgets,
+            windows,
             pending,
             created,
         }

@@ -406,8 +406,40 @@ impl ToolPat {
 pub struct QuotaScopeLit {
     /// `per tenant`.
     pub tenant: bool,
+    /// `per tenant` or `per session` is written (a window alone leaves it
+    /// false).
+    pub scoped: bool,
+    /// `per 10m`, `per day`: the quota or budget renews in fixed windows.
+    pub window: Option<WindowLit>,
     /// Where `per ...` is written.
     pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `per 10m`, `per day`, `per hour` after a quota or a budget: the window
+/// it renews in.
+pub struct WindowLit {
+    /// The window's length in seconds.
+    pub secs: u64,
+    /// Where it is written.
+    pub span: Span,
+}
+
+impl WindowLit {
+    /// The window as written canonically: `day`, `hour`, `minute`,
+    /// `second`, or `Nd`, `Nh`, `Nm`, `Ns` (the largest exact unit).
+    pub fn text(&self) -> String {
+        match self.secs {
+            86_400 => "day".into(),
+            3_600 => "hour".into(),
+            60 => "minute".into(),
+            1 => "second".into(),
+            s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+            s if s % 3_600 == 0 => format!("{}h", s / 3_600),
+            s if s % 60 == 0 => format!("{}m", s / 60),
+            s => format!("{s}s"),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

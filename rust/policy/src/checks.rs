@@ -207,7 +207,7 @@ fn approval_bypass(policy: &Policy, g: &Grant, later: &[usize]) -> Option<usize>
         if !grant.approval {
             return Some(h);
         }
-        if grant.quota == Quota::Unlimited && policy.budget_of(h).is_none() {
+        if grant.quota == Quota::Unlimited && policy.budget_of(h).is_none() && !policy.renews(h) {
             return None;
         }
     }
@@ -272,6 +272,8 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
             && !later.approval
             && later.expires_at.is_none()
             && policy.budget_of(li).is_none()
+            // Nor does one whose quota or budget renews in windows.
+            && !policy.renews(li)
         {
             earlier_ones.push(li);
             if universal.is_none() && later.resource.is_none() && later.args.is_empty() {

@@ -132,7 +132,7 @@ fn shared_scope(g: &GrantDecl) -> bool {
     g.clauses.iter().any(|c| {
         matches!(
             &c.kind,
-            GrantClauseKind::Quota(Some(_), Some(s)) if s.tenant
+            GrantClauseKind::Quota(Some(_), Some(s)) if s.tenant && s.window.is_none()
         )
     })
 }
@@ -360,10 +360,22 @@ impl<'a> Compiler<'a> {
                     if shared_scope(g) {
                         policy.shared_grants.push(policy.grants.len());
                     }
+                    let renewals = self.lower_renewals(g, &grant, &policy.tools);
                     if let Some(budget) = self.lower_budget(g, &grant, &policy.tools) {
                         policy.budgets.push(agenra_core::policy::Budget {
                             grant: policy.grants.len(),
                             ..budget
+                        });
+                    }
+                    let mut grant = grant;
+                    for r in renewals {
+                        if matches!(r.limit, agenra_core::policy::RenewLimit::Units(_)) {
+                            // The window is the quota: the ledger's own count is unlimited.
+                            grant.quota = Quota::Unlimited;
+                        }
+                        policy.renewals.push(agenra_core::policy::Renewal {
+                            grant: policy.grants.len(),
+                            ..r
                         });
                     }
                     policy.grants.push(grant);
@@ -1288,7 +1300,7 @@ impl<'a> Compiler<'a> {
     ) -> Option<agenra_core::policy::Budget> {
         let owner = format!("grant `{}`", g.name.name);
         let b = g.clauses.iter().find_map(|c| match &c.kind {
-            GrantClauseKind::Budget(b) => Some(b),
+            GrantClauseKind::Budget(b) if b.scope.and_then(|s| s.window).is_none() => Some(b),
             _ => None,
         })?;
         let amount = match &b.amount.value {
@@ -1338,6 +1350,74 @@ impl<'a> Compiler<'a> {
             param,
             per_tenant: b.scope.is_some_and(|s| s.tenant),
         })
+    }
+
+    /// A grant's renewing limits (`quota N per 10m`, `budget B on PARAM
+    /// per day`), units first (their `grant` index is the caller's to
+    /// set). A budget's parameter and amount are checked as
+    /// `lower_budget` checks them.
+    fn lower_renewals(
+        &mut self,
+        g: &GrantDecl,
+        grant: &Grant,
+        tools: &[Tool],
+    ) -> Vec<agenra_core::policy::Renewal> {
+        let mut out = Vec::new();
+        for c in &g.clauses {
+            if let GrantClauseKind::Quota(n, Some(s)) = &c.kind {
+                let Some(w) = s.window else { continue };
+                let Some(n) = n else {
+                    self.d.error(
+                        w.span,
+                        format!(
+                            "grant `{}` has `quota unlimited` with a window: an unlimited quota does not renew (write `quota N {}`)",
+                            g.name.name,
+                            "per ".to_string() + &w.text()
+                        ),
+                    );
+                    continue;
+                };
+                let n = u64::try_from(n.value).unwrap_or(0);
+                out.insert(
+                    0,
+                    agenra_core::policy::Renewal {
+                        grant: 0,
+                        secs: w.secs,
+                        limit: agenra_core::policy::RenewLimit::Units(n),
+                        per_tenant: s.tenant,
+                    },
+                );
+            }
+        }
+        let windowed = g.clauses.iter().find_map(|c| match &c.kind {
+            GrantClauseKind::Budget(b) => b.scope.and_then(|s| s.window.map(|w| (b, w, s.tenant))),
+            _ => None,
+        });
+        if let Some((b, w, tenant)) = windowed {
+            // Checked (and reported) like a plain budget, then moved.
+            let unwindowed = GrantDecl {
+                clauses: vec![GrantClause {
+                    kind: GrantClauseKind::Budget(BudgetLit {
+                        scope: None,
+                        ..b.clone()
+                    }),
+                    span: w.span,
+                }],
+                ..g.clone()
+            };
+            if let Some(budget) = self.lower_budget(&unwindowed, grant, tools) {
+                out.push(agenra_core::policy::Renewal {
+                    grant: 0,
+                    secs: w.secs,
+                    limit: agenra_core::policy::RenewLimit::Amount {
+                        amount: budget.amount,
+                        param: budget.param,
+                    },
+                    per_tenant: tenant,
+                });
+            }
+        }
+        out
     }
 
     fn lower_grant(&mut self, g: &GrantDecl, tools: &[Tool]) -> Grant {

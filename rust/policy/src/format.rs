@@ -252,25 +252,40 @@ fn grant_clause(kind: &GrantClauseKind) -> String {
             let n = n
                 .as_ref()
                 .map_or("unlimited".into(), |n| n.value.to_string());
-            match scope {
-                None => format!("quota {n}"),
-                Some(s) if s.tenant => format!("quota {n} per tenant"),
-                Some(_) => format!("quota {n} per session"),
-            }
+            format!("quota {n}{}", scope_text(scope.as_ref()))
         }
         GrantClauseKind::Budget(b) => {
             let amount = value(&b.amount);
-            match b.scope {
-                None => format!("budget {amount} on {}", n(&b.param)),
-                Some(s) if s.tenant => format!("budget {amount} on {} per tenant", n(&b.param)),
-                Some(_) => format!("budget {amount} on {} per session", n(&b.param)),
-            }
+            format!(
+                "budget {amount} on {}{}",
+                n(&b.param),
+                scope_text(b.scope.as_ref())
+            )
         }
         GrantClauseKind::Approval => "approval".into(),
         GrantClauseKind::Expires(t) => format!("expires {}", t.value),
         GrantClauseKind::Discovers(s) => format!("discovers {}", n(s)),
         GrantClauseKind::Agent(a) => format!("agent {}", n(a)),
     }
+}
+
+/// ` per WINDOW` and ` per tenant|session`, as written (empty for none).
+fn scope_text(scope: Option<&QuotaScopeLit>) -> String {
+    let Some(s) = scope else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if let Some(w) = s.window {
+        out.push_str(&format!(" per {}", w.text()));
+    }
+    if s.scoped {
+        out.push_str(if s.tenant {
+            " per tenant"
+        } else {
+            " per session"
+        });
+    }
+    out
 }
 
 fn label(l: &LabelExpr) -> String {

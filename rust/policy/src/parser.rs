@@ -794,22 +794,84 @@ impl Parser {
         Ok(StmtKind::Sanitizer { name, clauses })
     }
 
-    /// `per tenant` / `per session` after a quota or a budget, if written.
+    /// `per tenant` / `per session` and `per WINDOW` (`per 10m`, `per
+    /// day`) after a quota or a budget, if written, in either order.
     fn scope_lit(&mut self) -> PResult<Option<QuotaScopeLit>> {
-        let Some(per) = self.eat_kw("per") else {
-            return Ok(None);
+        let mut out: Option<QuotaScopeLit> = None;
+        while let Some(per) = self.eat_kw("per") {
+            let mut lit = out.unwrap_or(QuotaScopeLit {
+                tenant: false,
+                scoped: false,
+                window: None,
+                span: per,
+            });
+            if self.is_kw("tenant") || self.is_kw("session") {
+                if lit.scoped {
+                    return Err(self.unexpected("one `per tenant` or `per session`"));
+                }
+                lit.tenant = self.eat_kw("tenant").is_some();
+                if !lit.tenant {
+                    self.bump();
+                }
+                lit.scoped = true;
+            } else {
+                if lit.window.is_some() {
+                    return Err(self.unexpected("one window (`per 10m`, `per day`)"));
+                }
+                lit.window = Some(self.window_lit(per)?);
+            }
+            lit.span = lit.span.to(self.prev);
+            out = Some(lit);
+        }
+        Ok(out)
+    }
+
+    /// A window after `per`: `day`, `hour`, `minute`, `second`, or a count
+    /// and a unit (`10m`, `2 h`; units `s`, `m`, `h`, `d`).
+    fn window_lit(&mut self, per: Span) -> PResult<WindowLit> {
+        const EXPECTED: &str =
+            "`tenant`, `session` or a window (`day`, `hour`, `minute`, `second`, `10m`, `2h`, `30s`, `7d`) after `per`";
+        let named = [
+            ("day", 86_400),
+            ("hour", 3_600),
+            ("minute", 60),
+            ("second", 1),
+        ];
+        for (word, secs) in named {
+            if self.eat_kw(word).is_some() {
+                return Ok(WindowLit {
+                    secs,
+                    span: per.to(self.prev),
+                });
+            }
+        }
+        let TokenKind::Int(n) = self.peek().kind else {
+            return Err(self.unexpected(EXPECTED));
         };
-        let tenant = if self.eat_kw("tenant").is_some() {
-            true
-        } else if self.eat_kw("session").is_some() {
-            false
-        } else {
-            return Err(self.unexpected("`tenant` or `session` after `per`"));
+        self.bump();
+        let unit = match &self.peek().kind {
+            TokenKind::Ident(u) => match u.as_str() {
+                "s" => 1u64,
+                "m" => 60,
+                "h" => 3_600,
+                "d" => 86_400,
+                _ => return Err(self.unexpected("a window unit (`s`, `m`, `h` or `d`)")),
+            },
+            _ => return Err(self.unexpected("a window unit (`s`, `m`, `h` or `d`)")),
         };
-        Ok(Some(QuotaScopeLit {
-            tenant,
-            span: per.to(self.prev),
-        }))
+        self.bump();
+        let secs = u64::try_from(n)
+            .ok()
+            .filter(|&n| n > 0)
+            .and_then(|n| n.checked_mul(unit));
+        let span = per.to(self.prev);
+        match secs {
+            Some(secs) => Ok(WindowLit { secs, span }),
+            None => Err(Diagnostic::error(
+                span,
+                format!("a window must be at least 1 second and fit in 64 bits, not {n}"),
+            )),
+        }
     }
 
     fn grant(&mut self) -> PResult<StmtKind> {

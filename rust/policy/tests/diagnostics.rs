@@ -638,13 +638,14 @@ fn quota_scope_errors_name_the_grant_and_the_place() {
         error(&format!("{TOOLS}grant pay: ping quota unlimited per tenant;\n")),
         "4:33: error: grant `pay` has `quota unlimited per tenant`: an unlimited quota has nothing to share (write `quota N per tenant`, or `quota unlimited`)"
     );
+    // `per day` is a renewing quota now (`windows.rs`); other words are not.
     assert_eq!(
-        error("grant g: t quota 3 per day;"),
-        "1:24: error: expected `tenant` or `session` after `per`, found `day`"
+        error("grant g: t quota 3 per year;"),
+        "1:24: error: expected `tenant`, `session` or a window (`day`, `hour`, `minute`, `second`, `10m`, `2h`, `30s`, `7d`) after `per`, found `year`"
     );
     assert_eq!(
         error("grant g: t quota 3 per;"),
-        "1:23: error: expected `tenant` or `session` after `per`, found `;`"
+        "1:23: error: expected `tenant`, `session` or a window (`day`, `hour`, `minute`, `second`, `10m`, `2h`, `30s`, `7d`) after `per`, found `;`"
     );
     assert_eq!(
         error("grant g: t per tenant quota 3;"),

@@ -348,11 +348,11 @@ impl SmtSession {
     ) -> Result<agenra_core::spec::reference::Answer, agenra_core::spec::reference::Invalid> {
         let policy = std::sync::Arc::clone(&self.policy);
         // Policies without shared grants or tenant budgets never lock the pool.
-        let Some(pool) = self
-            .pool
-            .clone()
-            .filter(|_| !policy.shared_grants.is_empty() || policy.has_tenant_budgets())
-        else {
+        let Some(pool) = self.pool.clone().filter(|_| {
+            !policy.shared_grants.is_empty()
+                || policy.has_tenant_budgets()
+                || policy.has_tenant_renewals()
+        }) else {
             return self.reference.step(&policy, e);
         };
         pool.with_counts(|counts| {
@@ -658,6 +658,34 @@ impl SmtSession {
                 .is_ok();
                 if let Some(m) = inputs.grant_match.get_mut(b.grant) {
                     *m = Bool::and(&[m.clone(), Bool::from_bool(pays)]);
+                }
+            }
+        }
+        // A renewing quota or budget (`quota N per 10m`, `budget B on
+        // PARAM per day`) is judged concretely too: the call's window and
+        // what it holds are known (the tenant's pool now, for a tenant
+        // limit), so a grant whose window cannot serve the call does not
+        // match it.
+        if !policy.renewals.is_empty() {
+            let window_pool = match &self.pool {
+                Some(p) if policy.has_tenant_renewals() => p.snapshot(),
+                _ => agenra_core::spec::private_pool_of(
+                    policy,
+                    &self.reference.ledger.ledger,
+                    &self.reference.books,
+                ),
+            };
+            let windows = &self.reference.books.windows;
+            for g in 0..policy.grants.len() {
+                if !policy.renews(g) {
+                    continue;
+                }
+                let serves = agenra_core::spec::window_check(policy, g, req, |i| {
+                    agenra_core::spec::window_slot(policy, windows, &window_pool, i)
+                })
+                .is_ok();
+                if let Some(m) = inputs.grant_match.get_mut(g) {
+                    *m = Bool::and(&[m.clone(), Bool::from_bool(serves)]);
                 }
             }
         }

@@ -812,11 +812,15 @@ pub fn encode_step(policy: &Policy, state: &HistoryState, call: &CallInputs) -> 
             // it pays, so the traces include every way budgets can pass a
             // grant over (an over-approximation; violations are confirmed
             // by replay before they are reported).
-            let available = if policy.budget_of(g).is_some() && !call.pool_known {
-                Bool::and(&[available, Bool::fresh_const("budget")])
-            } else {
-                available
-            };
+            // A renewing quota or budget (`quota N per 10m`, `budget B on
+            // PARAM per day`) likewise: its grant's own quota is unlimited,
+            // and the window may refuse any call at any step.
+            let available =
+                if (policy.budget_of(g).is_some() || policy.renews(g)) && !call.pool_known {
+                    Bool::and(&[available, Bool::fresh_const("budget")])
+                } else {
+                    available
+                };
             let ok = Bool::and(&[call.grant_match[g].clone(), available]);
             let first = Bool::and(&[ok.clone(), Bool::or(&before).not()]);
             selected[g] = first.clone();

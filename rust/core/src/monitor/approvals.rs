@@ -47,6 +47,7 @@ impl Session {
             self.state.held.remove(&node);
             self.set_status(node, Status::Denied);
             self.refund(&held.grants, &held.charges);
+            self.give_back_lent(&held.lent);
             let mut d = self.decide(
                 Verdict::Deny,
                 rule,
@@ -81,14 +82,15 @@ impl Session {
         let node = self.node_in(&r.call, Status::Paused, "a rejection")?;
         self.state.time = time;
         self.state.seq += 1;
-        let (held, charges) = self
+        let (held, charges, lent) = self
             .state
             .held
             .remove(&node)
-            .map(|h| (h.grants.to_vec(), h.charges))
+            .map(|h| (h.grants.to_vec(), h.charges, h.lent))
             .unwrap_or_default();
         self.set_status(node, Status::Rejected);
         self.refund(&held, &charges);
+        self.give_back_lent(&lent);
         let rule = held.first().map(|&g| Rule::Grant(g));
         Ok(self.applied(node, rule, vec![crate::decision::Note::Rejected], held))
     }

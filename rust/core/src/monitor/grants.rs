@@ -25,6 +25,7 @@ impl Session {
         let mut chosen = Vec::new();
         let any_shared = !policy.shared_grants.is_empty();
         let any_budget = !policy.budgets.is_empty();
+        let any_renewal = !policy.renewals.is_empty();
         for agent in policy.chain_iter(r.req.agent) {
             let mut exhausted = None;
             let mut refused = None;
@@ -48,6 +49,17 @@ impl Session {
                     if let Err(why) = self.budget_check(g, &r.req) {
                         if exhausted.is_none() && refused.is_none() {
                             refused = Some((g, why));
+                        }
+                        return false;
+                    }
+                }
+                if any_renewal {
+                    if let Err(why) = self.window_check(g, &r.req) {
+                        if exhausted.is_none() && refused.is_none() {
+                            match why {
+                                spec::WindowRefusal::Budget(b) => refused = Some((g, b)),
+                                _ => exhausted = Some(g),
+                            }
                         }
                         return false;
                     }
@@ -86,6 +98,46 @@ impl Session {
             return Err(spec::BudgetRefusal::Exceeds { amount, left });
         }
         Ok(Some(amount))
+    }
+
+    /// What renewing limit `i` holds for this decision: the tenant's pool
+    /// (`pool_view`, locked) for a tenant limit, else the session's own.
+    fn window_slot(&self, i: usize) -> Option<(u64, Decimal)> {
+        let policy = &*self.shared.0.policy;
+        match (&self.options.pool, policy.renewals.get(i)) {
+            (Some(_), Some(r)) if r.per_tenant => {
+                self.pool_view.window(&crate::window::pool_key(policy, r))
+            }
+            _ => self.state.ledger.window(i),
+        }
+    }
+
+    /// Whether grant `g`'s renewing limits (if any) serve `req` in its
+    /// window: what the call would hold of each, or why not.
+    fn window_check(
+        &self,
+        g: GrantId,
+        req: &spec::Request,
+    ) -> Result<crate::window::Lent, spec::WindowRefusal> {
+        let policy = &*self.shared.0.policy;
+        spec::window_check(policy, g, req, |i| self.window_slot(i))
+    }
+
+    /// What is left of each renewing limit of grant `g` in the window of
+    /// time `time`: (index into `Policy::renewals`, units or amount left).
+    /// Locks the pool for a tenant limit: for displays, not for deciding.
+    pub fn window_left(&self, g: GrantId, time: u64) -> Vec<(usize, Decimal)> {
+        let policy = &*self.shared.0.policy;
+        let counts = match &self.options.pool {
+            Some(pool) if policy.has_tenant_renewals() => Some(pool.snapshot()),
+            _ => None,
+        };
+        crate::window::left(policy, g, time, |i| {
+            match (&counts, policy.renewals.get(i)) {
+                (Some(c), Some(r)) if r.per_tenant => c.window(&crate::window::pool_key(policy, r)),
+                _ => self.state.ledger.window(i),
+            }
+        })
     }
 
     /// What is left of grant `g`'s budget for this decision (`None`
@@ -175,7 +227,9 @@ impl Session {
     pub(crate) fn uses_tenant_pool(&self) -> bool {
         let policy = &*self.shared.0.policy;
         self.options.pool.is_some()
-            && (!policy.shared_grants.is_empty() || policy.has_tenant_budgets())
+            && (!policy.shared_grants.is_empty()
+                || policy.has_tenant_budgets()
+                || policy.has_tenant_renewals())
     }
 
     /// Whether deciding `call` may involve a shared grant: the session has
@@ -197,7 +251,9 @@ impl Session {
     /// or its budget is.
     fn draws_on_pool(&self, g: GrantId) -> bool {
         let policy = &*self.shared.0.policy;
-        policy.is_shared(g) || policy.budget_of(g).is_some_and(|b| b.per_tenant)
+        policy.is_shared(g)
+            || policy.budget_of(g).is_some_and(|b| b.per_tenant)
+            || policy.renewals_of(g).any(|i| policy.renewals[i].per_tenant)
     }
 
     /// Runs `f` with the tenant pool locked and its counts in `pool_view`,
@@ -222,7 +278,60 @@ impl Session {
     /// budget of each grant that has one; answers what the call holds of
     /// budgets. `select_chain` chose the grants, so every amount is valid
     /// and fits.
-    pub(crate) fn consume(&mut self, grants: &[GrantId], req: &spec::Request) -> spec::Charges {
+    pub(crate) fn consume(
+        &mut self,
+        grants: &[GrantId],
+        req: &spec::Request,
+    ) -> (spec::Charges, crate::window::Lent) {
+        let charges = self.consume_units(grants, req);
+        let policy = std::sync::Arc::clone(&self.shared.0.policy);
+        if policy.renewals.is_empty() {
+            return (charges, crate::window::Lent::new());
+        }
+        let mut lent = crate::window::Lent::new();
+        for &g in grants {
+            // `select_chain` checked these in the same state: they fit.
+            let Ok(part) = self.window_check(g, req) else {
+                continue;
+            };
+            if self.options.pool.is_some() {
+                for &(i, w, x) in &part {
+                    if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+                        let key = crate::window::pool_key(&policy, r);
+                        self.pool_view.window_hold(&key, w, x);
+                    }
+                }
+            }
+            self.state.ledger.window_hold(&part);
+            lent.extend(part);
+        }
+        (charges, lent)
+    }
+
+    /// Gives back what a call was lent by renewing limits, to the windows
+    /// that lent it (tenant ones to the pool, never more than this session
+    /// holds there).
+    pub(crate) fn give_back_lent(&mut self, lent: &[(usize, u64, Decimal)]) {
+        if lent.is_empty() {
+            return;
+        }
+        let policy = std::sync::Arc::clone(&self.shared.0.policy);
+        let back = self.state.ledger.window_release(lent);
+        let tenant = self.options.pool.clone().filter(|_| {
+            lent.iter()
+                .any(|&(i, _, _)| policy.renewals.get(i).is_some_and(|r| r.per_tenant))
+        });
+        if let Some(pool) = tenant {
+            let mut counts = pool.lock();
+            for (&(i, w, _), &x) in lent.iter().zip(&back) {
+                if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+                    counts.window_give_back(&crate::window::pool_key(&policy, r), w, x);
+                }
+            }
+        }
+    }
+
+    fn consume_units(&mut self, grants: &[GrantId], req: &spec::Request) -> spec::Charges {
         let mut charges = spec::Charges::new();
         let policy = std::sync::Arc::clone(&self.shared.0.policy);
         for &g in grants {

@@ -104,6 +104,8 @@ struct Held {
     grants: GrantList,
     /// What the call holds of amount budgets (empty for most calls).
     charges: crate::spec::Charges,
+    /// What the call holds of renewing limits, and the windows that lent it.
+    lent: crate::window::Lent,
     /// Sequence number of the admission (the call, or its approval).
     admitted_at: u64,
     /// A paused call, kept for the re-check at approval time.
@@ -612,11 +614,12 @@ impl Session {
         let Some(resolved) = e.resolved.take() else {
             return Ok(self.finish(e, None));
         };
-        let charges = self.consume(&e.grants, &resolved.req);
+        let (charges, lent) = self.consume(&e.grants, &resolved.req);
         let seq = self.state.seq;
         let held = Held {
             grants: GrantList::from(e.grants.as_slice()),
             charges,
+            lent,
             admitted_at: seq,
             pending: None,
         };

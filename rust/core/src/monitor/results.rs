@@ -21,6 +21,7 @@ impl Session {
         let held = self.state.held.remove(&node).unwrap_or(Held {
             grants: Default::default(),
             charges: Default::default(),
+            lent: Default::default(),
             admitted_at: self.state.seq,
             pending: None,
         });
@@ -31,6 +32,7 @@ impl Session {
             Outcome::Failed => {
                 self.set_status(node, Status::Failed);
                 self.refund(&held.grants, &held.charges);
+                self.give_back_lent(&held.lent);
                 Ok(self.applied(node, rule, vec![Note::Failed], held.grants.to_vec()))
             }
             Outcome::Unknown => {

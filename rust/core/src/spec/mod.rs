@@ -162,6 +162,103 @@ impl std::fmt::Display for BudgetRefusal {
     }
 }
 
+// ---- renewing limits (`crate::window`) -------------------------------
+
+/// Why a renewing limit does not serve a call (the grant is then passed
+/// over, as an exhausted one is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowRefusal {
+    /// Every unit of the window is held.
+    Exhausted {
+        /// The window's length in seconds.
+        secs: u64,
+    },
+    /// The amount cannot be spent in this window.
+    Budget(BudgetRefusal),
+    /// The call's time is in a window before the one the limit is at (the
+    /// clock stepped back): no fresh window is opened.
+    Past {
+        /// The call's window.
+        window: u64,
+    },
+}
+
+impl std::fmt::Display for WindowRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowRefusal::Exhausted { secs } => {
+                write!(
+                    f,
+                    "its quota for the current {secs}-second window is used up"
+                )
+            }
+            WindowRefusal::Budget(b) => write!(f, "{b} in the current window"),
+            WindowRefusal::Past { window } => write!(
+                f,
+                "the call's time is in window {window}, before the window the limit is at"
+            ),
+        }
+    }
+}
+
+/// The amount of parameter `param` of `req` (for an amount limit).
+pub fn amount_of(policy: &Policy, param: usize, req: &Request) -> Result<Decimal, BudgetRefusal> {
+    let name = || {
+        policy
+            .tools
+            .get(req.tool)
+            .and_then(|t| t.params.get(param))
+            .map_or_else(|| "?".to_string(), |p| p.name.clone())
+    };
+    let Some(amount) = req.args.get(param).and_then(Decimal::of_value) else {
+        return Err(BudgetRefusal::Missing { param: name() });
+    };
+    if amount.is_negative() {
+        return Err(BudgetRefusal::Negative {
+            param: name(),
+            amount,
+        });
+    }
+    Ok(amount)
+}
+
+/// Whether every renewing limit of grant `g` can serve `req` in the
+/// call's window, given what each holds now (`slot(renewal)`): what the
+/// call would hold of each, or why not. Empty for a grant that does not
+/// renew.
+pub fn window_check(
+    policy: &Policy,
+    g: GrantId,
+    req: &Request,
+    slot: impl Fn(usize) -> Option<(u64, Decimal)>,
+) -> Result<crate::window::Lent, WindowRefusal> {
+    let mut lent = crate::window::Lent::new();
+    for i in policy.renewals_of(g) {
+        let r = &policy.renewals[i];
+        let w = crate::window::window_of(r, req.time);
+        let need = match &r.limit {
+            crate::policy::RenewLimit::Units(_) => Decimal::from(1),
+            crate::policy::RenewLimit::Amount { param, .. } => {
+                amount_of(policy, *param, req).map_err(WindowRefusal::Budget)?
+            }
+        };
+        let Some(held) = crate::window::held_in(slot(i), w) else {
+            return Err(WindowRefusal::Past { window: w });
+        };
+        let left = crate::window::limit_of(r).saturating_sub(held);
+        if need > left {
+            return Err(match r.limit {
+                crate::policy::RenewLimit::Units(_) => WindowRefusal::Exhausted { secs: r.secs },
+                crate::policy::RenewLimit::Amount { .. } => {
+                    WindowRefusal::Budget(BudgetRefusal::Exceeds { amount: need, left })
+                }
+            });
+        }
+        lent.push((i, w, need));
+    }
+    Ok(lent)
+}
+
 /// The amount grant `g` would spend of its budget for `req`: `Ok(None)`
 /// for a grant without a budget, the argument's value for one with a
 /// budget, or why the value cannot be spent (absent, not a number,
@@ -293,7 +390,87 @@ pub fn private_pool_of(policy: &Policy, ledger: &Ledger, books: &Books) -> Share
             pool.add_spent(&grant.name, held);
         }
     }
+    for (i, r) in policy.renewals.iter().enumerate() {
+        if r.per_tenant {
+            pool.set_window(
+                &crate::window::pool_key(policy, r),
+                books.windows.get(&i).copied(),
+            );
+        }
+    }
     pool
+}
+
+/// What renewing limit `i` holds for a decision: the pool for a tenant
+/// limit, the session's own `windows` otherwise.
+pub fn window_slot(
+    policy: &Policy,
+    windows: &crate::window::Windows,
+    pool: &SharedCounts,
+    i: usize,
+) -> Option<(u64, Decimal)> {
+    match policy.renewals.get(i) {
+        Some(r) if r.per_tenant => pool.window(&crate::window::pool_key(policy, r)),
+        _ => windows.get(&i).copied(),
+    }
+}
+
+/// Holds `lent` in the session's `windows`, and tenant limits in `pool`.
+pub fn window_hold(
+    policy: &Policy,
+    windows: &mut crate::window::Windows,
+    pool: &mut SharedCounts,
+    lent: &[(usize, u64, Decimal)],
+) {
+    for &(i, w, x) in lent {
+        if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+            pool.window_hold(&crate::window::pool_key(policy, r), w, x);
+        }
+    }
+    crate::window::hold(windows, lent);
+}
+
+/// Gives `lent` back to the windows that lent it: the session's own
+/// holdings, and, for tenant limits, the same amounts to the pool.
+pub fn window_give_back(
+    policy: &Policy,
+    windows: &mut crate::window::Windows,
+    pool: &mut SharedCounts,
+    lent: &[(usize, u64, Decimal)],
+) {
+    let back = crate::window::release(windows, lent);
+    for (&(i, w, _), &x) in lent.iter().zip(&back) {
+        if let Some(r) = policy.renewals.get(i).filter(|r| r.per_tenant) {
+            pool.window_give_back(&crate::window::pool_key(policy, r), w, x);
+        }
+    }
+}
+
+/// The grant of `agent` that serves the request with budgets and renewing
+/// limits: the first, in policy order, that matches, has quota, whose
+/// budget (if any) can pay and whose renewing limits (if any) serve it in
+/// the call's window; with what it spends and is lent.
+#[allow(clippy::too_many_arguments)]
+pub fn select_windowed(
+    policy: &Policy,
+    ledger: &Ledger,
+    spent: &Spent,
+    windows: &crate::window::Windows,
+    pool: &SharedCounts,
+    agent: AgentId,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+) -> Option<(GrantId, Option<Decimal>, crate::window::Lent)> {
+    (0..policy.grants.len()).find_map(|g| {
+        if !(grant_matches(policy, &policy.grants[g], agent, req, sets)
+            && has_quota(policy, ledger, pool, g))
+        {
+            return None;
+        }
+        let amount = budget_check(policy, spent, pool, g, req).ok()?;
+        let lent = window_check(policy, g, req, |i| window_slot(policy, windows, pool, i)).ok()?;
+        Some((g, amount, lent))
+    })
 }
 
 /// The grant of `agent` that serves the request, budgets included: the
@@ -530,6 +707,12 @@ pub struct Books {
     /// What each paused or running call holds of budgets (calls that
     /// spend from none are not listed).
     pub charges: BTreeMap<String, Charges>,
+    /// What this session holds of each renewing limit in its current
+    /// window (`quota N per 10m`, `budget B on PARAM per day`).
+    pub windows: crate::window::Windows,
+    /// What each paused or running call holds of renewing limits, with
+    /// the windows that lent it (calls that hold none are not listed).
+    pub lent: BTreeMap<String, crate::window::Lent>,
 }
 
 impl State {
@@ -640,13 +823,16 @@ fn step_general(
         Event::Call { .. } if checks == Checks::Deny => Outcome::Deny,
         Event::Call { id, req } => match admit_either(policy, state, books, pool, req) {
             Err(_) => Outcome::Deny,
-            Ok((used, charges, ledger, spent, after)) => {
+            Ok((used, charges, lent, ledger, after_books, after)) => {
                 next.ledger = ledger;
                 next_pool = after;
                 if let Some(b) = next_books.as_mut() {
-                    b.spent = spent;
+                    *b = after_books;
                     if !charges.is_empty() {
                         b.charges.insert(id.clone(), charges);
+                    }
+                    if !lent.is_empty() {
+                        b.lent.insert(id.clone(), lent);
                     }
                 }
                 let approval = used.iter().any(|&g| policy.grants[g].approval);
@@ -665,6 +851,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Deny
             }
@@ -680,6 +868,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Applied
             }
@@ -690,6 +880,7 @@ fn step_general(
                 // The amounts stay spent: the call no longer holds them.
                 if let Some(b) = next_books.as_mut() {
                     b.charges.remove(id);
+                    b.lent.remove(id);
                 }
                 // The caller's own grant says where discovered values go.
                 let target = used.first().and_then(|&g| policy.grants[g].discovers);
@@ -706,6 +897,8 @@ fn step_general(
                 if let Some(b) = next_books.as_mut() {
                     let charges = b.charges.remove(id).unwrap_or_default();
                     give_back_charges(policy, &mut b.spent, &mut next_pool, &charges);
+                    let lent = b.lent.remove(id).unwrap_or_default();
+                    window_give_back(policy, &mut b.windows, &mut next_pool, &lent);
                 }
                 Outcome::Applied
             }
@@ -723,6 +916,7 @@ fn step_general(
             Some(_) => {
                 if let Some(b) = next_books.as_mut() {
                     b.charges.remove(id);
+                    b.lent.remove(id);
                 }
                 Outcome::Applied
             }
@@ -740,11 +934,73 @@ fn admit_either(
     books: Option<&Books>,
     pool: &SharedCounts,
     req: &Request,
-) -> Result<(Vec<GrantId>, Charges, Ledger, Spent, SharedCounts), AgentId> {
+) -> Result<
+    (
+        Vec<GrantId>,
+        Charges,
+        crate::window::Lent,
+        Ledger,
+        Books,
+        SharedCounts,
+    ),
+    AgentId,
+> {
     match books {
-        Some(b) => admit_budgeted(policy, &state.ledger, &b.spent, pool, req, &state.sets),
-        None => admit_in(policy, &state.ledger, pool, req, &state.sets)
-            .map(|(used, ledger, pool)| (used, Charges::new(), ledger, Spent::new(), pool)),
+        Some(b) if !policy.renewals.is_empty() => {
+            let mut next = state.ledger.clone();
+            let mut next_books = b.clone();
+            let mut next_pool = pool.clone();
+            let mut used = Vec::new();
+            let mut charges = Vec::new();
+            let mut lent = crate::window::Lent::new();
+            for agent in policy.agent_chain(req.agent) {
+                let (g, amount, part) = select_windowed(
+                    policy,
+                    &next,
+                    &next_books.spent,
+                    &next_books.windows,
+                    &next_pool,
+                    agent,
+                    req,
+                    &state.sets,
+                )
+                .ok_or(agent)?;
+                take(policy, &mut next, &mut next_pool, g);
+                if let Some(amount) = amount {
+                    spend(policy, &mut next_books.spent, &mut next_pool, g, amount);
+                    charges.push((g, amount));
+                }
+                window_hold(policy, &mut next_books.windows, &mut next_pool, &part);
+                lent.extend(part);
+                used.push(g);
+            }
+            Ok((used, charges, lent, next, next_books, next_pool))
+        }
+        Some(b) => admit_budgeted(policy, &state.ledger, &b.spent, pool, req, &state.sets).map(
+            |(used, charges, ledger, spent, pool)| {
+                let books = Books { spent, ..b.clone() };
+                (
+                    used,
+                    charges,
+                    crate::window::Lent::new(),
+                    ledger,
+                    books,
+                    pool,
+                )
+            },
+        ),
+        None => {
+            admit_in(policy, &state.ledger, pool, req, &state.sets).map(|(used, ledger, pool)| {
+                (
+                    used,
+                    Charges::new(),
+                    crate::window::Lent::new(),
+                    ledger,
+                    Books::default(),
+                    pool,
+                )
+            })
+        }
     }
 }
 

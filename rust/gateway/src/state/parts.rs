@@ -39,7 +39,7 @@ pub(super) enum Writer {
 /// tenant's sessions share (a pool, a tenant-wide window or count) must
 /// make this true, or replicas would replay them in different orders.
 pub(super) fn pooled_policy(policy: &Policy) -> bool {
-    !policy.shared_grants.is_empty() || policy.has_tenant_budgets()
+    !policy.shared_grants.is_empty() || policy.has_tenant_budgets() || policy.has_tenant_renewals()
 }
 
 impl Shared {

@@ -217,6 +217,15 @@ impl<'a> Ctx<'a> {
                 b.amount
             ));
         }
+        for r in &self.policy.renewals {
+            out.push(format!(
+                "grant `{}` has a {} of {} that renews every {} seconds: the traces have no clock and do not track what is left in the window, so at any step it may refuse the call (and first-match go on to a later grant); every such trace is checked, so a property that holds holds whatever the times",
+                self.policy.grants.get(r.grant).map_or("?", |g| g.name.as_str()),
+                if r.limit.is_amount() { "budget" } else { "quota" },
+                agenra_core::window::limit_of(r),
+                r.secs
+            ));
+        }
         if let Ok(a) = &self.alphabet {
             out.push(format!(
                 "{} call classes ({} the bounded encoding tells apart, {} of them can be admitted)",
@@ -1053,6 +1062,8 @@ impl<'a> Ctx<'a> {
                         // A grant with an amount budget runs out: it
                         // shadows nothing.
                         && p.budget_of(h).is_none()
+                        // Nor does one whose quota or budget renews.
+                        && !p.renews(h)
                 })
             };
             if usable.iter().all(|c| shadow(c).is_some()) {
