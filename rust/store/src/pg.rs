@@ -55,16 +55,23 @@ pub fn redact(url: &str) -> String {
 /// opens the same database. Connections are plain TCP or a Unix socket (no
 /// TLS): keep the database on a private network.
 pub struct PgBackend {
-    config: Config,
-    client: Mutex<Option<Client>>,
-    name: String,
-    in_txn: bool,
+    conn: PgConn,
 }
 
-impl PgBackend {
-    /// Connects to `url` (`postgres://user[:password]@host:port/db`) and
-    /// creates the tables when they do not exist.
-    pub fn open(url: &str) -> Result<PgBackend, StoreError> {
+/// One connection to a PostgreSQL database, made again when it breaks:
+/// what the single-chain and the partitioned backends share.
+pub(crate) struct PgConn {
+    config: Config,
+    client: Mutex<Option<Client>>,
+    /// The URL without its password (for messages).
+    pub(crate) name: String,
+    /// Whether a transaction this backend began is open.
+    pub(crate) in_txn: bool,
+}
+
+impl PgConn {
+    /// Parses `url` (nothing is connected until the first use).
+    pub(crate) fn new(url: &str) -> Result<PgConn, StoreError> {
         let name = redact(url);
         let mut config = Config::from_str(url).map_err(|e| StoreError::Engine {
             path: name.clone(),
@@ -74,21 +81,89 @@ impl PgBackend {
             config.connect_timeout(Duration::from_secs(5));
         }
         config.application_name("agenra");
-        let backend = PgBackend {
+        Ok(PgConn {
             config,
             client: Mutex::new(None),
             name,
             in_txn: false,
+        })
+    }
+
+    /// Runs `f` on the connection, connecting first when there is none (or
+    /// the last one broke).
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let mut slot = self
+            .client
+            .lock()
+            .map_err(|_| self.err("connection poisoned"))?;
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            let mut c = self
+                .config
+                .connect(NoTls)
+                .map_err(|e| self.err(format!("cannot connect: {}", describe(&e))))?;
+            // A replica that stops mid-transaction must not hold a head
+            // lock for long; one that waits for a lock gives up in time.
+            // The partitioned log's `literal` relies on standard strings
+            // (backslashes literal).
+            c.batch_execute(
+                "SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '15s'; \
+                 SET standard_conforming_strings = on",
+            )
+            .map_err(|e| self.err(describe(&e)))?;
+            *slot = Some(c);
+        }
+        let client = slot.as_mut().ok_or_else(|| self.err("no connection"))?;
+        f(client).map_err(|e| self.err(describe(&e)))
+    }
+
+    pub(crate) fn err(&self, message: impl Into<String>) -> StoreError {
+        StoreError::Engine {
+            path: self.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Commits the open transaction.
+    pub(crate) fn commit(&mut self) -> Result<(), StoreError> {
+        self.in_txn = false;
+        self.with(|c| c.batch_execute("COMMIT"))
+    }
+
+    /// Rolls back the open transaction, if any.
+    pub(crate) fn rollback(&mut self) {
+        if std::mem::take(&mut self.in_txn) {
+            if let Ok(mut slot) = self.client.lock() {
+                if let Some(c) = slot.as_mut() {
+                    if c.batch_execute("ROLLBACK").is_err() {
+                        // A broken connection: the server rolls back when
+                        // it notices; connect afresh next time.
+                        *slot = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl PgBackend {
+    /// Connects to `url` (`postgres://user[:password]@host:port/db`) and
+    /// creates the tables when they do not exist.
+    pub fn open(url: &str) -> Result<PgBackend, StoreError> {
+        let backend = PgBackend {
+            conn: PgConn::new(url)?,
         };
         // A database that holds a log partitioned by session is not read
         // as an empty single chain.
-        if let Some(n) = backend.with(holds_partitions)? {
-            return Err(backend.err(format!(
+        if let Some(n) = backend.conn.with(holds_partitions)? {
+            return Err(backend.conn.err(format!(
                 "the database holds an audit log partitioned by session ({n} partitions in \
                  agenra_plog): the single-chain store does not read it"
             )));
         }
-        backend.with(|c| {
+        backend.conn.with(|c| {
             let mut t = c.transaction()?;
             t.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
             t.batch_execute(
@@ -103,40 +178,6 @@ impl PgBackend {
             t.commit()
         })?;
         Ok(backend)
-    }
-
-    /// Runs `f` on the connection, connecting first when there is none (or
-    /// the last one broke).
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
-    ) -> Result<T, StoreError> {
-        let mut slot = self
-            .client
-            .lock()
-            .map_err(|_| self.err("connection poisoned"))?;
-        if slot.as_ref().is_none_or(Client::is_closed) {
-            let mut c = self
-                .config
-                .connect(NoTls)
-                .map_err(|e| self.err(format!("cannot connect: {}", describe(&e))))?;
-            // A replica that stops mid-transaction must not hold the head
-            // lock for long; one that waits for the lock gives up in time.
-            c.batch_execute(
-                "SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '15s'",
-            )
-            .map_err(|e| self.err(describe(&e)))?;
-            *slot = Some(c);
-        }
-        let client = slot.as_mut().ok_or_else(|| self.err("no connection"))?;
-        f(client).map_err(|e| self.err(describe(&e)))
-    }
-
-    fn err(&self, message: impl Into<String>) -> StoreError {
-        StoreError::Engine {
-            path: self.name.clone(),
-            message: message.into(),
-        }
     }
 }
 
@@ -164,12 +205,12 @@ pub(crate) fn seq_i64(seq: u64) -> i64 {
 
 impl Backend for PgBackend {
     fn append(&mut self, first: u64, lines: &[Vec<u8>], head: &Head) -> Result<(), StoreError> {
-        let own_txn = !self.in_txn;
+        let own_txn = !self.conn.in_txn;
         if own_txn {
             let at = self.begin()?;
             if at.seq + 1 != first {
                 self.rollback();
-                return Err(self.err(format!(
+                return Err(self.conn.err(format!(
                     "append at {first}, but the log's head is at {} (another replica appended)",
                     at.seq
                 )));
@@ -184,7 +225,7 @@ impl Backend for PgBackend {
         // One round trip: the lines, and the head moved by compare-and-set
         // (only from where this transaction found it: a second guard
         // besides the row lock and the primary key on seq).
-        let result = self.with(|c| {
+        let result = self.conn.with(|c| {
             c.execute(
                 "WITH appended AS (
                      INSERT INTO agenra_log (seq, line)
@@ -204,7 +245,7 @@ impl Backend for PgBackend {
         };
         if moved != 1 {
             self.rollback();
-            return Err(self.err(format!(
+            return Err(self.conn.err(format!(
                 "the head is no longer at {} (another writer moved it): nothing appended",
                 first.saturating_sub(1)
             )));
@@ -218,7 +259,7 @@ impl Backend for PgBackend {
     fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
         let from = seq_i64(from);
         let mut failed: Option<StoreError> = None;
-        self.with(|c| {
+        self.conn.with(|c| {
             let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&from];
             let mut rows = c.query_raw(
                 "SELECT seq, line FROM agenra_log WHERE seq >= $1 ORDER BY seq",
@@ -245,18 +286,19 @@ impl Backend for PgBackend {
     }
 
     fn head(&self) -> Result<Head, StoreError> {
-        let row =
-            self.with(|c| c.query_opt("SELECT seq, hash FROM agenra_head WHERE id = 1", &[]))?;
+        let row = self
+            .conn
+            .with(|c| c.query_opt("SELECT seq, hash FROM agenra_head WHERE id = 1", &[]))?;
         match row {
             Some(r) => {
                 let seq: i64 = r
                     .try_get(0)
-                    .map_err(|e| self.err(format!("agenra_head.seq: {}", describe(&e))))?;
+                    .map_err(|e| self.conn.err(format!("agenra_head.seq: {}", describe(&e))))?;
                 let hash: String = r
                     .try_get(1)
-                    .map_err(|e| self.err(format!("agenra_head.hash: {}", describe(&e))))?;
+                    .map_err(|e| self.conn.err(format!("agenra_head.hash: {}", describe(&e))))?;
                 let seq = u64::try_from(seq)
-                    .map_err(|_| self.err(format!("agenra_head.seq is {seq}, below 0")))?;
+                    .map_err(|_| self.conn.err(format!("agenra_head.seq is {seq}, below 0")))?;
                 Ok(Head { seq, hash })
             }
             None => Ok(Head::default()),
@@ -268,12 +310,12 @@ impl Backend for PgBackend {
     }
 
     fn begin(&mut self) -> Result<Head, StoreError> {
-        if self.in_txn {
+        if self.conn.in_txn {
             self.rollback();
         }
         // One round trip: BEGIN and the lock (the simple query protocol
         // runs both, and answers the row as text).
-        let row = self.with(|c| {
+        let row = self.conn.with(|c| {
             let messages =
                 c.simple_query("BEGIN; SELECT seq, hash FROM agenra_head WHERE id = 1 FOR UPDATE")?;
             Ok(messages.into_iter().find_map(|m| match m {
@@ -287,38 +329,29 @@ impl Backend for PgBackend {
         let row = match row {
             Ok(r) => r,
             Err(e) => {
-                self.in_txn = true;
+                self.conn.in_txn = true;
                 self.rollback();
                 return Err(e);
             }
         };
-        self.in_txn = true;
+        self.conn.in_txn = true;
         match row {
             Some((Some(seq), Some(hash))) => Ok(Head { seq, hash }),
             _ => {
                 self.rollback();
-                Err(self.err("the head row is missing or unreadable (agenra_head)"))
+                Err(self
+                    .conn
+                    .err("the head row is missing or unreadable (agenra_head)"))
             }
         }
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
-        self.in_txn = false;
-        self.with(|c| c.batch_execute("COMMIT"))
+        self.conn.commit()
     }
 
     fn rollback(&mut self) {
-        if std::mem::take(&mut self.in_txn) {
-            if let Ok(mut slot) = self.client.lock() {
-                if let Some(c) = slot.as_mut() {
-                    if c.batch_execute("ROLLBACK").is_err() {
-                        // A broken connection: the server rolls back when
-                        // it notices; connect afresh next time.
-                        *slot = None;
-                    }
-                }
-            }
-        }
+        self.conn.rollback()
     }
 }
 

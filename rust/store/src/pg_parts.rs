@@ -15,43 +15,24 @@
 //! holds partitions: neither reads the other's log as empty.
 
 use crate::parts::{PartAppend, PartBackend, PartVisit};
-use crate::pg::{describe, holds_partitions, redact, seq_i64, SCHEMA_LOCK};
+use crate::pg::{holds_partitions, seq_i64, PgConn, SCHEMA_LOCK};
 use crate::{Head, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, Config, NoTls};
 use std::collections::BTreeMap;
-use std::str::FromStr;
-use std::sync::Mutex;
-use std::time::Duration;
 
 /// The partitioned log in a PostgreSQL database (see the module docs).
 pub struct PgParts {
-    config: Config,
-    client: Mutex<Option<Client>>,
-    name: String,
-    in_txn: bool,
+    conn: PgConn,
 }
 
 impl PgParts {
     /// Connects to `url` and creates the partitioned tables when they do
     /// not exist. Refuses a database that holds the single-chain log.
     pub fn open(url: &str) -> Result<PgParts, StoreError> {
-        let name = redact(url);
-        let mut config = Config::from_str(url).map_err(|e| StoreError::Engine {
-            path: name.clone(),
-            message: format!("not a PostgreSQL URL: {e}"),
-        })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(5));
-        }
-        config.application_name("agenra");
         let backend = PgParts {
-            config,
-            client: Mutex::new(None),
-            name,
-            in_txn: false,
+            conn: PgConn::new(url)?,
         };
-        let single = backend.with(|c| {
+        let single = backend.conn.with(|c| {
             let mut t = c.transaction()?;
             t.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])?;
             let single: Option<i64> = if t
@@ -76,7 +57,7 @@ impl PgParts {
             Ok(single)
         })?;
         if let Some(n) = single {
-            return Err(backend.err(format!(
+            return Err(backend.conn.err(format!(
                 "the database holds a single-chain audit log ({n} records in agenra_log, \
                  written before logs were partitioned by session): it is not converted. Serve it \
                  with the single-chain store, or export it (`agenra audit export --store …`) and \
@@ -86,41 +67,11 @@ impl PgParts {
         Ok(backend)
     }
 
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
-    ) -> Result<T, StoreError> {
-        let mut slot = self
-            .client
-            .lock()
-            .map_err(|_| self.err("connection poisoned"))?;
-        if slot.as_ref().is_none_or(Client::is_closed) {
-            let mut c = self
-                .config
-                .connect(NoTls)
-                .map_err(|e| self.err(format!("cannot connect: {}", describe(&e))))?;
-            // `literal` relies on standard strings (backslashes literal).
-            c.batch_execute(
-                "SET idle_in_transaction_session_timeout = '30s'; SET lock_timeout = '15s'; \
-                 SET standard_conforming_strings = on",
-            )
-            .map_err(|e| self.err(describe(&e)))?;
-            *slot = Some(c);
-        }
-        let client = slot.as_mut().ok_or_else(|| self.err("no connection"))?;
-        f(client).map_err(|e| self.err(describe(&e)))
-    }
-
-    fn err(&self, message: impl Into<String>) -> StoreError {
-        StoreError::Engine {
-            path: self.name.clone(),
-            message: message.into(),
-        }
-    }
-
     fn head_of(&self, part: &str, seq: i64, hash: String) -> Result<Head, StoreError> {
-        let seq = u64::try_from(seq)
-            .map_err(|_| self.err(format!("agenra_phead: partition {part} has seq {seq}")))?;
+        let seq = u64::try_from(seq).map_err(|_| {
+            self.conn
+                .err(format!("agenra_phead: partition {part} has seq {seq}"))
+        })?;
         Ok(Head { seq, hash })
     }
 }
@@ -131,7 +82,7 @@ impl PartBackend for PgParts {
         parts: &[String],
         create: &[String],
     ) -> Result<BTreeMap<String, Head>, StoreError> {
-        if self.in_txn {
+        if self.conn.in_txn {
             self.rollback();
         }
         let mut sorted = parts.to_vec();
@@ -157,8 +108,8 @@ impl PartBackend for PgParts {
             "SELECT part, seq, hash FROM agenra_phead WHERE part = ANY({}) ORDER BY part FOR UPDATE",
             text_array(&sorted)?
         ));
-        self.in_txn = true;
-        let rows = self.with(|c| {
+        self.conn.in_txn = true;
+        let rows = self.conn.with(|c| {
             Ok(c.simple_query(&sql)?
                 .into_iter()
                 .filter_map(|m| match m {
@@ -182,7 +133,7 @@ impl PartBackend for PgParts {
         for r in rows {
             let (Some(part), Some(seq), Some(hash)) = r else {
                 self.rollback();
-                return Err(self.err("agenra_phead: an unreadable head row"));
+                return Err(self.conn.err("agenra_phead: an unreadable head row"));
             };
             let head = match self.head_of(&part, seq, hash) {
                 Ok(h) => h,
@@ -195,14 +146,14 @@ impl PartBackend for PgParts {
         }
         if out.len() != sorted.len() {
             self.rollback();
-            return Err(self.err("a partition's head row could not be locked"));
+            return Err(self.conn.err("a partition's head row could not be locked"));
         }
         Ok(out)
     }
 
     fn append(&mut self, appends: &[PartAppend<'_>]) -> Result<(), StoreError> {
-        if !self.in_txn {
-            return Err(self.err("append outside a transaction"));
+        if !self.conn.in_txn {
+            return Err(self.conn.err("append outside a transaction"));
         }
         let mut parts = Vec::new();
         let mut seqs = Vec::new();
@@ -221,7 +172,7 @@ impl PartBackend for PgParts {
         }
         // One round trip: every line, and every head moved by
         // compare-and-set from where this transaction found it.
-        let moved = self.with(|c| {
+        let moved = self.conn.with(|c| {
             c.execute(
                 "WITH appended AS (
                      INSERT INTO agenra_plog (part, seq, line)
@@ -237,7 +188,7 @@ impl PartBackend for PgParts {
             Ok(n) if n == appends.len() as u64 => Ok(()),
             Ok(_) => {
                 self.rollback();
-                Err(self.err(
+                Err(self.conn.err(
                     "a partition's head is no longer where this transaction found it: \
                      nothing appended",
                 ))
@@ -252,7 +203,7 @@ impl PartBackend for PgParts {
     fn scan(&self, part: &str, from: u64, f: PartVisit<'_>) -> Result<(), StoreError> {
         let from = seq_i64(from);
         let mut failed: Option<StoreError> = None;
-        self.with(|c| {
+        self.conn.with(|c| {
             let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&part, &from];
             let mut rows = c.query_raw(
                 "SELECT seq, line FROM agenra_plog WHERE part = $1 AND seq >= $2 ORDER BY seq",
@@ -274,7 +225,7 @@ impl PartBackend for PgParts {
     }
 
     fn heads(&self) -> Result<BTreeMap<String, Option<Head>>, StoreError> {
-        let rows = self.with(|c| {
+        let rows = self.conn.with(|c| {
             c.query(
                 "SELECT p.part, h.seq, h.hash FROM
                      (SELECT part FROM agenra_phead UNION SELECT DISTINCT part FROM agenra_plog) p
@@ -297,24 +248,15 @@ impl PartBackend for PgParts {
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
-        self.in_txn = false;
-        self.with(|c| c.batch_execute("COMMIT"))
+        self.conn.commit()
     }
 
     fn rollback(&mut self) {
-        if std::mem::take(&mut self.in_txn) {
-            if let Ok(mut slot) = self.client.lock() {
-                if let Some(c) = slot.as_mut() {
-                    if c.batch_execute("ROLLBACK").is_err() {
-                        *slot = None;
-                    }
-                }
-            }
-        }
+        self.conn.rollback()
     }
 
     fn name(&self) -> String {
-        self.name.clone()
+        self.conn.name.clone()
     }
 }
 
@@ -341,18 +283,7 @@ fn text_array(items: &[String]) -> Result<String, StoreError> {
 /// session with records (`agenra audit verify` then reads it with
 /// [`crate::PartLog`]). Creates nothing.
 pub fn is_partitioned_pg(url: &str) -> Result<bool, StoreError> {
-    let name = redact(url);
-    let err = |message: String| StoreError::Engine {
-        path: name.clone(),
-        message,
-    };
-    let config = Config::from_str(url).map_err(|e| err(format!("not a PostgreSQL URL: {e}")))?;
-    let mut c = config
-        .connect(NoTls)
-        .map_err(|e| err(format!("cannot connect: {}", describe(&e))))?;
-    Ok(holds_partitions(&mut c)
-        .map_err(|e| err(describe(&e)))?
-        .is_some())
+    Ok(PgConn::new(url)?.with(holds_partitions)?.is_some())
 }
 
 /// Tests against a real server (`AGENRA_TEST_PG`).
