@@ -47,13 +47,36 @@ pub struct CommitStats {
     pub jobs: u64,
 }
 
+/// What a writer counts ([`Committer`] and the partitioned log's
+/// [`crate::PartCommitter`] alike).
 #[derive(Default)]
-struct Counters {
-    commits: AtomicU64,
-    records: AtomicU64,
-    caught_up: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) commits: AtomicU64,
+    pub(crate) records: AtomicU64,
+    pub(crate) caught_up: AtomicU64,
     lock_wait_ns: AtomicU64,
     jobs: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
+            caught_up: self.caught_up.load(Ordering::Relaxed),
+            lock_wait_ns: self.lock_wait_ns.load(Ordering::Relaxed),
+            jobs: self.jobs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every one of a transaction's `jobs` waited `waited` for the locks
+    /// it took.
+    pub(crate) fn waited(&self, waited: std::time::Duration, jobs: usize) {
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.lock_wait_ns
+            .fetch_add(ns.saturating_mul(jobs as u64), Ordering::Relaxed);
+        self.jobs.fetch_add(jobs as u64, Ordering::Relaxed);
+    }
 }
 
 /// The log's single writer. Records are appended in the order they are
@@ -158,13 +181,7 @@ impl Committer {
 
     /// Transactions and records written so far.
     pub fn stats(&self) -> CommitStats {
-        CommitStats {
-            commits: self.counters.commits.load(Ordering::Relaxed),
-            records: self.counters.records.load(Ordering::Relaxed),
-            caught_up: self.counters.caught_up.load(Ordering::Relaxed),
-            lock_wait_ns: self.counters.lock_wait_ns.load(Ordering::Relaxed),
-            jobs: self.counters.jobs.load(Ordering::Relaxed),
-        }
+        self.counters.stats()
     }
 
     /// Writes what is queued and stops the writer.
@@ -246,13 +263,7 @@ fn writer(
             .caught_up
             .fetch_add(log.head().seq.saturating_sub(before), Ordering::Relaxed);
         // Every job of the batch waited for the lock this transaction took.
-        let waited = u64::try_from(log.lock_wait().as_nanos()).unwrap_or(u64::MAX);
-        counters
-            .lock_wait_ns
-            .fetch_add(waited.saturating_mul(jobs.len() as u64), Ordering::Relaxed);
-        counters
-            .jobs
-            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        counters.waited(log.lock_wait(), jobs.len());
         match begun {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) => {

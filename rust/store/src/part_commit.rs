@@ -7,10 +7,10 @@
 //! their partitions and commits; only then are the submitters called back.
 
 use crate::checkpoint::LOG_PARTITION;
-use crate::commit::{CommitStats, Done};
+use crate::commit::{CommitStats, Counters, Done};
 use crate::parts::PartLog;
 use crate::{Record, StoreError};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -27,15 +27,6 @@ struct Job {
     read_log: bool,
     decide: PartDecide,
     refused: Done,
-}
-
-#[derive(Default)]
-struct Counters {
-    commits: AtomicU64,
-    records: AtomicU64,
-    caught_up: AtomicU64,
-    lock_wait_ns: AtomicU64,
-    jobs: AtomicU64,
 }
 
 /// The single writer of a [`PartLog`] (see the module docs). After a
@@ -94,13 +85,7 @@ impl PartCommitter {
 
     /// Transactions and records written so far.
     pub fn stats(&self) -> CommitStats {
-        CommitStats {
-            commits: self.counters.commits.load(Ordering::Relaxed),
-            records: self.counters.records.load(Ordering::Relaxed),
-            caught_up: self.counters.caught_up.load(Ordering::Relaxed),
-            lock_wait_ns: self.counters.lock_wait_ns.load(Ordering::Relaxed),
-            jobs: self.counters.jobs.load(Ordering::Relaxed),
-        }
+        self.counters.stats()
     }
 
     fn stop(&mut self) {
@@ -159,13 +144,7 @@ fn writer(
             counters.caught_up.fetch_add(1, Ordering::Relaxed);
             catch_up(p, seq, line)
         });
-        let waited = u64::try_from(log.lock_wait().as_nanos()).unwrap_or(u64::MAX);
-        counters
-            .lock_wait_ns
-            .fetch_add(waited.saturating_mul(jobs.len() as u64), Ordering::Relaxed);
-        counters
-            .jobs
-            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        counters.waited(log.lock_wait(), jobs.len());
         match begun {
             Ok(()) => {}
             Err(StoreError::Unavailable(why)) => {
