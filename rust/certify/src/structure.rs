@@ -136,6 +136,9 @@ fn fields_considered(p: &Policy) {
         // Renewing quotas and budgets: `certify` answers `unknown` when
         // either policy has one (`renewals` above).
         renewals: _,
+        // Counts over time windows: `certify` answers `unknown` when either
+        // policy has one (lib.rs, `count_windows`).
+        count_windows: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {
