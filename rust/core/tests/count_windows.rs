@@ -109,3 +109,48 @@ proptest! {
         monitor_and_reference_agree(&policy, &events)?;
     }
 }
+
+/// A policy's count windows are checked when a monitor is built: each on a
+/// count rule that exists, at least 1 second, strictly ascending.
+#[test]
+fn malformed_count_windows_are_refused_naming_the_field() {
+    use agenra_core::policy::{PathRule, RuleEffect, StepPattern};
+    let mut p = Policy::empty("p");
+    let step = StepPattern {
+        tool: None,
+        sink: None,
+        reads: None,
+        when: None,
+    };
+    p.path_rules = vec![
+        PathRule {
+            name: "seq".into(),
+            effect: RuleEffect::Deny,
+            kind: PathKind::Sequence(vec![step.clone()]),
+            reset: None,
+        },
+        PathRule {
+            name: "cnt".into(),
+            effect: RuleEffect::Deny,
+            kind: PathKind::AtMost { max: 1, step },
+            reset: None,
+        },
+    ];
+    let w = |rule, secs| CountWindow { rule, secs };
+    for (windows, field) in [
+        (vec![w(2, 5)], "count_windows[0].rule"),
+        (vec![w(0, 5)], "count_windows[0].rule"),
+        (vec![w(1, 0)], "count_windows[0].secs"),
+        (vec![w(1, 5), w(1, 6)], "count_windows[1]"),
+    ] {
+        let mut bad = p.clone();
+        bad.count_windows = windows;
+        let e = Monitor::new(bad)
+            .expect_err("a malformed window")
+            .to_string();
+        assert!(e.contains(field), "{e}");
+    }
+    let mut good = p;
+    good.count_windows = vec![w(1, 5)];
+    assert!(Monitor::new(good).is_ok());
+}
