@@ -27,7 +27,13 @@ fn count_windows_are_unknown_to_the_certifier() {
     let raised = policy(&format!(
         "{BASE}deny count big: at most 3 call pay where amount > 1000 within 1h;\n"
     ));
+    // Only a grant changes beside the same windowed count.
+    let more_units = policy(&format!(
+        "{}deny count big: at most 2 call pay where amount > 1000 within 1h;\n",
+        BASE.replace("quota 10", "quota 12")
+    ));
     for (old, new, which) in [
+        (&hour, &more_units, "OLD"),
         (&plain, &hour, "NEW"),
         (&hour, &plain, "OLD"),
         (&hour, &day, "OLD"),
