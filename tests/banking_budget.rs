@@ -8,7 +8,11 @@
 //! and is denied, and a repeated rent payment is passed over by the
 //! exhausted budget to the approval grant. The monitor and the SMT engine
 //! decide both traces alike. The `budget-daily-*` traces cross midnight:
-//! the budget renews, and a refund goes back to the day that lent it.
+//! the budget renews, and a refund goes back to the day that lent it. The
+//! `budget-window-*` traces show `deny count large_hourly: ... within 1h`
+//! (a sliding window): a third large payment within the hour is denied
+//! even with a human approving, and passes to a human again once the first
+//! is an hour old.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -154,6 +158,48 @@ fn the_daily_attack_trace_is_stopped_by_the_window_that_lent() {
     );
 }
 
+/// `deny count large_hourly: at most 2 call bank.pay where amount >
+/// 1000.00 within 1h`: two large payments approved at 20 and 40; the third
+/// comes at 3620, when the first is exactly an hour old (out of the
+/// window), so a human decides it as usual.
+#[test]
+fn the_window_benign_trace_pays_a_third_large_payment_an_hour_later() {
+    assert_eq!(
+        replay("budget-window-benign", None),
+        vec![
+            // Over 1000.00: only the approval grant serves it.
+            row("c1", "PAUSE", "pay_reviewed", &["pay_reviewed"]),
+            row("c1", "ALLOW", "pay_reviewed", &["pay_reviewed"]),
+            row("c2", "PAUSE", "large_payments", &["pay_reviewed"]),
+            row("c2", "ALLOW", "pay_reviewed", &["pay_reviewed"]),
+            row("c3", "PAUSE", "large_payments", &["pay_reviewed"]),
+            row("c3", "ALLOW", "pay_reviewed", &["pay_reviewed"]),
+        ]
+    );
+}
+
+/// A human rubber-stamping transfers to new bank details: after two large
+/// payments approved within the hour (c2 still in flight), the third is
+/// denied whatever the human would say, and stays denied until the first
+/// approval (at 20) is an hour old: at 3619 it is still inside the window,
+/// at 3620 it has left it.
+#[test]
+fn the_window_attack_trace_is_stopped_by_the_hourly_count() {
+    assert_eq!(
+        replay("budget-window-attack", None),
+        vec![
+            // Over 1000.00: only the approval grant serves it.
+            row("c1", "PAUSE", "pay_reviewed", &["pay_reviewed"]),
+            row("c1", "ALLOW", "pay_reviewed", &["pay_reviewed"]),
+            row("c2", "PAUSE", "large_payments", &["pay_reviewed"]),
+            row("c2", "ALLOW", "pay_reviewed", &["pay_reviewed"]),
+            row("c3", "DENY", "large_hourly", &[]),
+            row("c4", "DENY", "large_hourly", &[]),
+            row("c5", "PAUSE", "large_payments", &["pay_reviewed"]),
+        ]
+    );
+}
+
 #[test]
 fn the_smt_engine_decides_the_budget_traces_alike() {
     // `--engine both` turns any difference into a DENY `engine-disagreement`.
@@ -162,6 +208,8 @@ fn the_smt_engine_decides_the_budget_traces_alike() {
         "budget-attack",
         "budget-daily-benign",
         "budget-daily-attack",
+        "budget-window-benign",
+        "budget-window-attack",
     ] {
         assert_eq!(replay(trace, Some("both")), replay(trace, None), "{trace}");
     }

@@ -76,6 +76,7 @@ pub fn check_with(
         if let Some(why) = crate::structure::shared_quota(old, new)
             .or_else(|| crate::structure::budgets(old, new))
             .or_else(|| crate::structure::renewals(old, new))
+            .or_else(|| crate::structure::count_windows(old, new))
         {
             return Err(CheckError::Structure(why));
         }

@@ -383,6 +383,7 @@ pub fn certify_with(old: &Policy, new: &Policy, rules: Option<&dyn RuleOracle>) 
     if let Some(why) = structure::shared_quota(old, new)
         .or_else(|| structure::budgets(old, new))
         .or_else(|| structure::renewals(old, new))
+        .or_else(|| structure::count_windows(old, new))
     {
         report.reasons.push(why);
         return report;

@@ -73,6 +73,22 @@ pub fn renewals(old: &Policy, new: &Policy) -> Option<String> {
     })
 }
 
+/// Why `certify` answers `unknown` when either policy has a count over a
+/// sliding time window (`deny count c: at most 2 STEP within 1h`): the
+/// certifier's runs have no clock, so it cannot tell which calls are still
+/// inside a window (a longer window is not certified by construction
+/// either). Names the first such count; `None` when neither has one.
+pub fn count_windows(old: &Policy, new: &Policy) -> Option<String> {
+    [("OLD", old), ("NEW", new)].into_iter().find_map(|(which, p)| {
+        let w = p.count_windows.first()?;
+        Some(format!(
+            "count `{}` of {which} looks back over a sliding window of {} seconds: the certifier has no clock and does not model windows",
+            p.path_rules.get(w.rule).map_or("?", |r| r.name.as_str()),
+            w.secs
+        ))
+    })
+}
+
 /// Every non-grant part that differs, with a sentence naming it. The
 /// policy name is not compared: it is not part of any decision.
 pub fn differences(old: &Policy, new: &Policy) -> Vec<String> {
@@ -136,6 +152,9 @@ fn fields_considered(p: &Policy) {
         // Renewing quotas and budgets: `certify` answers `unknown` when
         // either policy has one (`renewals` above).
         renewals: _,
+        // Counts over time windows: `certify` answers `unknown` when either
+        // policy has one (lib.rs, `count_windows`).
+        count_windows: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {

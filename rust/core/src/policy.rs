@@ -99,6 +99,26 @@ pub struct Policy {
     /// "Renewing quotas and budgets".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub renewals: Vec<Renewal>,
+    /// Count rules over a sliding time window (`deny count big: at most 2
+    /// call pay within 1h;`): the count rule `path_rules[rule]` counts only
+    /// the admitted calls admitted less than `secs` seconds before the
+    /// call it judges. Strictly ascending by rule, each a count. Omitted from
+    /// the encoding when empty, so policies without them keep their content
+    /// hash. `docs/semantics.md`, "Counts over time windows".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub count_windows: Vec<CountWindow>,
+}
+
+/// A count rule's sliding window (`within 10m`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountWindow {
+    /// The count rule: an index into `Policy::path_rules` whose kind is
+    /// [`PathKind::AtMost`].
+    pub rule: usize,
+    /// The window's length in seconds (at least 1): a call at time `t`
+    /// counts the calls admitted at times `a` with `t - a < secs`.
+    pub secs: u64,
 }
 
 /// How a parameter's value gains trust by value (with `provenance by
@@ -669,7 +689,20 @@ impl Policy {
             budgets: vec![],
             param_provenance: vec![],
             renewals: vec![],
+            count_windows: vec![],
         }
+    }
+
+    /// The sliding window of path rule `rule` in seconds, if it is a count
+    /// `within` a window.
+    pub fn count_window(&self, rule: usize) -> Option<u64> {
+        if self.count_windows.is_empty() {
+            return None;
+        }
+        self.count_windows
+            .binary_search_by_key(&rule, |w| w.rule)
+            .ok()
+            .map(|i| self.count_windows[i].secs)
     }
 
     /// How parameter `param` of tool `tool` gains trust by value (the

@@ -473,6 +473,31 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             step_ok(format!("path_rules[{r}].reset"), reset)?;
         }
     }
+    for (i, w) in p.count_windows.iter().enumerate() {
+        let what = format!("count_windows[{i}]");
+        index(
+            format!("{what}.rule"),
+            w.rule,
+            p.path_rules.len(),
+            "path_rules",
+        )?;
+        if i > 0 && p.count_windows[i - 1].rule >= w.rule {
+            return Err(bad(what, "must be strictly ascending by rule"));
+        }
+        let rule = &p.path_rules[w.rule];
+        if !matches!(rule.kind, PathKind::AtMost { .. }) {
+            return Err(bad(
+                format!("{what}.rule"),
+                format!("rule `{}` has a window but is not a count", rule.name),
+            ));
+        }
+        if w.secs == 0 {
+            return Err(bad(
+                format!("{what}.secs"),
+                format!("count `{}` has a window of 0 seconds", rule.name),
+            ));
+        }
+    }
     for (o, ob) in p.obligations.iter().enumerate() {
         index(
             format!("obligations[{o}].fact"),

@@ -88,6 +88,7 @@ fn policy() -> Policy {
         budgets: vec![],
         param_provenance: vec![],
         renewals: vec![],
+        count_windows: vec![],
     };
     p.grants.push(Grant {
         name: "g".into(),

@@ -733,7 +733,7 @@ pub struct PathDecl {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-/// `deny|pause count NAME: at most N STEP [reset on STEP];`.
+/// `deny|pause count NAME: at most N STEP [within WINDOW] [reset on STEP];`.
 pub struct CountDecl {
     /// `deny` or `pause`.
     pub effect: RuleEffectKw,
@@ -743,6 +743,9 @@ pub struct CountDecl {
     pub max: IntLit,
     /// The calls counted.
     pub step: StepExpr,
+    /// `within 10m`: only calls admitted less than the window before the
+    /// judged call count (a sliding window).
+    pub within: Option<WindowLit>,
     /// `reset on STEP`: an admitted call matching it sets the count back to zero.
     pub reset: Option<StepExpr>,
 }

@@ -422,6 +422,12 @@ impl<'a> Compiler<'a> {
                         .as_ref()
                         .map(|s| self.lower_step(s, &c.name.name, &policy.tools));
                     self.neg.in_reset = false;
+                    if let Some(w) = c.within {
+                        policy.count_windows.push(agenra_core::policy::CountWindow {
+                            rule: policy.path_rules.len(),
+                            secs: w.secs,
+                        });
+                    }
                     policy.path_rules.push(PathRule {
                         name: c.name.name.clone(),
                         effect: rule_effect(c.effect),

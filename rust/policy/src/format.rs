@@ -188,11 +188,14 @@ fn statement(kind: &StmtKind) -> String {
             )
         }
         StmtKind::Count(c) => format!(
-            "{} count {}: at most {} {}{};",
+            "{} count {}: at most {} {}{}{};",
             c.effect.keyword(),
             n(&c.name),
             c.max.value,
             step(&c.step),
+            c.within
+                .map(|w| format!(" within {}", w.text()))
+                .unwrap_or_default(),
             reset(c.reset.as_ref())
         ),
         StmtKind::Obligation(o) => {

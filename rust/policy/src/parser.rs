@@ -1028,17 +1028,39 @@ impl Parser {
                 self.expect_kw("most")?;
                 let max = self.int("a count")?;
                 let step = self.step()?;
+                let within = self.within()?;
                 let reset = self.reset()?;
-                self.expect_semi_or(if reset.is_some() { "" } else { "`reset`" })?;
+                self.expect_semi_or(match (&within, &reset) {
+                    (_, Some(_)) => "",
+                    (None, None) => "`within`, `reset`",
+                    (Some(_), None) => "`reset`",
+                })?;
                 Ok(StmtKind::Count(CountDecl {
                     effect: effect.unwrap_or(RuleEffectKw::Deny),
                     name,
                     max,
                     step,
+                    within,
                     reset,
                 }))
             }
         }
+    }
+
+    /// `within WINDOW` after a count's step (a sliding window).
+    fn within(&mut self) -> PResult<Option<WindowLit>> {
+        let Some(kw) = self.eat_kw("within") else {
+            return Ok(None);
+        };
+        let named = ["day", "hour", "minute", "second"]
+            .iter()
+            .any(|w| self.is_kw(w));
+        if !named && !matches!(self.peek().kind, TokenKind::Int(_)) {
+            return Err(self.unexpected(
+                "a window (`day`, `hour`, `minute`, `second`, `10m`, `2h`, `30s`, `7d`) after `within`",
+            ));
+        }
+        Ok(Some(self.window_lit(kw)?))
     }
 
     fn reset(&mut self) -> PResult<Option<StepExpr>> {

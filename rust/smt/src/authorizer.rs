@@ -26,7 +26,7 @@ use crate::step::{self, Atom, CallInputs, HistoryState, StepEncoding, SymLabel};
 use agenra_core::decision::Rule;
 use agenra_core::event::{self, Call, Event, Resolve};
 use agenra_core::label::Label;
-use agenra_core::policy::{AgentId, FlowEffect, GrantId, Policy, Quota};
+use agenra_core::policy::{AgentId, FlowEffect, GrantId, PathKind, Policy, Quota};
 use agenra_core::pool::TenantPool;
 use agenra_core::spec::reference::{Lineage, Session, ValueSource};
 use agenra_core::spec::Request;
@@ -128,6 +128,11 @@ struct Admitted {
     /// Per path rule: the call matched its `reset` step.
     resets: Vec<Bool>,
     after: HistoryState,
+    /// Per path rule that counts `within` a window: the call matched its
+    /// step (false for the other rules).
+    counted: Vec<Bool>,
+    /// The time of the event that admitted it.
+    time: u64,
 }
 
 /// A session of the SMT authorizer.
@@ -154,6 +159,9 @@ pub struct SmtSession {
     admitted: Vec<Admitted>,
     solver: Solver,
     fresh: u64,
+    /// The time of the event being decided (counts `within` a window look
+    /// back from it).
+    now: u64,
 }
 
 impl SmtSession {
@@ -205,6 +213,7 @@ impl SmtSession {
             // starts faster than the default one on these small queries.
             solver: Solver::new_for_logic("QF_LIA").unwrap_or_default(),
             fresh: 0,
+            now: 0,
         })
     }
 
@@ -391,6 +400,7 @@ impl SmtSession {
                 })
             }
         };
+        self.now = call.time;
         let (nodes, edges) = (self.graph.nodes.len(), self.graph.edges.len());
         let contexts = self.contexts.clone();
         self.solver.push();
@@ -431,6 +441,7 @@ impl SmtSession {
         let req = record.req.clone().ok_or_else(invalid)?;
         let lineage = record.lineage.clone();
         let paused = self.by_id.get(&a.call).copied().ok_or_else(invalid)?;
+        self.now = a.time.unwrap_or(self.reference.time);
         let (nodes, edges) = (self.graph.nodes.len(), self.graph.edges.len());
         let contexts = self.contexts.clone();
         self.solver.push();
@@ -456,7 +467,7 @@ impl SmtSession {
         // path steps' `reads(P)` test) stays the one it got at the pause.
         let n = self.call_node(id, &BTreeMap::new(), req, lineage);
         let output = self.graph.nodes[paused].label.clone();
-        let (inputs, state) = self.step_inputs(n, req, output);
+        let (inputs, state) = self.step_inputs(n, req, output, self.now);
         let enc = step::encode_step(&policy, &state, &inputs);
         let deny = enc.recheck_deny();
         // Pass 1: does no `deny` rule fire now?
@@ -522,7 +533,7 @@ impl SmtSession {
         let policy = std::sync::Arc::clone(&self.policy);
         let n = self.call_node(&call.id, &call.inferred, req, lineage);
         let output = self.graph.nodes[n].label.clone();
-        let (inputs, state) = self.step_inputs(n, req, output);
+        let (inputs, state) = self.step_inputs(n, req, output, call.time);
         let enc = step::encode_step(&policy, &state, &inputs);
         let inferred = call
             .inferred
@@ -577,8 +588,16 @@ impl SmtSession {
     /// The step's inputs for the call at node `n` (its sinks' and the
     /// calling agent's labels read off the graph, its conditions evaluated
     /// on the discovered sets now), with output label `output`, and the
-    /// history state now (the ledger's remaining units as constants).
-    fn step_inputs(&self, n: usize, req: &Request, output: SymLabel) -> (CallInputs, HistoryState) {
+    /// history state now (the ledger's remaining units as constants; a
+    /// count `within` a window counts the calls admitted less than its
+    /// length before `now`).
+    fn step_inputs(
+        &self,
+        n: usize,
+        req: &Request,
+        output: SymLabel,
+        now: u64,
+    ) -> (CallInputs, HistoryState) {
         let policy = &*self.policy;
         let tool = &policy.tools[req.tool];
         let own = SymLabel::constant(policy, &resource_label(policy, req));
@@ -687,6 +706,29 @@ impl SmtSession {
                 if let Some(m) = inputs.grant_match.get_mut(g) {
                     *m = Bool::and(&[m.clone(), Bool::from_bool(serves)]);
                 }
+            }
+        }
+        // A count `within` a window (`deny count c: at most 2 STEP within
+        // 1h`): only the calls admitted less than the window before `now`
+        // count, since the last reset among them (a reset before the window
+        // zeroes calls that no longer count anyway).
+        for w in &policy.count_windows {
+            let zero = Int::from_i64(0);
+            let mut count = zero.clone();
+            for a in self
+                .admitted
+                .iter()
+                .filter(|a| now.saturating_sub(a.time) < w.secs)
+            {
+                if let Some(r) = a.resets.get(w.rule) {
+                    count = r.ite(&zero, &count);
+                }
+                if let Some(m) = a.counted.get(w.rule) {
+                    count = m.ite(&(&count + 1i64), &count);
+                }
+            }
+            if let Some(slot) = state.path.get_mut(w.rule) {
+                *slot = count;
             }
         }
         (inputs, state)
@@ -799,7 +841,27 @@ impl SmtSession {
                 let mut calls: Vec<String> = Vec::new();
                 let eval = |x: &Int| model.eval(x, true).and_then(|v| v.as_i64());
                 let mut prev = eval(&HistoryState::initial(policy).path[i])?;
+                let window = policy.count_window(i);
                 for a in &self.admitted {
+                    if let Some(w) = window {
+                        // A count within a window: the calls inside it.
+                        let counted = self.now.saturating_sub(a.time) < w
+                            && model
+                                .eval(&a.counted[i], true)
+                                .and_then(|b| b.as_bool())
+                                .unwrap_or(false);
+                        let reset = model
+                            .eval(&a.resets[i], true)
+                            .and_then(|b| b.as_bool())
+                            .unwrap_or(false);
+                        if reset {
+                            calls.clear();
+                        }
+                        if counted {
+                            calls.push(self.graph.nodes[a.node].name.clone());
+                        }
+                        continue;
+                    }
                     let now = eval(&a.after.path[i])?;
                     let reset = model
                         .eval(&a.resets[i], true)
@@ -1123,11 +1185,28 @@ impl SmtSession {
                 None => Bool::from_bool(false),
             })
             .collect();
+        let counted = policy
+            .path_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match (&r.kind, policy.count_window(i)) {
+                (PathKind::AtMost { step, .. }, Some(_)) => step::step_matches(
+                    &policy,
+                    step,
+                    req.tool,
+                    &inputs.output,
+                    &inputs.step_when[i][0],
+                ),
+                _ => Bool::from_bool(false),
+            })
+            .collect();
         self.history = self.pin(&next);
         self.admitted.push(Admitted {
             node: n,
             resets,
             after: self.history.clone(),
+            counted,
+            time: self.reference.time,
         });
     }
 

@@ -754,7 +754,18 @@ pub fn encode_step(policy: &Policy, state: &HistoryState, call: &CallInputs) -> 
             PathKind::AtMost { max, step } => {
                 let now =
                     step_matches(policy, step, call.tool, &call.output, &call.step_when[i][0]);
-                Bool::and(&[p.ge(Int::from_u64(*max)), now])
+                // A count `within` a window: the authorizer puts the count
+                // inside the window in the state (`pool_known`). Otherwise
+                // (`verify`) the traces have no clock: the count since the
+                // reset bounds the count inside the window from above, and
+                // a fresh Boolean says whether enough of those calls are
+                // still inside it (an over-approximation: the rule may stay
+                // silent at any step where it could fire).
+                if policy.count_window(i).is_some() && !call.pool_known {
+                    Bool::and(&[p.ge(Int::from_u64(*max)), now, Bool::fresh_const("window")])
+                } else {
+                    Bool::and(&[p.ge(Int::from_u64(*max)), now])
+                }
             }
         };
         if fires.as_bool() != Some(false) {

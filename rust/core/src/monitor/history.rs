@@ -78,7 +78,13 @@ impl Session {
                     }
                 }
                 PathKind::AtMost { max, step } => {
-                    if progress >= *max && self.step_matches(&steps[0], step, &n, r) {
+                    let full = match policy.count_window(i) {
+                        None => progress >= *max,
+                        Some(w) => {
+                            window_full(self.state.count_times.at(i), *max, w, self.state.time)
+                        }
+                    };
+                    if full && self.step_matches(&steps[0], step, &n, r) {
                         out.push(Violation {
                             rule: Rule::Path(i),
                             reason: Reason::CountExceeded { max: *max },
@@ -135,6 +141,9 @@ impl Session {
                     if let Some(w) = state.path_witness.0.get_mut(i) {
                         w.clear();
                     }
+                    if let Some(t) = state.count_times.0.get_mut(i) {
+                        t.clear();
+                    }
                 }
             }
             let progress = state.path_progress.value(i);
@@ -149,9 +158,20 @@ impl Session {
                         state.path_witness.slot(i, rules).push(node);
                     }
                 }
-                PathKind::AtMost { step, .. } => {
+                PathKind::AtMost { step, max } => {
                     if step_matches(&steps[0], step, &n, r, &state.sets) {
                         *state.path_progress.slot(i, rules) += 1;
+                        if let Some(w) = policy.count_window(i) {
+                            let now = state.time;
+                            let times = state.count_times.slot(i, rules);
+                            times.push_back(now);
+                            let keep = usize::try_from(*max).unwrap_or(usize::MAX);
+                            while times.len() > keep
+                                || times.front().is_some_and(|&a| now.saturating_sub(a) >= w)
+                            {
+                                times.pop_front();
+                            }
+                        }
                     }
                 }
             }
@@ -182,4 +202,23 @@ fn step_matches(
             step.reads.is_none_or(|p| p.matches(&node.label))
                 && cond.eval(&r.req.args, r.req.agent, sets)
         })
+}
+
+/// Whether a count `within` a window of `secs` seconds has `max` calls
+/// inside the window at time `now`, from the latest admission times
+/// `times` (oldest first, at most `max` of them): `max` of them are kept
+/// and the oldest is less than `secs` old (times never decrease).
+fn window_full(
+    times: Option<&std::collections::VecDeque<u64>>,
+    max: u64,
+    secs: u64,
+    now: u64,
+) -> bool {
+    if max == 0 {
+        return true;
+    }
+    let Some(times) = times else {
+        return false;
+    };
+    times.len() as u64 >= max && times.front().is_some_and(|&a| now.saturating_sub(a) < secs)
 }

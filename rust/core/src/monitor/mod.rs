@@ -131,6 +131,11 @@ pub struct SessionState {
     held: NodeTable<Held>,
     /// Per path rule: steps matched so far (sequence) or calls counted.
     path_progress: Slots<u64>,
+    /// Per count `within` a window: the admission times of the latest
+    /// counted calls still inside the window, oldest first, at most the
+    /// rule's `max` of them (the one question asked is whether `max` fall
+    /// inside the window), so memory is bounded by the window and `max`.
+    count_times: Slots<std::collections::VecDeque<u64>>,
     /// Per sequence rule: the admitted calls that matched its steps so far
     /// (the violating path, should the rule fire).
     path_witness: Slots<Vec<NodeId>>,
@@ -218,6 +223,7 @@ impl SessionState {
             calls: CallIds::default(),
             held: NodeTable::default(),
             path_progress: Slots::default(),
+            count_times: Slots::default(),
             path_witness: Slots::default(),
             fact_seen: Slots::default(),
             since_seen: Slots::default(),

@@ -49,6 +49,9 @@ pub struct Admission {
     pub output: Label,
     /// The discovered sets at admission (step conditions read them).
     pub sets: Vec<BTreeSet<String>>,
+    /// The time of the event that admitted it (the call, or its approval);
+    /// counts `within` a window compare it with the judged call's time.
+    pub time: u64,
 }
 
 /// A session of the reference semantics: everything the step recomputes
@@ -550,7 +553,17 @@ impl Session {
                     k == last && now(&steps[last])
                 }
                 PathKind::AtMost { max, step } => {
-                    history.iter().filter(|a| then(step, a)).count() as u64 >= *max && now(step)
+                    // `within W`: only calls admitted less than W seconds
+                    // before now (times never decrease).
+                    let window = policy.count_window(i);
+                    let recent =
+                        |a: &Admission| window.is_none_or(|w| self.time.saturating_sub(a.time) < w);
+                    history
+                        .iter()
+                        .filter(|a| recent(a) && then(step, a))
+                        .count() as u64
+                        >= *max
+                        && now(step)
                 }
             };
             if broken {
@@ -682,6 +695,7 @@ impl Session {
             req: req.clone(),
             output,
             sets: self.ledger.sets.clone(),
+            time: self.time,
         });
     }
 

@@ -226,6 +226,13 @@ impl<'a> Ctx<'a> {
                 r.secs
             ));
         }
+        for w in &self.policy.count_windows {
+            out.push(format!(
+                "count `{}` looks back over a sliding window of {} seconds: the traces have no clock, so at any step where the count since its reset reaches its limit the rule may or may not stop the call (the calls may have left the window); every such trace is checked, so a property that holds holds whatever the times",
+                self.policy.path_rules.get(w.rule).map_or("?", |r| r.name.as_str()),
+                w.secs
+            ));
+        }
         if let Ok(a) = &self.alphabet {
             out.push(format!(
                 "{} call classes ({} the bounded encoding tells apart, {} of them can be admitted)",
