@@ -160,8 +160,12 @@ fn explain_rejects_out_of_range_seq() {
     );
 }
 
+/// Each call gets a directory of its own: tests run in parallel and two of
+/// them writing the same file name (`messy.agr`) once raced each other.
 fn temp_file(name: &str, content: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("agenra-cli-{}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("agenra-cli-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join(name);
     std::fs::write(&path, content).expect("write temp file");

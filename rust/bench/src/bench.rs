@@ -21,7 +21,8 @@
 //!   an amount budget (`budget B on n`; every fifth grant's budget runs out
 //!   during the run, so later grants serve), or, every third grant,
 //!   renewing in windows (`quota 2 per minute`, `budget 5000 on n per
-//!   10m`), the price of exact decimal budgets and windows; its report also gives the standard workload's p50 measured in
+//!   10m`), and every count rule over a sliding 10-minute window
+//!   (`within 10m`), the price of exact decimal budgets and windows; its report also gives the standard workload's p50 measured in
 //!   the same run, and the ratio.
 
 use agenra_core::label::{CategorySet, Label, LabelPattern};
@@ -725,7 +726,8 @@ pub fn params18_call(rng: &mut Rng, id: usize, time: u64) -> Call {
 /// Windows too: every third grant (from grant 1) renews instead: a quota
 /// of 2 calls per minute and a budget of 5,000 per 10 minutes on `n` (the
 /// workload's clock moves one second per call, so windows roll during the
-/// run and a grant whose window is used up passes calls on).
+/// run and a grant whose window is used up passes calls on). Every count
+/// rule counts over a sliding window of 10 minutes.
 pub fn budgets_policy() -> Policy {
     let mut p = workload_policy();
     let renews = |g: usize| g % 3 == 1;
@@ -756,6 +758,12 @@ pub fn budgets_policy() -> Policy {
             per_tenant: false,
         });
     }
+    // Counts over time: every count rule looks back over a sliding window
+    // of 10 minutes instead of the whole session.
+    p.count_windows = (0..p.path_rules.len())
+        .filter(|&r| matches!(p.path_rules[r].kind, PathKind::AtMost { .. }))
+        .map(|rule| agenra_core::policy::CountWindow { rule, secs: 600 })
+        .collect();
     p
 }
 
@@ -1004,7 +1012,13 @@ mod tests {
 
     #[test]
     fn the_budgets_workload_spends_and_runs_budgets_out() {
-        let mut monitor = Monitor::new(budgets_policy()).expect("a valid policy");
+        let policy = budgets_policy();
+        assert!(
+            policy.count_windows.len() >= 2,
+            "count rules over windows: {:?}",
+            policy.count_windows
+        );
+        let mut monitor = Monitor::new(policy).expect("a valid policy");
         let mut rng = Rng::new(0x5eed);
         play(&mut monitor, &mut rng, Workload::Budgets, 0, 60_000);
         let spent = monitor.state().ledger.spent_all();
