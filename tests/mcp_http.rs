@@ -24,6 +24,9 @@ struct Answer {
     status: u16,
     content_type: String,
     session: Option<String>,
+    /// The `Connection` header: `close` on a refusal sent before the body
+    /// was read.
+    connection: String,
     body: Vec<u8>,
 }
 
@@ -153,6 +156,7 @@ impl HttpProxy {
         let status = resp.status();
         let content_type = resp.header("content-type").unwrap_or("").to_string();
         let session = resp.header("mcp-session-id").map(str::to_string);
+        let connection = resp.header("connection").unwrap_or("").to_string();
         let mut body = Vec::new();
         resp.into_reader()
             .take(16 << 20)
@@ -162,6 +166,7 @@ impl HttpProxy {
             status,
             content_type,
             session,
+            connection,
             body,
         }
     }
@@ -274,6 +279,8 @@ fn the_transport_refuses_what_it_must_before_the_server_sees_it() {
     // No token, a wrong one: 401, whatever the body.
     let a = p.post(&init);
     assert_eq!(a.status, 401, "{}", String::from_utf8_lossy(&a.body));
+    // Its body unread, the connection is not kept for another request.
+    assert_eq!(a.connection, "close");
     p.token = Some("s3cret-token-for-the-tesX".into());
     assert_eq!(p.post(&init).status, 401);
     p.token = Some("s3cret-token-for-the-test".into());
@@ -315,6 +322,7 @@ fn the_transport_refuses_what_it_must_before_the_server_sees_it() {
     let line = call.to_string();
     let a = p.request("POST", line.as_bytes(), &[("content-type", "text/plain")]);
     assert_eq!(a.status, 415);
+    assert_eq!(a.connection, "close");
     // Over 4 MiB: refused on its Content-Length, before the body is read.
     let request = format!(
         "POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\

@@ -582,7 +582,7 @@ async fn handle(
     body: Body,
 ) -> Response {
     if let Some(refused) = app.routes.refuse(&method, &headers) {
-        return refused;
+        return unread(refused);
     }
     match method {
         Method::POST => post(app, headers, body).await,
@@ -633,6 +633,18 @@ fn end_session(proxy: &Proxy) {
     stop_child(proxy, "the client ended the MCP session");
 }
 
+/// A refusal answered before the request's body was read: the connection
+/// cannot carry another request, so it says so (`Connection: close`); a
+/// client that pooled it would otherwise find it closed under its next
+/// request (a flaky EOF in tests/mcp_http.rs).
+fn unread(mut refused: Response) -> Response {
+    refused.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    refused
+}
+
 async fn post(app: Arc<App>, headers: HeaderMap, body: Body) -> Response {
     let json = headers
         .get(header::CONTENT_TYPE)
@@ -640,26 +652,26 @@ async fn post(app: Arc<App>, headers: HeaderMap, body: Body) -> Response {
         .and_then(|v| v.split(';').next())
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
     if !json {
-        return refusal(
+        return unread(refusal(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "a POST's body must be one JSON-RPC message as application/json",
-        );
+        ));
     }
     if !accepts(&headers, "application/json") {
-        return refusal(
+        return unread(refusal(
             StatusCode::NOT_ACCEPTABLE,
             "answers are application/json (Accept: application/json, text/event-stream)",
-        );
+        ));
     }
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let too_big = || {
-        refusal(
+        unread(refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("a POST's body may be at most {MAX_BODY} bytes"),
-        )
+        ))
     };
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return too_big();
