@@ -620,7 +620,7 @@ async fn handle(
                 header::ALLOW,
                 header::HeaderValue::from_static("POST, GET, DELETE"),
             );
-            r
+            unread(r)
         }
     }
 }
@@ -796,10 +796,10 @@ pub(super) fn serve(listen: Listen, proxy: &Arc<Proxy>, routes: Arc<Routes>) -> 
     let router = axum::Router::new()
         .route(MCP_PATH, axum::routing::any(handle))
         .fallback(|| async {
-            refusal(
+            unread(refusal(
                 StatusCode::NOT_FOUND,
                 &format!("the MCP endpoint is {MCP_PATH}"),
-            )
+            ))
         })
         .with_state(app);
     std::thread::Builder::new()
