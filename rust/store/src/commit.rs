@@ -264,23 +264,9 @@ fn writer(
             .fetch_add(log.head().seq.saturating_sub(before), Ordering::Relaxed);
         // Every job of the batch waited for the lock this transaction took.
         counters.waited(log.lock_wait(), jobs.len());
-        match begun {
-            Ok(()) => {}
-            Err(StoreError::Unavailable(why)) => {
-                // Nothing was decided: refuse this batch, keep going.
-                for job in jobs.drain(..) {
-                    (job.done)(Err(StoreError::Unavailable(why.clone())));
-                }
-                continue;
-            }
-            Err(e) => {
-                let why = e.to_string();
-                for job in jobs.drain(..) {
-                    (job.done)(Err(StoreError::Stopped(why.clone())));
-                }
-                stopped = Some(why);
-                continue;
-            }
+        if let Err(e) = begun {
+            stopped = refuse_batch(e, &mut jobs, |job, e| (job.done)(Err(e)));
+            continue;
         }
         for job in jobs.drain(..) {
             let (record, done) = match job.decide {
@@ -358,6 +344,31 @@ fn idle_checkpoint(
         log.rollback();
     }
     done
+}
+
+/// Refuses every job of a batch whose transaction could not begin, and
+/// says whether the writer stops: an unavailable store (`Unavailable`)
+/// decided nothing, so only this batch is refused and the writer goes on
+/// (`None`); any other error stops the writer (`Some(reason)`), and each
+/// job gets `Stopped` with that reason. Shared by both writers.
+pub(crate) fn refuse_batch<J>(
+    e: StoreError,
+    jobs: &mut Vec<J>,
+    mut refuse: impl FnMut(J, StoreError),
+) -> Option<String> {
+    let (unavailable, why) = match e {
+        StoreError::Unavailable(why) => (true, why),
+        e => (false, e.to_string()),
+    };
+    for job in jobs.drain(..) {
+        let e = if unavailable {
+            StoreError::Unavailable(why.clone())
+        } else {
+            StoreError::Stopped(why.clone())
+        };
+        refuse(job, e);
+    }
+    (!unavailable).then_some(why)
 }
 
 #[cfg(test)]

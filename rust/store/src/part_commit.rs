@@ -7,7 +7,7 @@
 //! their partitions and commits; only then are the submitters called back.
 
 use crate::checkpoint::LOG_PARTITION;
-use crate::commit::{CommitStats, Counters, Done};
+use crate::commit::{refuse_batch, CommitStats, Counters, Done};
 use crate::parts::PartLog;
 use crate::{Record, StoreError};
 use std::sync::atomic::Ordering;
@@ -145,22 +145,9 @@ fn writer(
             catch_up(p, seq, line)
         });
         counters.waited(log.lock_wait(), jobs.len());
-        match begun {
-            Ok(()) => {}
-            Err(StoreError::Unavailable(why)) => {
-                for job in jobs.drain(..) {
-                    (job.refused)(Err(StoreError::Unavailable(why.clone())));
-                }
-                continue;
-            }
-            Err(e) => {
-                let why = e.to_string();
-                for job in jobs.drain(..) {
-                    (job.refused)(Err(StoreError::Stopped(why.clone())));
-                }
-                stopped = Some(why);
-                continue;
-            }
+        if let Err(e) = begun {
+            stopped = refuse_batch(e, &mut jobs, |job, e| (job.refused)(Err(e)));
+            continue;
         }
         let mut records = Vec::with_capacity(jobs.len());
         let mut dones: Vec<(Done, bool)> = Vec::with_capacity(jobs.len());
