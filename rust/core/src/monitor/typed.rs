@@ -348,7 +348,7 @@ fn conform(value: Value, ty: ParamType, list: bool) -> Result<Value, TypeMismatc
     if list {
         let Value::List(items) = value else {
             return Err(TypeMismatch {
-                got: kind_name(&value).into(),
+                got: crate::object::value_kind(&value).into(),
             });
         };
         let mut out = Vec::with_capacity(items.len());
@@ -377,20 +377,8 @@ fn conform_scalar(value: Value, ty: ParamType) -> Result<Value, TypeMismatch> {
                 })
         }
         (_, v) => Err(TypeMismatch {
-            got: kind_name(&v).into(),
+            got: crate::object::value_kind(&v).into(),
         }),
-    }
-}
-
-fn kind_name(v: &Value) -> &'static str {
-    match v {
-        Value::Str(_) => "string",
-        Value::Int(_) => "int",
-        Value::Bool(_) => "bool",
-        Value::Decimal(_) => "decimal",
-        Value::List(_) => "list",
-        Value::Null => "null",
-        Value::Object(_) => "object",
     }
 }
 
