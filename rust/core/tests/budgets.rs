@@ -13,56 +13,11 @@ use agenra_core::ledger::hash_with_budgets;
 use agenra_core::policy::{Budget, Grant, Policy, Quota};
 use agenra_core::spec;
 use agenra_core::{
-    Call, CompiledPolicy, Decimal, Event, Monitor, SessionOptions, SharedCounts, TenantPool, Value,
+    Call, CompiledPolicy, Decimal, Event, Monitor, SessionOptions, SharedCounts, TenantPool,
 };
 use common::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-
-fn d(s: &str) -> Decimal {
-    s.parse().expect("a decimal")
-}
-
-fn request(policy: &Policy, call: &Call) -> spec::Request {
-    let tool = policy.tool_id(&call.tool).expect("generated tools exist");
-    spec::Request {
-        agent: call
-            .agent
-            .as_deref()
-            .and_then(|a| policy.agent_id(a))
-            .unwrap_or(0),
-        tool,
-        args: policy.tools[tool]
-            .params
-            .iter()
-            .map(|p| match call.args.get(&p.name) {
-                None | Some(serde_json::Value::Null) => Value::Null,
-                Some(v) => Value::from_json_typed(v, p.ty, p.list).expect("well-typed"),
-            })
-            .collect(),
-        time: call.time,
-    }
-}
-
-fn spec_event(policy: &Policy, e: &Event) -> spec::Event {
-    match e {
-        Event::Call(c) => spec::Event::Call {
-            id: c.id.clone(),
-            req: request(policy, c),
-        },
-        Event::Approve(a) => spec::Event::Approve { id: a.call.clone() },
-        Event::Reject(r) => spec::Event::Reject { id: r.call.clone() },
-        Event::Result(r) => match r.status {
-            agenra_core::event::Outcome::Succeeded => spec::Event::Succeeded {
-                id: r.call.clone(),
-                discovered: r.discovered.clone(),
-            },
-            agenra_core::event::Outcome::Failed => spec::Event::Failed { id: r.call.clone() },
-            agenra_core::event::Outcome::Unknown => spec::Event::Unknown { id: r.call.clone() },
-        },
-        Event::Task(_) => unreachable!("tasks are filtered out"),
-    }
-}
 
 /// Budgets on the grants `picks` names: (grant mask, param n (1) or
 /// amount (3), budget, per tenant).

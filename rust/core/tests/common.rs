@@ -803,3 +803,56 @@ pub fn object_events(policy: &Policy, steps: &[Step], shapes: &[u8]) -> Vec<Even
     }
     out
 }
+
+/// A decimal written in a test.
+pub fn d(s: &str) -> Decimal {
+    s.parse().expect("a decimal")
+}
+
+/// The reference's request for a generated call.
+pub fn spec_request(policy: &Policy, call: &Call) -> agenra_core::spec::Request {
+    let tool = policy.tool_id(&call.tool).expect("generated tools exist");
+    agenra_core::spec::Request {
+        agent: call
+            .agent
+            .as_deref()
+            .and_then(|a| policy.agent_id(a))
+            .unwrap_or(0),
+        tool,
+        args: policy.tools[tool]
+            .params
+            .iter()
+            .map(|p| match call.args.get(&p.name) {
+                None | Some(serde_json::Value::Null) => Value::Null,
+                Some(v) => Value::from_json_typed(v, p.ty, p.list).expect("well-typed"),
+            })
+            .collect(),
+        time: call.time,
+    }
+}
+
+/// The reference's event for a generated event (a task seeds set 0 with
+/// its `found` values).
+pub fn spec_event(policy: &Policy, e: &Event) -> agenra_core::spec::Event {
+    use agenra_core::spec::Event as S;
+    match e {
+        Event::Call(c) => S::Call {
+            id: c.id.clone(),
+            req: spec_request(policy, c),
+        },
+        Event::Approve(a) => S::Approve { id: a.call.clone() },
+        Event::Reject(r) => S::Reject { id: r.call.clone() },
+        Event::Result(r) => match r.status {
+            Outcome::Succeeded => S::Succeeded {
+                id: r.call.clone(),
+                discovered: r.discovered.clone(),
+            },
+            Outcome::Failed => S::Failed { id: r.call.clone() },
+            Outcome::Unknown => S::Unknown { id: r.call.clone() },
+        },
+        Event::Task(t) => S::Seed {
+            set: 0,
+            values: t.sets.get("found").cloned().unwrap_or_default(),
+        },
+    }
+}

@@ -6,53 +6,10 @@ mod common;
 use agenra_core::decision::{StepOutput, Verdict};
 use agenra_core::policy::{Policy, Quota};
 use agenra_core::spec;
-use agenra_core::{Event, Monitor, Value};
+use agenra_core::{Event, Monitor};
 use common::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-
-fn request(policy: &Policy, call: &agenra_core::Call) -> spec::Request {
-    spec::Request {
-        agent: call
-            .agent
-            .as_deref()
-            .and_then(|a| policy.agent_id(a))
-            .unwrap_or(0),
-        tool: policy.tool_id(&call.tool).expect("generated tools exist"),
-        args: policy.tools[policy.tool_id(&call.tool).expect("generated tools exist")]
-            .params
-            .iter()
-            .map(|p| match call.args.get(&p.name) {
-                None | Some(serde_json::Value::Null) => Value::Null,
-                Some(v) => Value::from_json_typed(v, p.ty, p.list).expect("well-typed"),
-            })
-            .collect(),
-        time: call.time,
-    }
-}
-
-fn spec_event(policy: &Policy, e: &Event) -> spec::Event {
-    match e {
-        Event::Call(c) => spec::Event::Call {
-            id: c.id.clone(),
-            req: request(policy, c),
-        },
-        Event::Approve(a) => spec::Event::Approve { id: a.call.clone() },
-        Event::Reject(r) => spec::Event::Reject { id: r.call.clone() },
-        Event::Result(r) => match r.status {
-            agenra_core::event::Outcome::Succeeded => spec::Event::Succeeded {
-                id: r.call.clone(),
-                discovered: r.discovered.clone(),
-            },
-            agenra_core::event::Outcome::Failed => spec::Event::Failed { id: r.call.clone() },
-            agenra_core::event::Outcome::Unknown => spec::Event::Unknown { id: r.call.clone() },
-        },
-        Event::Task(t) => spec::Event::Seed {
-            set: 0,
-            values: t.sets.get("found").cloned().unwrap_or_default(),
-        },
-    }
-}
 
 proptest! {
     #![proptest_config(ProptestConfig {

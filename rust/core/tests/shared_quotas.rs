@@ -9,53 +9,10 @@ mod common;
 use agenra_core::decision::{StepOutput, Verdict};
 use agenra_core::policy::{Grant, Policy, Quota};
 use agenra_core::spec;
-use agenra_core::{
-    Call, CompiledPolicy, Event, Monitor, SessionOptions, SharedCounts, TenantPool, Value,
-};
+use agenra_core::{Call, CompiledPolicy, Event, Monitor, SessionOptions, SharedCounts, TenantPool};
 use common::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-
-fn request(policy: &Policy, call: &Call) -> spec::Request {
-    let tool = policy.tool_id(&call.tool).expect("generated tools exist");
-    spec::Request {
-        agent: call
-            .agent
-            .as_deref()
-            .and_then(|a| policy.agent_id(a))
-            .unwrap_or(0),
-        tool,
-        args: policy.tools[tool]
-            .params
-            .iter()
-            .map(|p| match call.args.get(&p.name) {
-                None | Some(serde_json::Value::Null) => Value::Null,
-                Some(v) => Value::from_json_typed(v, p.ty, p.list).expect("well-typed"),
-            })
-            .collect(),
-        time: call.time,
-    }
-}
-
-fn spec_event(policy: &Policy, e: &Event) -> spec::Event {
-    match e {
-        Event::Call(c) => spec::Event::Call {
-            id: c.id.clone(),
-            req: request(policy, c),
-        },
-        Event::Approve(a) => spec::Event::Approve { id: a.call.clone() },
-        Event::Reject(r) => spec::Event::Reject { id: r.call.clone() },
-        Event::Result(r) => match r.status {
-            agenra_core::event::Outcome::Succeeded => spec::Event::Succeeded {
-                id: r.call.clone(),
-                discovered: r.discovered.clone(),
-            },
-            agenra_core::event::Outcome::Failed => spec::Event::Failed { id: r.call.clone() },
-            agenra_core::event::Outcome::Unknown => spec::Event::Unknown { id: r.call.clone() },
-        },
-        Event::Task(_) => unreachable!("tasks are filtered out"),
-    }
-}
 
 /// Makes the limited grants `mask` picks shared by the tenant.
 fn share(mut policy: Policy, mask: &[bool]) -> Policy {
