@@ -9,20 +9,14 @@
 #[path = "../../core/tests/common.rs"]
 #[allow(unused_imports)]
 mod common;
+#[path = "support/engines.rs"]
+mod engines;
 
-use agenra_core::decision::StepOutput;
 use agenra_core::policy::{CountWindow, PathKind, Policy};
-use agenra_core::{CompiledPolicy, Event};
+use agenra_core::Event;
 use agenra_smt::verify::{verify, Options, Outcome, Property};
-use agenra_smt::SmtSession;
+use engines::{cases, differential};
 use proptest::prelude::*;
-
-fn cases(default: u32) -> u32 {
-    std::env::var("AGENRA_SMT_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A generated policy (every kind of rule) with a window on most counts.
 fn policy() -> impl Strategy<Value = Policy> {
@@ -62,36 +56,6 @@ fn retime(mut events: Vec<Event>, dts: &[u64]) -> Vec<Event> {
         }
     }
     events
-}
-
-fn differential(policy: &Policy, events: &[Event]) {
-    let mut native = CompiledPolicy::new(policy.clone())
-        .expect("a valid policy")
-        .session();
-    let mut smt = SmtSession::new(policy).expect("a valid policy");
-    for e in events {
-        let ours = match e {
-            Event::Call(c) => Some(smt.decide(c)),
-            Event::Approve(a) => Some(smt.decide_approval(a)),
-            _ => None,
-        };
-        let theirs = native.step(e);
-        match (ours, theirs) {
-            (Some(Ok(d)), Ok(StepOutput::Decision(n))) => {
-                assert_eq!(
-                    (d.verdict, d.rule_name.clone(), d.grants.clone()),
-                    (n.verdict, n.rule.name(policy), n.grants.clone()),
-                    "SMT and native decide {e:?} alike"
-                );
-                smt.apply(e).expect("the event applies");
-            }
-            (Some(Err(_)), Err(_)) | (None, Err(_)) => {
-                assert!(smt.apply(e).is_err(), "both reject {e:?}");
-            }
-            (None, Ok(_)) => smt.apply(e).expect("the event applies"),
-            (ours, theirs) => panic!("engines differ on {e:?}: {ours:?} vs {theirs:?}"),
-        }
-    }
 }
 
 proptest! {
