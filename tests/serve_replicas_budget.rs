@@ -14,14 +14,7 @@ use serde_json::json;
 #[path = "support/replica.rs"]
 mod replica;
 
-use replica::{free_addr, start};
-
-/// Hundredths of a decimal string (`12.5` is 1250).
-fn cents(text: &str) -> u64 {
-    let (units, frac) = text.split_once('.').unwrap_or((text, "0"));
-    let frac = format!("{frac:0<2}");
-    units.parse::<u64>().unwrap() * 100 + frac[..2].parse::<u64>().unwrap()
-}
+use replica::{cents, free_addr, spend_from_eight_sessions, start};
 
 #[test]
 fn two_serve_replicas_spend_a_tenant_budget_exactly() {
@@ -43,39 +36,7 @@ fn two_serve_replicas_spend_a_tenant_budget_exactly() {
     let b = start(&policy, &url, addrs[1]);
     // 8 sessions (4 per replica) × 10 calls of 1.50 or 3.00: 180.00 asked
     // of 60.00; every amount is a multiple of 1.50, so exactly 60.00 fits.
-    let threads: Vec<_> = (0..8)
-        .map(|t| {
-            let addr = addrs[t % 2];
-            std::thread::spawn(move || {
-                let mut c = Client::connect(addr).unwrap();
-                let session = format!("s{t}");
-                let (status, view) = c
-                    .post(
-                        "/v1/sessions",
-                        &json!({"tenant": "acme", "session": session}),
-                    )
-                    .unwrap();
-                assert_eq!(status, 201, "{view}");
-                let mut allowed = Vec::new();
-                for n in 0..10 {
-                    let amount = if (t + n) % 2 == 0 { "1.50" } else { "3.00" };
-                    let call = json!({"tenant": "acme", "session": session,
-                        "call": {"id": format!("c{n}"), "tool": "wire.send",
-                                 "args": {"to": "x", "amount": amount}}});
-                    let (status, answer) = c.post("/v1/authorize", &call).unwrap();
-                    assert_eq!(status, 200, "{answer}");
-                    if answer["decision"] == "ALLOW" {
-                        allowed.push((session.clone(), format!("c{n}"), amount));
-                    }
-                }
-                allowed
-            })
-        })
-        .collect();
-    let allowed: Vec<(String, String, &str)> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
+    let allowed = spend_from_eight_sessions(addrs);
     let spent: u64 = allowed.iter().map(|(_, _, a)| cents(a)).sum();
     assert_eq!(spent, 6000, "ALLOWed amounts across both replicas");
     for addr in addrs {
