@@ -134,6 +134,10 @@ enum BenchKind {
         /// Decided calls.
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         decisions: u64,
+        /// Graph nodes each session keeps (`serve --compact-window`; 0:
+        /// the whole graph). Default: serve's.
+        #[arg(long)]
+        window: Option<u64>,
     },
     /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
     /// 10^5 events (10^6 with --full), with and without flow DENYs, with
@@ -225,7 +229,8 @@ fn main() -> ExitCode {
             json,
             sessions,
             decisions,
-        } => bench_memory::run_bench(json, sessions, decisions, &live_bytes).map(print),
+            window,
+        } => bench_memory::run_bench(json, (sessions, decisions), window, &live_bytes).map(print),
         BenchKind::Authorizer { json } => bench_authorizer::run_bench(json).map(print),
         BenchKind::Verify { json } => bench_verify::run_bench(json).map(print),
         BenchKind::Certify { json, corpus } => {

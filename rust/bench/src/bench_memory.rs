@@ -31,6 +31,10 @@ const BATCH: usize = 512;
 pub struct Figures {
     pub sessions: u64,
     pub decisions: u64,
+    /// Graph nodes each session keeps (`serve --compact-window`; 0: all).
+    pub window: u64,
+    /// Live heap bytes per open session before any call.
+    pub heap_bytes_per_session: f64,
     /// Records in the log (policy, sessions, calls and results).
     pub records: u64,
     pub decide_seconds: f64,
@@ -96,30 +100,39 @@ fn report(session: &str, id: &str) -> Result<agenra_gateway::api::ReportIn, Stri
 
 /// Decides `decisions` calls over `sessions` sessions (see the module
 /// doc); `live` gives live heap bytes (the counting allocator's).
-pub fn measure(sessions: u64, decisions: u64, live: &dyn Fn() -> usize) -> Result<Figures, String> {
+pub fn measure(
+    sessions: u64,
+    decisions: u64,
+    window: Option<u64>,
+    live: &dyn Fn() -> usize,
+) -> Result<Figures, String> {
     let dir = std::env::temp_dir().join(format!("agenra-bench-memory-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join("store.redb");
-    let result = run(&path, sessions.max(1), decisions, live);
+    let result = run(&path, (sessions.max(1), decisions), window, live);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
 fn run(
     path: &std::path::Path,
-    sessions: u64,
-    decisions: u64,
+    (sessions, decisions): (u64, u64),
+    window: Option<u64>,
     live: &dyn Fn() -> usize,
 ) -> Result<Figures, String> {
     let names: Vec<String> = (0..sessions).map(|s| format!("m-{s}")).collect();
     let gw = open(path)?;
+    let window = window.unwrap_or(agenra_gateway::state::DEFAULT_COMPACT_WINDOW as u64);
+    gw.set_compact_window(window);
+    let empty = live();
     for name in &names {
         gw.create_session(None, Some(name.clone()), None)
             .and_then(|p| p.wait())
             .map_err(api)?;
     }
     let (heap0, rss0) = (live(), rss_bytes());
+    let heap_bytes_per_session = (heap0 as f64 - empty as f64) / sessions as f64;
     let start = Instant::now();
     let mut waiting = Vec::with_capacity(BATCH);
     let mut i = 0;
@@ -159,6 +172,8 @@ fn run(
         monitor_heap_bytes_per_call: per(monitor),
         sessions,
         decisions,
+        window,
+        heap_bytes_per_session,
         records,
         decide_seconds,
         heap_bytes_per_call: per(heap1 as f64 - heap0 as f64),
@@ -195,23 +210,26 @@ fn monitor_bytes(sessions: u64, decisions: u64, live: &dyn Fn() -> usize) -> Res
 /// `bench memory`'s text (or JSON) output.
 pub fn run_bench(
     json: bool,
-    sessions: u64,
-    decisions: u64,
+    (sessions, decisions): (u64, u64),
+    window: Option<u64>,
     live: &dyn Fn() -> usize,
 ) -> Result<String, String> {
-    let f = measure(sessions, decisions, live)?;
+    let f = measure(sessions, decisions, window, live)?;
     let line = serde_json::to_string(&f).map_err(|e| e.to_string())? + "\n";
     if json {
         return Ok(line);
     }
     Ok(format!(
-        "gateway memory: {} decided calls (each with its result) over {} sessions, {} records, {:.1} s\n\
+        "gateway memory: {} decided calls (each with its result) over {} sessions (window {}), {} records, {:.1} s\n\
+         per open session: {:.0} heap bytes\n\
          per decided call: {:.0} heap bytes ({:.0} of them the monitor's sessions), {:.0} RSS bytes\n\
          restart: {:.2} s ({:.1} µs per record), then {:.0} heap bytes per call\n{line}",
         f.decisions,
         f.sessions,
+        f.window,
         f.records,
         f.decide_seconds,
+        f.heap_bytes_per_session,
         f.heap_bytes_per_call,
         f.monitor_heap_bytes_per_call,
         f.rss_bytes_per_call,
