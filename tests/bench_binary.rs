@@ -82,6 +82,7 @@ fn bench_memory_measures_the_gateway_and_its_restart() {
         "monitor_heap_bytes_per_call",
         "rss_bytes_per_call",
         "restart_seconds",
+        "closing_frees_bytes_per_session",
     ] {
         assert!(f[key].is_number(), "{key} in {f}");
     }

@@ -48,6 +48,12 @@ pub struct Figures {
     pub monitor_heap_bytes_per_call: f64,
     /// Live heap bytes per call of the gateway recovered by a restart.
     pub restart_heap_bytes_per_call: f64,
+    /// Live heap bytes per session that closing every session
+    /// (`DELETE /v1/sessions/{id}`, on the restarted gateway) frees.
+    pub closing_frees_bytes_per_session: f64,
+    /// Live heap bytes per session the restarted gateway held (sessions
+    /// and the store's cache): what closing could free at most.
+    pub restart_heap_bytes_per_session: f64,
     /// Seconds to reopen the store and recover every session.
     pub restart_seconds: f64,
     /// Microseconds of restart per record.
@@ -165,6 +171,14 @@ fn run(
     let gw = open(path)?;
     let restart_seconds = start.elapsed().as_secs_f64();
     let heap_restarted = live();
+    for name in &names {
+        gw.close_session(None, name, "operator:bench".into())
+            .and_then(|p| p.wait())
+            .map_err(api)?;
+    }
+    let closing_frees_bytes_per_session = (heap_restarted as f64 - live() as f64) / sessions as f64;
+    let restart_heap_bytes_per_session =
+        (heap_restarted as f64 - heap_dropped as f64) / sessions as f64;
     drop(gw);
     let per = |bytes: f64| bytes / decisions.max(1) as f64;
     let monitor = monitor_bytes(sessions, decisions, live)?;
@@ -179,6 +193,8 @@ fn run(
         heap_bytes_per_call: per(heap1 as f64 - heap0 as f64),
         rss_bytes_per_call: per(rss1 - rss0),
         restart_heap_bytes_per_call: per(heap_restarted as f64 - heap_dropped as f64),
+        closing_frees_bytes_per_session,
+        restart_heap_bytes_per_session,
         restart_seconds,
         restart_us_per_record: restart_seconds * 1e6 / records.max(1) as f64,
     })
@@ -223,7 +239,8 @@ pub fn run_bench(
         "gateway memory: {} decided calls (each with its result) over {} sessions (window {}), {} records, {:.1} s\n\
          per open session: {:.0} heap bytes\n\
          per decided call: {:.0} heap bytes ({:.0} of them the monitor's sessions), {:.0} RSS bytes\n\
-         restart: {:.2} s ({:.1} µs per record), then {:.0} heap bytes per call\n{line}",
+         restart: {:.2} s ({:.1} µs per record), then {:.0} heap bytes per call\n\
+         closing every session frees {:.0} of the {:.0} heap bytes per session it held\n{line}",
         f.decisions,
         f.sessions,
         f.window,
@@ -236,5 +253,7 @@ pub fn run_bench(
         f.restart_seconds,
         f.restart_us_per_record,
         f.restart_heap_bytes_per_call,
+        f.closing_frees_bytes_per_session,
+        f.restart_heap_bytes_per_session,
     ))
 }
