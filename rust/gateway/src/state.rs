@@ -263,6 +263,10 @@ struct Entry {
     /// id whose answer is no longer kept is still refused (409), never
     /// decided twice.
     used: std::collections::HashSet<u64>,
+    /// The number of answers at which they are trimmed next (twice what
+    /// the last trim kept: calls left open for ever do not make each call
+    /// scan them all).
+    trim_at: usize,
 }
 
 /// Answers of finished calls kept per session, for retries (the newest
@@ -737,7 +741,7 @@ impl Entry {
     /// pending list, `calls`, the recent calls of the approvals page) reads
     /// open or recent calls only.
     fn trim_answers(&mut self) {
-        if self.answers.len() < 2 * RECENT_ANSWERS {
+        if self.answers.len() < self.trim_at.max(2 * RECENT_ANSWERS) {
             return;
         }
         use agenra_core::graph::Status;
@@ -754,17 +758,15 @@ impl Entry {
             .filter(|id| !open(id))
             .map(|id| (state.call_node(id), id))
             .collect();
-        if done.len() <= RECENT_ANSWERS {
-            return;
-        }
         done.sort();
-        let gone: Vec<String> = done[..done.len() - RECENT_ANSWERS]
+        let gone: Vec<String> = done[..done.len().saturating_sub(RECENT_ANSWERS)]
             .iter()
             .map(|(_, id)| (*id).clone())
             .collect();
         for id in gone {
             self.answers.remove(&id);
         }
+        self.trim_at = 2 * self.answers.len();
     }
 
     /// The recorded answer to call `id`, as it was given.
@@ -925,6 +927,7 @@ impl Shared {
             lane,
             answers: HashMap::new(),
             used: Default::default(),
+            trim_at: 0,
         };
         let view = entry.view(true);
         sessions.insert(key, Arc::new(Mutex::new(entry)));
@@ -1080,6 +1083,7 @@ impl Shared {
                     lane,
                     answers: HashMap::new(),
                     used: Default::default(),
+                    trim_at: 0,
                 };
                 self.sessions
                     .write()

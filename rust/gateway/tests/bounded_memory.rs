@@ -200,3 +200,36 @@ fn a_retry_of_an_old_call_is_refused_never_decided_twice() {
     assert_eq!(mail(&gw, "s", "m0", "").unwrap_err(), 409);
     assert_eq!(gw.session_view(None, "s").unwrap().ledger["mail"], left);
 }
+
+#[test]
+fn open_calls_keep_their_answers_however_many_there_are() {
+    let path = store("open");
+    let gw = open(&path);
+    session(&gw, "s");
+    let start = |id: &str| -> Authorize {
+        serde_json::from_value(json!({
+            "session": "s", "call": {"id": id, "tool": "fs.read", "args": {"path": "/a"}}
+        }))
+        .unwrap()
+    };
+    // 100 calls whose results never come, among finished ones.
+    for i in 0..100 {
+        gw.authorize(start(&format!("open{i}")))
+            .unwrap()
+            .wait()
+            .unwrap();
+        read(&gw, "s", &format!("done{i}"));
+    }
+    let calls = gw.calls(None, "s").unwrap();
+    let open_ids = calls
+        .iter()
+        .filter(|(id, _)| id.starts_with("open"))
+        .count();
+    assert_eq!(open_ids, 100, "{calls:?}");
+    // Finished ones are trimmed once the answers double (amortized).
+    let bound = 2 * (100 + agenra_gateway::state::RECENT_ANSWERS);
+    assert!(calls.len() <= bound, "{} answers held", calls.len());
+    // The oldest open call's retry is answered, not refused.
+    let again = gw.authorize(start("open0")).unwrap().wait().unwrap().0;
+    assert!(again.replayed);
+}
