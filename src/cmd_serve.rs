@@ -92,6 +92,12 @@ pub struct ServeArgs {
     /// decides; a client time farther off is refused).
     #[arg(long, value_name = "SECS", default_value_t = agenra_gateway::state::DEFAULT_MAX_SKEW)]
     max_clock_skew: u64,
+    /// Graph nodes each new session keeps in memory (it keeps between N and 2N, plus open
+    /// calls, contexts and what later decisions read; 0: the whole graph). Lineage naming a
+    /// call older than that is denied as unknown. Each session keeps the window it was opened
+    /// with, across restarts (its record says it).
+    #[arg(long, value_name = "N", default_value_t = agenra_gateway::state::DEFAULT_COMPACT_WINDOW as u64)]
+    compact_window: u64,
     /// Refuse a policy revision that `agenra certify` does not certify against the running
     /// one, or that may allow what the running one did not (unless allowed, see below).
     #[arg(long)]
@@ -150,6 +156,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.allow_hosts = args.allow_hosts;
     config.pause_timeout = args.pause_timeout;
     config.max_clock_skew = args.max_clock_skew;
+    config.compact_window = args.compact_window;
     config.limits = args.limits.limits();
     config.partitioned = args.partitioned_log;
     if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {

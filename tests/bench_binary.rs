@@ -62,3 +62,29 @@ fn a_bad_bench_argument_keeps_its_exit_code() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-bench"));
 }
+
+#[test]
+fn bench_memory_measures_the_gateway_and_its_restart() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agenra-bench"))
+        .args(["memory", "--json", "--sessions", "3", "--decisions", "30"])
+        .output()
+        .expect("run agenra-bench memory");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    // A policy record, 3 session records, then a call and a result each.
+    assert_eq!(f["records"], 1 + 3 + 2 * 30, "{f}");
+    for key in [
+        "heap_bytes_per_call",
+        "monitor_heap_bytes_per_call",
+        "rss_bytes_per_call",
+        "restart_seconds",
+        "closing_frees_bytes_per_session",
+    ] {
+        assert!(f[key].is_number(), "{key} in {f}");
+    }
+    assert!(f["heap_bytes_per_call"].as_f64().unwrap() > 0.0, "{f}");
+}

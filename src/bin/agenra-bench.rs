@@ -6,7 +6,8 @@
 
 use agenra_bench::alloc::{live_bytes, Counting};
 use agenra_bench::{
-    bench, bench_authorizer, bench_embed, bench_mcp, bench_scale, bench_serve, bench_verify,
+    bench, bench_authorizer, bench_embed, bench_mcp, bench_memory, bench_scale, bench_serve,
+    bench_verify,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -120,6 +121,24 @@ enum BenchKind {
         #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         samples: u64,
     },
+    /// The gateway library in this process on an embedded store: heap and
+    /// RSS bytes per decided call (each followed by its result) over many
+    /// sessions, and the time a restart takes to recover them.
+    Memory {
+        /// Only the JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Sessions the calls are spread over.
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        sessions: u64,
+        /// Decided calls.
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+        decisions: u64,
+        /// Graph nodes each session keeps (`serve --compact-window`; 0:
+        /// the whole graph). Default: serve's.
+        #[arg(long)]
+        window: Option<u64>,
+    },
     /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
     /// 10^5 events (10^6 with --full), with and without flow DENYs, with
     /// normal and colliding call ids, on 3 and 10^4 grants, and checking a
@@ -206,6 +225,12 @@ fn main() -> ExitCode {
             one,
             events,
         } => scale(json, full, one.as_deref(), events),
+        BenchKind::Memory {
+            json,
+            sessions,
+            decisions,
+            window,
+        } => bench_memory::run_bench(json, (sessions, decisions), window, &live_bytes).map(print),
         BenchKind::Authorizer { json } => bench_authorizer::run_bench(json).map(print),
         BenchKind::Verify { json } => bench_verify::run_bench(json).map(print),
         BenchKind::Certify { json, corpus } => {

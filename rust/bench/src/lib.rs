@@ -8,6 +8,7 @@ pub mod bench;
 pub mod bench_authorizer;
 pub mod bench_embed;
 pub mod bench_mcp;
+pub mod bench_memory;
 pub mod bench_scale;
 pub mod bench_serve;
 pub mod bench_verify;

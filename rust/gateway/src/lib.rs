@@ -69,6 +69,9 @@ pub struct ServeConfig {
     pub pause_timeout: u64,
     /// Seconds a client's claimed time may be off (`--max-clock-skew`).
     pub max_clock_skew: u64,
+    /// Graph nodes each new session keeps in memory (`--compact-window`;
+    /// 0: the whole graph).
+    pub compact_window: u64,
     /// Limits on connections and the time to read a request
     /// ([`conn`], `docs/http-api.md`).
     pub limits: Limits,
@@ -100,6 +103,7 @@ impl ServeConfig {
             allow_hosts: Vec::new(),
             pause_timeout: state::DEFAULT_PAUSE_TIMEOUT,
             max_clock_skew: state::DEFAULT_MAX_SKEW,
+            compact_window: state::DEFAULT_COMPACT_WINDOW as u64,
             limits: Limits::default(),
             notify: None,
             checkpoints: None,
@@ -145,6 +149,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("allow_hosts", &self.allow_hosts)
             .field("pause_timeout", &self.pause_timeout)
             .field("max_clock_skew", &self.max_clock_skew)
+            .field("compact_window", &self.compact_window)
             .field("limits", &self.limits)
             .field("notify", &self.notify)
             .field("checkpoints", &self.checkpoints)
@@ -467,6 +472,7 @@ pub fn run(
     let gateway = Arc::new(open(config)?);
     gateway.set_pause_timeout(config.pause_timeout);
     gateway.set_max_clock_skew(config.max_clock_skew);
+    gateway.set_compact_window(config.compact_window);
     if let Some(n) = &config.notify {
         gateway.set_notifier(notify::Notifier::spawn(n.clone())?);
     }

@@ -256,8 +256,48 @@ struct Entry {
     session: Session,
     /// The tenant's pool and order lock (shared with its other sessions).
     lane: TenantLane,
-    /// The answer given to each call id, for retries.
+    /// The answer given to each recent or still open call, for retries
+    /// (see [`Entry::trim_answers`]).
     answers: HashMap<String, Answer>,
+    /// A keyed 64-bit hash of every call id the session has used: a call
+    /// id whose answer is no longer kept is still refused (409), never
+    /// decided twice.
+    used: std::collections::HashSet<u64>,
+    /// The number of answers at which they are trimmed next (twice what
+    /// the last trim kept: calls left open for ever do not make each call
+    /// scan them all).
+    trim_at: usize,
+}
+
+/// Answers of finished calls kept per session, for retries (the newest
+/// ones; a retry of an older call is a 409 naming the audit log).
+pub const RECENT_ANSWERS: usize = 8;
+
+/// Graph nodes a new session keeps in memory by default
+/// (`--compact-window`; 0 keeps the whole graph).
+pub const DEFAULT_COMPACT_WINDOW: usize = 64;
+
+/// The hasher of call ids in [`Entry::used`]: keyed once per process (the
+/// set is rebuilt by recovery, never stored).
+fn id_hasher() -> &'static std::collections::hash_map::RandomState {
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(std::collections::hash_map::RandomState::new)
+}
+
+fn id_hash(id: &str) -> u64 {
+    use std::hash::BuildHasher;
+    id_hasher().hash_one(id)
+}
+
+/// The options of a session that keeps `window` graph nodes (`None`: the
+/// whole graph) and draws on `pool`.
+fn session_options(window: Option<u64>, pool: &TenantPool) -> SessionOptions {
+    match window {
+        Some(w) => SessionOptions::compact(usize::try_from(w).unwrap_or(usize::MAX)),
+        None => SessionOptions::default(),
+    }
+    .pool(pool.clone())
 }
 
 struct Policies {
@@ -331,6 +371,9 @@ struct Shared {
     pause_timeout: AtomicU64,
     /// Webhook notifications of pauses and settlements (`--notify-url`).
     notify: std::sync::OnceLock<Arc<crate::notify::Notifier>>,
+    /// Graph nodes a new session keeps in memory (0: the whole graph). A
+    /// session keeps the window it was opened with: its record says which.
+    compact_window: AtomicU64,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -672,15 +715,69 @@ impl Entry {
             ..Record::default()
         };
         if let Event::Call(c) = event {
+            self.used.insert(id_hash(&c.id));
+            // Without what the session itself gives back (see `replayed`).
+            let kept = Outcome {
+                tenant: String::new(),
+                session: String::new(),
+                policy_hash: String::new(),
+                ..outcome.clone()
+            };
             self.answers.insert(
                 c.id.clone(),
                 Answer {
                     fingerprint: fingerprint(c),
-                    outcome: outcome.clone(),
+                    outcome: kept,
                 },
             );
+            self.trim_answers();
         }
         Ok((outcome, record))
+    }
+
+    /// Keeps the answers of open (running or paused) calls and of the
+    /// [`RECENT_ANSWERS`] newest others, once twice that many are held (so
+    /// the cost is amortized). What the answers serve besides retries (the
+    /// pending list, `calls`, the recent calls of the approvals page) reads
+    /// open or recent calls only.
+    fn trim_answers(&mut self) {
+        if self.answers.len() < self.trim_at.max(2 * RECENT_ANSWERS) {
+            return;
+        }
+        use agenra_core::graph::Status;
+        let state = self.session.state();
+        let open = |id: &str| {
+            matches!(
+                state.call_status(id),
+                Some(Status::Running | Status::Paused)
+            )
+        };
+        let mut done: Vec<(Option<NodeId>, &String)> = self
+            .answers
+            .keys()
+            .filter(|id| !open(id))
+            .map(|id| (state.call_node(id), id))
+            .collect();
+        done.sort();
+        let gone: Vec<String> = done[..done.len().saturating_sub(RECENT_ANSWERS)]
+            .iter()
+            .map(|(_, id)| (*id).clone())
+            .collect();
+        for id in gone {
+            self.answers.remove(&id);
+        }
+        self.trim_at = 2 * self.answers.len();
+    }
+
+    /// The recorded answer to call `id`, as it was given.
+    fn replayed(&self, id: &str) -> Option<Outcome> {
+        let a = self.answers.get(id)?;
+        Some(Outcome {
+            tenant: self.tenant.clone(),
+            session: self.id.clone(),
+            policy_hash: self.session.policy_hash().to_string(),
+            ..a.outcome.clone()
+        })
     }
 
     fn view(&self, created: bool) -> SessionView {
@@ -821,13 +918,16 @@ impl Shared {
             .map_err(|_| ApiError::new(500, "policy table poisoned"))?;
         let compiled = policies.current.clone();
         let lane = self.lane(&tenant);
+        let window = Some(self.compact_window.load(Ordering::Relaxed)).filter(|&w| w > 0);
         let entry = Entry {
             tenant: tenant.clone(),
             id: id.clone(),
             agent: agent.clone(),
-            session: compiled.session_with(SessionOptions::default().pool(lane.pool.clone())),
+            session: compiled.session_with(session_options(window, &lane.pool)),
             lane,
             answers: HashMap::new(),
+            used: Default::default(),
+            trim_at: 0,
         };
         let view = entry.view(true);
         sessions.insert(key, Arc::new(Mutex::new(entry)));
@@ -838,6 +938,7 @@ impl Shared {
             session: Some(id),
             agent,
             policy_hash: compiled.hash().to_string(),
+            window,
             ..Record::default()
         };
         // Emitted under the table's lock: the session's record precedes
@@ -869,9 +970,7 @@ impl Shared {
                 // A retried call: its recorded answer, once durable (the
                 // first attempt may still be committing).
                 let mut out = e
-                    .answers
-                    .get(&id)
-                    .map(|a| a.outcome.clone())
+                    .replayed(&id)
                     .ok_or_else(|| ApiError::new(500, "no recorded answer to replay"))?;
                 out.replayed = true;
                 return Ok(sink.emit(None, out));
@@ -932,6 +1031,7 @@ impl Shared {
             pools: Mutex::new(HashMap::new()),
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
             notify: std::sync::OnceLock::new(),
+            compact_window: AtomicU64::new(DEFAULT_COMPACT_WINDOW as u64),
         }
     }
 }
@@ -974,14 +1074,16 @@ impl Shared {
                         .ok_or_else(|| format!("unknown policy {}", r.policy_hash))?
                 };
                 let lane = self.lane(&tenant);
+                // With the window it was opened with: its decisions replay.
                 let entry = Entry {
                     tenant: tenant.clone(),
                     id: id.clone(),
                     agent: r.agent,
-                    session: compiled
-                        .session_with(SessionOptions::default().pool(lane.pool.clone())),
+                    session: compiled.session_with(session_options(r.window, &lane.pool)),
                     lane,
                     answers: HashMap::new(),
+                    used: Default::default(),
+                    trim_at: 0,
                 };
                 self.sessions
                     .write()
@@ -1424,6 +1526,12 @@ impl Gateway {
         self.shared.notify.get()
     }
 
+    /// Graph nodes each new session keeps in memory (`--compact-window`;
+    /// 0: the whole graph). Sessions already open keep theirs.
+    pub fn set_compact_window(&self, nodes: u64) {
+        self.shared.compact_window.store(nodes, Ordering::Relaxed);
+    }
+
     /// Sets how long a paused call waits (seconds, at least 1) before it
     /// expires; applies to pauses tracked from now on.
     pub fn set_pause_timeout(&self, secs: u64) {
@@ -1499,6 +1607,17 @@ impl Gateway {
                     "call.id",
                     format!(
                         "call id `{}` is already used in this session by a different call",
+                        call.id
+                    ),
+                ));
+            }
+            if e.used.contains(&id_hash(&call.id)) {
+                return Err(ApiError::field(
+                    409,
+                    "call.id",
+                    format!(
+                        "call id `{}` is already used in this session, by a call older than \
+                         the answers the gateway keeps (its answer is in the audit log)",
                         call.id
                     ),
                 ));

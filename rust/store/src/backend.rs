@@ -197,14 +197,18 @@ impl RedbBackend {
     /// A new store in the empty `file`, with both tables (so that readers
     /// never meet a missing one).
     fn create(file: std::fs::File, name: String) -> Result<RedbBackend, StoreError> {
-        let db = catch(|| redb::Builder::new().create_file(file))
-            .map_err(|m| {
-                corrupt(
-                    &name,
-                    format!("redb failed an internal check creating it: {m}"),
-                )
-            })?
-            .eng(&name)?;
+        let db = catch(|| {
+            redb::Builder::new()
+                .set_cache_size(CACHE_BYTES)
+                .create_file(file)
+        })
+        .map_err(|m| {
+            corrupt(
+                &name,
+                format!("redb failed an internal check creating it: {m}"),
+            )
+        })?
+        .eng(&name)?;
         let backend = RedbBackend {
             db: Some(db),
             path: name,
@@ -255,8 +259,14 @@ impl Drop for RedbBackend {
 }
 
 /// Opens the existing redb file at `path` and checks redb's checksums.
+/// The embedded store's page cache. redb's default (1 GiB) would hold a
+/// large log in memory, growing the gateway with every record until then;
+/// the log is appended and read in order, so a small cache loses nothing
+/// (the operating system's page cache serves the rest).
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
 fn open_existing(path: &Path, name: &str) -> Result<redb::Database, StoreError> {
-    let mut db = catch(|| redb::Database::open(path))
+    let mut db = catch(|| redb::Builder::new().set_cache_size(CACHE_BYTES).open(path))
         .map_err(|m| {
             let hint = if m.contains("raw_file_len") {
                 "the file is shorter than its header says (truncated); "

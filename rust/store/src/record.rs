@@ -131,6 +131,12 @@ pub struct Record {
     /// For a checkpoint: the heads it commits to and their signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Checkpoint>,
+    /// For a session record: the window of graph nodes its session keeps
+    /// in memory (a compact session, `serve --compact-window`); absent: the
+    /// whole graph. Recovery rebuilds the session with the same window, so
+    /// its decisions replay exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
     /// In a log partitioned by session ([`crate::parts`]): the partition
     /// the record belongs to (absent in the `log` partition and in the
     /// single chain).
