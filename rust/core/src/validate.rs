@@ -90,11 +90,18 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             index(format!("{what}.param"), *param, params, "parameters")?;
             op_ok(format!("{what}.op"), op)?;
         }
+        for (param, from) in c.token_tests() {
+            index(format!("{what}.param"), *param, params, "parameters")?;
+            origins_ok(format!("{what}.from"), from)?;
+        }
         agents_ok(format!("{what}.agent"), c.agents())
     };
     let named_cond_ok = |what: String, c: &Cond<String>| -> Result<(), ModelError> {
         for (_, op) in c.tests() {
             op_ok(format!("{what}.op"), op)?;
+        }
+        for (_, from) in c.token_tests() {
+            origins_ok(format!("{what}.from"), from)?;
         }
         agents_ok(format!("{what}.agent"), c.agents())
     };
@@ -241,6 +248,12 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
         for (i, c) in grant.args.iter().enumerate() {
+            if c.has_tokens() {
+                return Err(bad(
+                    format!("grants[{g}].args[{i}]"),
+                    "a grant may not test token origins (its match must not depend on what the session read)",
+                ));
+            }
             cond_ok(
                 format!("grants[{g}].args[{i}]"),
                 c,
@@ -505,6 +518,18 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             p.facts.len(),
             "facts",
         )?;
+    }
+    Ok(())
+}
+
+/// A token test's origins: not empty, strictly ascending (one encoding per
+/// test, so equal tests hash equally).
+fn origins_ok(what: String, from: &[crate::tokens::TokenOrigin]) -> Result<(), ModelError> {
+    if from.is_empty() || from.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(bad(
+            what,
+            "token origins must be non-empty and strictly ascending",
+        ));
     }
     Ok(())
 }
