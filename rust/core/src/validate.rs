@@ -688,6 +688,44 @@ mod tests {
     }
 
     #[test]
+    fn token_tests_are_refused_in_grants_and_checked_in_rules() {
+        use crate::policy::{CallRule, RuleEffect};
+        use crate::tokens::TokenOrigin as O;
+        let tokens = |param, from: Vec<O>| Cond::Tokens {
+            param,
+            quant: crate::value::Quant::Any,
+            kind: None,
+            from,
+        };
+        let err = validate(&policy_with(tokens(0, vec![O::Elsewhere]))).unwrap_err();
+        assert_eq!(err.what, "grants[0].args[0]");
+        assert!(
+            err.problem.contains("may not test token origins"),
+            "{}",
+            err.problem
+        );
+        let rule = |c| {
+            let mut p = policy_with(Cond::TRUE);
+            p.call_rules.push(CallRule {
+                name: "r".into(),
+                effect: RuleEffect::Deny,
+                tool: 0,
+                when: c,
+            });
+            validate(&p)
+        };
+        assert!(rule(tokens(0, vec![O::Task, O::Elsewhere])).is_ok());
+        for bad in [vec![], vec![O::Elsewhere, O::Task], vec![O::Task, O::Task]] {
+            let err = rule(tokens(0, bad)).unwrap_err();
+            assert_eq!(err.what, "call_rules[0].when.from");
+        }
+        assert_eq!(
+            rule(tokens(1, vec![O::Task])).unwrap_err().what,
+            "call_rules[0].when.param"
+        );
+    }
+
+    #[test]
     fn delegation_cycles_are_found_in_linear_time() {
         let mut p = Policy::empty("p");
         for i in 1..2_000 {
