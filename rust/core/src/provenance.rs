@@ -166,13 +166,34 @@ pub enum Lookup {
 /// `value_key`, else (when `phrases`) `phrase`, computing the canonical
 /// form once.
 pub fn lookup_of(v: &Value, phrases: bool) -> Lookup {
+    lookup_known(v, phrases, |_| true)
+}
+
+/// [`lookup_of`], where a phrase none of whose words is `known` (in any
+/// task text) is [`Lookup::Nothing`] at its first unknown word: it cannot
+/// occur in a row in a task text, so its other words are never
+/// canonicalised. The answer is the same whenever `known` holds for every
+/// word of every task text.
+pub fn lookup_known(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> Lookup {
     match v {
         Value::Str(s) => {
             let c = canonical(s);
             if is_one_word(s) || looks_like_iban(&c) {
                 Lookup::Key(Key::Word(c))
             } else if phrases {
-                phrase_words(s).map_or(Lookup::Nothing, Lookup::Phrase)
+                let mut ws = Vec::new();
+                for w in words(s) {
+                    let w = phrase_word(w);
+                    if !known(&w) {
+                        return Lookup::Nothing;
+                    }
+                    ws.push(w);
+                }
+                if ws.is_empty() {
+                    Lookup::Nothing
+                } else {
+                    Lookup::Phrase(ws)
+                }
             } else {
                 Lookup::Nothing
             }
@@ -465,6 +486,31 @@ mod tests {
         assert!(matches!(
             lookup_of(&Value::Bool(true), true),
             Lookup::Nothing
+        ));
+    }
+
+    #[test]
+    fn a_phrase_with_a_word_no_task_has_stops_at_that_word() {
+        let s = |t: &str| Value::Str(t.into());
+        let task: std::collections::HashSet<String> =
+            phrase_words_of("the Family reunion").into_iter().collect();
+        let known = |w: &str| task.contains(w);
+        assert!(matches!(
+            lookup_known(&s("family Reunion"), true, known),
+            Lookup::Phrase(p) if p == ["family", "reunion"]
+        ));
+        assert!(matches!(
+            lookup_known(&s("family picnic"), true, known),
+            Lookup::Nothing
+        ));
+        // One-word values and numbers do not consult `known`.
+        assert!(matches!(
+            lookup_known(&s("zzz"), true, |_| false),
+            Lookup::Key(_)
+        ));
+        assert!(matches!(
+            lookup_known(&Value::Int(4711), true, |_| false),
+            Lookup::Key(Key::Number(_))
         ));
     }
 

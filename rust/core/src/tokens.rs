@@ -186,6 +186,10 @@ fn canonical_email(w: &str) -> Option<String> {
 
 /// A currency symbol's or unit's code (`None` if `u` is not a unit).
 fn unit_code(u: &str) -> Option<&'static str> {
+    // Every unit is at most three bytes (`€` is three).
+    if u.is_empty() || u.len() > 3 {
+        return None;
+    }
     const UNITS: [(&str, &str); 24] = [
         ("€", "EUR"),
         ("$", "USD"),
@@ -226,6 +230,10 @@ fn is_currency(code: &str) -> bool {
 /// A number as quantities write it: digits with an optional `.` decimal
 /// part, thousands separated by `,` in groups of three.
 fn quantity_number(w: &str) -> Option<Decimal> {
+    // Most words are not numbers: one byte decides, nothing allocated.
+    if !w.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+        return None;
+    }
     let (int, frac) = w.split_once('.').unwrap_or((w, ""));
     if int.is_empty() || (w.contains('.') && frac.is_empty()) {
         return None;
