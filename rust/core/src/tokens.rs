@@ -168,6 +168,18 @@ pub fn canonical_url(w: &str) -> Option<String> {
     None
 }
 
+/// A link without a scheme (`www.evil.example/login`): the host in lower
+/// case, one trailing `/` removed. It stays apart from the same link with
+/// a scheme (which only makes a token test stricter: fail closed).
+fn canonical_www(w: &str) -> Option<String> {
+    if !starts_with_ignore_case(w, "www.") || w.len() <= 4 {
+        return None;
+    }
+    let (host, path) = w.split_at(w.find('/').unwrap_or(w.len()));
+    let path = path.strip_suffix('/').unwrap_or(path);
+    Some(format!("{}{path}", host.to_ascii_lowercase()))
+}
+
 /// The canonical form of an e-mail word (`None` if it is not one).
 fn canonical_email(w: &str) -> Option<String> {
     let w = if starts_with_ignore_case(w, "mailto:") {
@@ -356,7 +368,7 @@ pub fn text_tokens(text: &str, out: &mut Vec<Token>) {
 /// one-word quantity.
 fn word_tokens(w: &str, out: &mut Vec<Token>) {
     let token = |kind, text| Token { kind, text };
-    if let Some(u) = canonical_url(w) {
+    if let Some(u) = canonical_url(w).or_else(|| canonical_www(w)) {
         out.push(token(TokenKind::Url, u));
     } else if let Some(e) = canonical_email(w) {
         out.push(token(TokenKind::Email, e));
@@ -456,6 +468,13 @@ mod tests {
             "https://evil.com"
         ));
         assert!(has("at https://x.org:8443/a", Url, "https://x.org:8443/a"));
+        // Without a scheme: a link too, in its own form.
+        assert!(has(
+            "log in at WWW.Evil.example/Login/ now",
+            Url,
+            "www.evil.example/Login"
+        ));
+        assert!(!has("www.", Url, "www."));
     }
 
     #[test]

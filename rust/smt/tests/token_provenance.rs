@@ -110,6 +110,8 @@ fn a_typed_link_is_allowed_and_an_injected_one_denied() {
         send("s3", "see https://made-up.example"),
         // No link at all: `any` is false.
         send("s4", "Hi Bob, see you tomorrow"),
+        // The injected link without its scheme is still a link.
+        send("s5", "Hi Bob, log in at WWW.evil.example/login?u=bob"),
     ];
     assert_eq!(
         decide(&p, &events),
@@ -118,7 +120,8 @@ fn a_typed_link_is_allowed_and_an_injected_one_denied() {
             "ALLOW send",
             "DENY injected_link",
             "DENY injected_link",
-            "ALLOW send"
+            "ALLOW send",
+            "DENY injected_link"
         ]
     );
 }
