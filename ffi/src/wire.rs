@@ -492,6 +492,23 @@ impl Wire for ArgCond {
                 body.to_wire(),
             ]),
             Cond::Elem(op) => Cbor::Array(vec![Cbor::uint(6), op.to_wire()]),
+            // Token tests (issue #27): the Lean model has none either, so
+            // its decoder refuses tag 7; the Rust side round-trips them.
+            Cond::Tokens {
+                param,
+                quant,
+                kind,
+                from,
+            } => Cbor::Array(vec![
+                Cbor::uint(7),
+                param.to_wire(),
+                quant.to_wire(),
+                kind.map(|k| k as u64).to_wire(),
+                from.iter()
+                    .map(|o| *o as u64)
+                    .collect::<Vec<u64>>()
+                    .to_wire(),
+            ]),
         }
     }
     fn from_wire(c: &Cbor, path: &str) -> Result<Self, WireError> {
@@ -533,6 +550,38 @@ impl Wire for ArgCond {
                 &fields(f, c, path, 1)?[0],
                 &at(path, 1),
             )?)),
+            7 => {
+                use agenra_core::tokens::{TokenKind, TokenOrigin};
+                let f = fields(f, c, path, 4)?;
+                let kind = match Option::<u64>::from_wire(&f[2], &at(path, 3))? {
+                    None => None,
+                    Some(k) => Some(
+                        *TokenKind::ALL
+                            .get(usize::try_from(k).unwrap_or(usize::MAX))
+                            .ok_or_else(|| shape(&at(path, 3), "a token kind 0..4", &f[2]))?,
+                    ),
+                };
+                let origins = [
+                    TokenOrigin::Task,
+                    TokenOrigin::TrustedOutput,
+                    TokenOrigin::Elsewhere,
+                ];
+                let from = Vec::<u64>::from_wire(&f[3], &at(path, 4))?
+                    .into_iter()
+                    .map(|o| {
+                        origins
+                            .get(usize::try_from(o).unwrap_or(usize::MAX))
+                            .copied()
+                            .ok_or_else(|| shape(&at(path, 4), "token origins 0..2", &f[3]))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Cond::Tokens {
+                    param: usize::from_wire(&f[0], &at(path, 1))?,
+                    quant: Quant::from_wire(&f[1], &at(path, 2))?,
+                    kind,
+                    from,
+                })
+            }
             _ => Err(bad_tag(path, c)),
         }
     }

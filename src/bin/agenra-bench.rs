@@ -168,6 +168,8 @@ enum WorkloadArg {
     Params18,
     /// The standard workload with every grant on an amount budget.
     Budgets,
+    /// The wide workload with token tests on message bodies and callback URLs.
+    WideTokens,
 }
 
 impl From<WorkloadArg> for bench::Workload {
@@ -177,6 +179,7 @@ impl From<WorkloadArg> for bench::Workload {
             WorkloadArg::Wide => bench::Workload::Wide,
             WorkloadArg::Params18 => bench::Workload::Params18,
             WorkloadArg::Budgets => bench::Workload::Budgets,
+            WorkloadArg::WideTokens => bench::Workload::WideTokens,
         }
     }
 }

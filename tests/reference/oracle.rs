@@ -247,6 +247,10 @@ fn cond_at(
         }
         // The element is tested as a scalar argument would be.
         Cond::Elem(op) => elem.is_some_and(|x| arg_op(op, Quant::All, x, sets)),
+        // Token tests judge what the session read, not the arguments alone;
+        // the generated policies carry none (`validate` refuses them in
+        // grants), so this oracle does not model them.
+        Cond::Tokens { .. } => false,
     }
 }
 

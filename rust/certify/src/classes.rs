@@ -57,6 +57,8 @@ pub enum Unsupported {
     ObjectFields { tool: String, param: String },
     #[error("a condition on `{tool}` has a per-element test (`any x in LIST: ...`), which call classes do not enumerate")]
     Elements { tool: String },
+    #[error("a rule tests where tokens come from (`{rule}`: `any KIND in PARAM from SOURCE`), which depends on the texts the session read: call classes do not model it")]
+    Tokens { rule: String },
 }
 
 /// A call class, with its witness.
@@ -205,6 +207,44 @@ pub fn enumerate_witnesses(old: &Policy, new: &Policy) -> Result<Classes, Unsupp
 }
 
 /// The conditions of rules, for one tool (by parameter index).
+/// The name of the first rule with a token test, if any.
+fn token_rule(p: &Policy) -> Option<String> {
+    if !p.has_token_tests() {
+        return None;
+    }
+    let step =
+        |s: &agenra_core::policy::StepPattern| s.when.as_ref().is_some_and(|c| c.has_tokens());
+    p.flow_rules
+        .iter()
+        .find(|r| r.when.has_tokens())
+        .map(|r| r.name.clone())
+        .or_else(|| {
+            p.receive_rules
+                .iter()
+                .find(|r| r.when.has_tokens())
+                .map(|r| r.name.clone())
+        })
+        .or_else(|| {
+            p.call_rules
+                .iter()
+                .find(|r| r.when.has_tokens())
+                .map(|r| r.name.clone())
+        })
+        .or_else(|| {
+            p.path_rules
+                .iter()
+                .find(|r| {
+                    r.reset.as_ref().is_some_and(step)
+                        || match &r.kind {
+                            agenra_core::policy::PathKind::Sequence(s) => s.iter().any(step),
+                            agenra_core::policy::PathKind::AtMost { step: s, .. } => step(s),
+                        }
+                })
+                .map(|r| r.name.clone())
+        })
+        .or_else(|| Some("a grant".to_string()))
+}
+
 fn rule_conditions(p: &Policy, tool: ToolId) -> Vec<Cond<usize>> {
     let t = &p.tools[tool];
     let index = |n: &str| t.param_index(n);
@@ -231,6 +271,11 @@ fn rule_conditions(p: &Policy, tool: ToolId) -> Vec<Cond<usize>> {
 }
 
 fn enumerate_with(old: &Policy, new: &Policy, probe: bool) -> Result<Classes, Unsupported> {
+    // Token tests judge texts the session read, which no call class
+    // carries: answer `unknown` rather than a class that ignores them.
+    if let Some(rule) = token_rule(old).or_else(|| token_rule(new)) {
+        return Err(Unsupported::Tokens { rule });
+    }
     let mut regions: Vec<u64> = old
         .grants
         .iter()
@@ -493,9 +538,9 @@ fn eval(c: &Cond<usize>, agent: AgentId, result: &impl Fn(usize, &ParamTest) -> 
         Cond::Not(x) => !eval(x, agent, result),
         Cond::And(xs) => xs.iter().all(|x| eval(x, agent, result)),
         Cond::Or(xs) => xs.iter().any(|x| eval(x, agent, result)),
-        // Refused before enumeration (`Unsupported::Elements`); false keeps
-        // this total.
-        Cond::Each { .. } | Cond::Elem(_) => false,
+        // Refused before enumeration (`Unsupported::Elements`,
+        // `Unsupported::Tokens`); false keeps this total.
+        Cond::Each { .. } | Cond::Elem(_) | Cond::Tokens { .. } => false,
     }
 }
 
@@ -507,7 +552,7 @@ fn collect_tests(c: &Cond<usize>, p: usize, out: &mut Vec<ParamTest>) {
                 out.push(t);
             }
         }
-        Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) => {}
+        Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) | Cond::Tokens { .. } => {}
         Cond::Not(x) => collect_tests(x, p, out),
         Cond::Each { body, .. } => collect_tests(body, p, out),
         Cond::And(xs) | Cond::Or(xs) => xs.iter().for_each(|x| collect_tests(x, p, out)),

@@ -11,6 +11,7 @@ pub mod object;
 pub mod pattern;
 pub mod policy;
 pub mod provenance;
+pub mod tokens;
 pub mod value;
 
 pub use hash::Hash;

@@ -705,6 +705,27 @@ impl Policy {
             .map(|i| self.count_windows[i].secs)
     }
 
+    /// Whether some rule tests token origins (`any url in body from
+    /// untrusted`): in a flow, receive or call rule, or a path step or
+    /// reset. (Grants may not: `validate` refuses it.)
+    pub fn has_token_tests(&self) -> bool {
+        let step = |s: &StepPattern| s.when.as_ref().is_some_and(|c| c.has_tokens());
+        self.flow_rules.iter().any(|r| r.when.has_tokens())
+            || self.receive_rules.iter().any(|r| r.when.has_tokens())
+            || self.call_rules.iter().any(|r| r.when.has_tokens())
+            || self
+                .grants
+                .iter()
+                .any(|g| g.args.iter().any(|c| c.has_tokens()))
+            || self.path_rules.iter().any(|r| {
+                r.reset.as_ref().is_some_and(step)
+                    || match &r.kind {
+                        PathKind::Sequence(steps) => steps.iter().any(step),
+                        PathKind::AtMost { step: s, .. } => step(s),
+                    }
+            })
+    }
+
     /// How parameter `param` of tool `tool` gains trust by value (the
     /// default, [`ProvenanceMode::Words`], unless the policy says otherwise).
     pub fn provenance_mode(&self, tool: ToolId, param: usize) -> ProvenanceMode {

@@ -7,8 +7,8 @@
 //! canonical form:
 //!
 //! * e-mail addresses (a word with one `@`): lower case, `mailto:` removed;
-//! * URLs (`http://`, `https://`): scheme and host in lower case, a bare
-//!   trailing `/` removed;
+//! * URLs (`http://`, `https://`): scheme and host in lower case, the
+//!   default port and one trailing `/` removed (`crate::tokens`);
 //! * IBANs (two letters, two digits, 11–30 letters or digits; in text also
 //!   written in groups separated by spaces): upper case without spaces;
 //! * numbers: exact decimals (`98.70` is `98.7`), apart from strings;
@@ -27,63 +27,18 @@
 //! code or a name, where case can matter, so it keeps its case.
 
 pub use crate::policy::ProvenanceMode;
+use crate::tokens::{glued_parts, is_separator, looks_like_iban, looks_like_iban_start};
 use crate::value::{Decimal, Value};
 
 /// The most words indexed per output; an untrusted output beyond it turns
 /// the trusted-output rule off for the session (it could hide a value).
 pub const MAX_OUTPUT_WORDS: usize = 100_000;
 
-/// Characters that end a word in addition to whitespace.
-fn is_separator(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            ',' | ';' | '(' | ')' | '[' | ']' | '{' | '}' | '"' | '\'' | '<' | '>'
-        )
-}
-
 /// The words of a text, as written (trailing sentence punctuation removed).
 pub fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(is_separator)
         .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
         .filter(|w| !w.is_empty())
-}
-
-/// The parts of a word that glues sentences together (see the module
-/// doc), or `None` when it glues none (the common case: one byte scan, no
-/// allocation).
-fn glued_parts(w: &str) -> Option<Vec<&str>> {
-    let is_glue = |i: usize| {
-        matches!(w.as_bytes()[i], b'.' | b'!' | b'?')
-            && w[..i]
-                .chars()
-                .next_back()
-                .is_some_and(char::is_alphanumeric)
-            && w[i + 1..].chars().next().is_some_and(char::is_uppercase)
-    };
-    let mut marks = (1..w.len()).filter(|&i| is_glue(i)).peekable();
-    marks.peek()?;
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for i in marks {
-        parts.push(&w[start..i]);
-        start = i + 1;
-    }
-    parts.push(&w[start..]);
-    Some(parts)
-}
-
-fn looks_like_iban(compact: &str) -> bool {
-    let b = compact.as_bytes();
-    (15..=34).contains(&b.len())
-        && b[..2].iter().all(u8::is_ascii_alphabetic)
-        && b[2..4].iter().all(u8::is_ascii_digit)
-        && b[4..].iter().all(u8::is_ascii_alphanumeric)
-}
-
-/// Whether `w` starts with `prefix`, ignoring ASCII case.
-fn starts_with_ignore_case(w: &str, prefix: &str) -> bool {
-    w.len() >= prefix.len() && w.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
 /// The canonical form of one word or string value (see the module doc).
@@ -96,13 +51,9 @@ pub fn canonical(word: &str) -> String {
     if bytes.iter().filter(|&&b| b == b'@').count() == 1 && !w.contains(char::is_whitespace) {
         return w.to_lowercase();
     }
-    for scheme in ["http://", "https://"] {
-        if starts_with_ignore_case(w, scheme) {
-            let rest = &w[scheme.len()..];
-            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let path = if path == "/" { "" } else { path };
-            return format!("{scheme}{}{path}", host.to_ascii_lowercase());
-        }
+    // One form per kind, shared with token tests (`crate::tokens`).
+    if let Some(url) = crate::tokens::canonical_url(w) {
+        return url;
     }
     // An IBAN: two letters and two digits first, 15 to 34 characters
     // without spaces (at most 42 with the usual groups of four).
@@ -168,11 +119,6 @@ pub fn text_keys(text: &str) -> Vec<Key> {
     keys
 }
 
-fn looks_like_iban_start(w: &str) -> bool {
-    let b = w.as_bytes();
-    b[..2].iter().all(u8::is_ascii_alphabetic) && b[2..4].iter().all(u8::is_ascii_digit)
-}
-
 /// What a scalar argument is looked up by: `None` for values provenance
 /// does not judge (booleans, null) and for strings that are not one word
 /// (see `phrase`).
@@ -220,13 +166,34 @@ pub enum Lookup {
 /// `value_key`, else (when `phrases`) `phrase`, computing the canonical
 /// form once.
 pub fn lookup_of(v: &Value, phrases: bool) -> Lookup {
+    lookup_known(v, phrases, |_| true)
+}
+
+/// [`lookup_of`], where a phrase none of whose words is `known` (in any
+/// task text) is [`Lookup::Nothing`] at its first unknown word: it cannot
+/// occur in a row in a task text, so its other words are never
+/// canonicalised. The answer is the same whenever `known` holds for every
+/// word of every task text.
+pub fn lookup_known(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> Lookup {
     match v {
         Value::Str(s) => {
             let c = canonical(s);
             if is_one_word(s) || looks_like_iban(&c) {
                 Lookup::Key(Key::Word(c))
             } else if phrases {
-                phrase_words(s).map_or(Lookup::Nothing, Lookup::Phrase)
+                let mut ws = Vec::new();
+                for w in words(s) {
+                    let w = phrase_word(w);
+                    if !known(&w) {
+                        return Lookup::Nothing;
+                    }
+                    ws.push(w);
+                }
+                if ws.is_empty() {
+                    Lookup::Nothing
+                } else {
+                    Lookup::Phrase(ws)
+                }
             } else {
                 Lookup::Nothing
             }
@@ -432,7 +399,9 @@ mod tests {
         assert_eq!(canonical("A@B@C"), "A@B@C");
         assert_eq!(canonical("Meet @ Noon"), "Meet @ Noon");
         assert_eq!(canonical("mailto:Bob@X.org"), "bob@x.org");
-        assert_eq!(canonical("HTTP://A.B/C/"), "http://a.b/C/");
+        assert_eq!(canonical("HTTP://A.B/C/"), "http://a.b/C");
+        assert_eq!(canonical("https://A.B:443/c"), "https://a.b/c");
+        assert_eq!(canonical("http://A.B:443/c"), "http://a.b:443/c");
         assert_eq!(canonical("https://A.B/"), "https://a.b");
         assert_eq!(canonical("httpx://A.B"), "httpx://A.B");
         // Too short for an IBAN once the spaces are gone: kept as written.
@@ -517,6 +486,31 @@ mod tests {
         assert!(matches!(
             lookup_of(&Value::Bool(true), true),
             Lookup::Nothing
+        ));
+    }
+
+    #[test]
+    fn a_phrase_with_a_word_no_task_has_stops_at_that_word() {
+        let s = |t: &str| Value::Str(t.into());
+        let task: std::collections::HashSet<String> =
+            phrase_words_of("the Family reunion").into_iter().collect();
+        let known = |w: &str| task.contains(w);
+        assert!(matches!(
+            lookup_known(&s("family Reunion"), true, known),
+            Lookup::Phrase(p) if p == ["family", "reunion"]
+        ));
+        assert!(matches!(
+            lookup_known(&s("family picnic"), true, known),
+            Lookup::Nothing
+        ));
+        // One-word values and numbers do not consult `known`.
+        assert!(matches!(
+            lookup_known(&s("zzz"), true, |_| false),
+            Lookup::Key(_)
+        ));
+        assert!(matches!(
+            lookup_known(&Value::Int(4711), true, |_| false),
+            Lookup::Key(Key::Number(_))
         ));
     }
 

@@ -90,11 +90,18 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             index(format!("{what}.param"), *param, params, "parameters")?;
             op_ok(format!("{what}.op"), op)?;
         }
+        for (param, from) in c.token_tests() {
+            index(format!("{what}.param"), *param, params, "parameters")?;
+            origins_ok(format!("{what}.from"), from)?;
+        }
         agents_ok(format!("{what}.agent"), c.agents())
     };
     let named_cond_ok = |what: String, c: &Cond<String>| -> Result<(), ModelError> {
         for (_, op) in c.tests() {
             op_ok(format!("{what}.op"), op)?;
+        }
+        for (_, from) in c.token_tests() {
+            origins_ok(format!("{what}.from"), from)?;
         }
         agents_ok(format!("{what}.agent"), c.agents())
     };
@@ -241,6 +248,12 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             ));
         }
         for (i, c) in grant.args.iter().enumerate() {
+            if c.has_tokens() {
+                return Err(bad(
+                    format!("grants[{g}].args[{i}]"),
+                    "a grant may not test token origins (its match must not depend on what the session read)",
+                ));
+            }
             cond_ok(
                 format!("grants[{g}].args[{i}]"),
                 c,
@@ -509,6 +522,18 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// A token test's origins: not empty, strictly ascending (one encoding per
+/// test, so equal tests hash equally).
+fn origins_ok(what: String, from: &[crate::tokens::TokenOrigin]) -> Result<(), ModelError> {
+    if from.is_empty() || from.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(bad(
+            what,
+            "token origins must be non-empty and strictly ascending",
+        ));
+    }
+    Ok(())
+}
+
 /// Every field test of a condition on one tool names a field path of its
 /// parameter's object type (the compiler only writes such tests).
 fn field_paths_ok(
@@ -660,6 +685,44 @@ mod tests {
         assert_eq!(err.what, "grants[0].args[0].op");
         let err = validate(&policy_with(Cond::Agent(vec![0, 5]))).unwrap_err();
         assert_eq!(err.what, "grants[0].args[0].agent");
+    }
+
+    #[test]
+    fn token_tests_are_refused_in_grants_and_checked_in_rules() {
+        use crate::policy::{CallRule, RuleEffect};
+        use crate::tokens::TokenOrigin as O;
+        let tokens = |param, from: Vec<O>| Cond::Tokens {
+            param,
+            quant: crate::value::Quant::Any,
+            kind: None,
+            from,
+        };
+        let err = validate(&policy_with(tokens(0, vec![O::Elsewhere]))).unwrap_err();
+        assert_eq!(err.what, "grants[0].args[0]");
+        assert!(
+            err.problem.contains("may not test token origins"),
+            "{}",
+            err.problem
+        );
+        let rule = |c| {
+            let mut p = policy_with(Cond::TRUE);
+            p.call_rules.push(CallRule {
+                name: "r".into(),
+                effect: RuleEffect::Deny,
+                tool: 0,
+                when: c,
+            });
+            validate(&p)
+        };
+        assert!(rule(tokens(0, vec![O::Task, O::Elsewhere])).is_ok());
+        for bad in [vec![], vec![O::Elsewhere, O::Task], vec![O::Task, O::Task]] {
+            let err = rule(tokens(0, bad)).unwrap_err();
+            assert_eq!(err.what, "call_rules[0].when.from");
+        }
+        assert_eq!(
+            rule(tokens(1, vec![O::Task])).unwrap_err().what,
+            "call_rules[0].when.param"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use crate::ids::AgentId;
 use crate::pattern::Pattern;
+use crate::tokens::{text_tokens, NoSources, Token, TokenJudge, TokenKind, TokenOrigin};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -147,6 +148,24 @@ pub struct TypeMismatch {
 }
 
 impl Value {
+    /// The typed tokens of an argument (`crate::tokens`): of a string, or
+    /// of each string of a list; other values carry none.
+    pub fn tokens(&self) -> Vec<Token> {
+        let mut out = Vec::new();
+        match self {
+            Value::Str(s) => text_tokens(s, &mut out),
+            Value::List(items) => {
+                for i in items {
+                    if let Value::Str(s) = i {
+                        text_tokens(s, &mut out);
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
     /// The scalar type of a scalar value (`None` for lists and null).
     pub fn ty(&self) -> Option<ParamType> {
         match self {
@@ -549,6 +568,23 @@ pub enum Cond<P> {
     /// A test on the element of the innermost enclosing [`Cond::Each`]
     /// (false outside one).
     Elem(ArgOp),
+    /// A token test (`any url in body from untrusted`): some token (with
+    /// `Quant::Any`) or every token (`Quant::All`) of `kind` (any kind if
+    /// `None`) extracted from the string argument `param` (each string of
+    /// a list) has one of the origins `from` (`crate::tokens`). An absent
+    /// (`null`) argument, or a parameter the tool lacks, fails it whatever
+    /// the quantifier. `docs/semantics.md`, "Token provenance inside text".
+    Tokens {
+        /// The string (or list of strings) parameter.
+        param: P,
+        /// Some token or every token.
+        quant: Quant,
+        /// The kind of token (`None`: every kind).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kind: Option<TokenKind>,
+        /// The origins the test accepts, strictly ascending, not empty.
+        from: Vec<TokenOrigin>,
+    },
 }
 
 /// A condition on one tool's parameters, by index.
@@ -576,7 +612,7 @@ impl<P> Cond<P> {
                 Cond::Each { param, body, .. } => go(body, Some(param), out),
                 Cond::Not(c) => go(c, list, out),
                 Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| go(c, list, out)),
-                Cond::Agent(_) => {}
+                Cond::Agent(_) | Cond::Tokens { .. } => {}
             }
         }
         let mut out = Vec::new();
@@ -588,6 +624,24 @@ impl<P> Cond<P> {
     pub fn has_each(&self) -> bool {
         let mut found = false;
         self.walk(&mut |c| found |= matches!(c, Cond::Each { .. }));
+        found
+    }
+
+    /// Every token test in the condition: its parameter and origins.
+    pub fn token_tests(&self) -> Vec<(&P, &[TokenOrigin])> {
+        let mut out = Vec::new();
+        self.walk(&mut |c| {
+            if let Cond::Tokens { param, from, .. } = c {
+                out.push((param, from.as_slice()));
+            }
+        });
+        out
+    }
+
+    /// Whether the condition has a token test (`any url in body from ...`).
+    pub fn has_tokens(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |c| found |= matches!(c, Cond::Tokens { .. }));
         found
     }
 
@@ -608,16 +662,28 @@ impl<P> Cond<P> {
             Cond::Not(c) => c.walk(f),
             Cond::Each { body, .. } => body.walk(f),
             Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| c.walk(f)),
-            Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) => {}
+            Cond::Test { .. } | Cond::Agent(_) | Cond::Elem(_) | Cond::Tokens { .. } => {}
         }
     }
 }
 
 impl ArgCond {
     /// Evaluates the condition on a call's arguments (in parameter order)
-    /// and calling agent.
+    /// and calling agent, for a caller without a session: a token test
+    /// judges every token [`TokenOrigin::Elsewhere`] ([`NoSources`]).
     pub fn eval(&self, args: &[Value], agent: AgentId, sets: &[BTreeSet<String>]) -> bool {
-        self.eval_at(args, agent, sets, None)
+        self.eval_with(args, agent, sets, &NoSources)
+    }
+
+    /// `eval`, with the session's token origins for token tests.
+    pub fn eval_with(
+        &self,
+        args: &[Value],
+        agent: AgentId,
+        sets: &[BTreeSet<String>],
+        judge: &dyn TokenJudge,
+    ) -> bool {
+        self.eval_at(args, agent, sets, judge, None)
     }
 
     /// `eval`, with the element a per-element test is at (`None` outside one).
@@ -626,19 +692,37 @@ impl ArgCond {
         args: &[Value],
         agent: AgentId,
         sets: &[BTreeSet<String>],
+        judge: &dyn TokenJudge,
         elem: Option<&Value>,
     ) -> bool {
         match self {
+            Cond::Tokens {
+                param,
+                quant,
+                kind,
+                from,
+            } => match args.get(*param) {
+                None | Some(Value::Null) => false,
+                Some(v) => {
+                    let tokens = v.tokens();
+                    let mut of_kind = tokens.iter().filter(|t| kind.is_none_or(|k| t.kind == k));
+                    let accepted = |t: &Token| from.contains(&judge.origin(t));
+                    match quant {
+                        Quant::Any => of_kind.any(accepted),
+                        Quant::All => of_kind.all(accepted),
+                    }
+                }
+            },
             Cond::Test { param, quant, op } => {
                 args.get(*param).is_some_and(|v| op.eval(*quant, v, sets))
             }
             Cond::Agent(agents) => agents.contains(&agent),
-            Cond::Not(c) => !c.eval_at(args, agent, sets, elem),
-            Cond::And(cs) => cs.iter().all(|c| c.eval_at(args, agent, sets, elem)),
-            Cond::Or(cs) => cs.iter().any(|c| c.eval_at(args, agent, sets, elem)),
+            Cond::Not(c) => !c.eval_at(args, agent, sets, judge, elem),
+            Cond::And(cs) => cs.iter().all(|c| c.eval_at(args, agent, sets, judge, elem)),
+            Cond::Or(cs) => cs.iter().any(|c| c.eval_at(args, agent, sets, judge, elem)),
             Cond::Each { param, quant, body } => match args.get(*param) {
                 Some(Value::List(items)) => {
-                    let one = |v: &Value| body.eval_at(args, agent, sets, Some(v));
+                    let one = |v: &Value| body.eval_at(args, agent, sets, judge, Some(v));
                     match quant {
                         Quant::Any => items.iter().any(one),
                         Quant::All => items.iter().all(one),
@@ -666,6 +750,20 @@ impl NamedCond {
             },
             Cond::Agent(a) => Cond::Agent(a.clone()),
             Cond::Elem(op) => Cond::Elem(op.clone()),
+            Cond::Tokens {
+                param,
+                quant,
+                kind,
+                from,
+            } => match index_of(param) {
+                Some(i) => Cond::Tokens {
+                    param: i,
+                    quant: *quant,
+                    kind: *kind,
+                    from: from.clone(),
+                },
+                None => Cond::FALSE,
+            },
             Cond::Each { param, quant, body } => match index_of(param) {
                 Some(i) => Cond::Each {
                     param: i,

@@ -556,6 +556,26 @@ pub enum CondExpr {
     /// list parameter. In `BODY` (one test, a `!`, or a parenthesized
     /// condition) a test on the bound name `x` tests the element.
     Each(EachExpr),
+    /// `any|all KIND in PARAM [not] from SOURCE`: a token test.
+    Tokens(Box<TokensExpr>),
+}
+
+/// `any|all KIND in PARAM [not] from SOURCE` (`docs/policy-language.md`,
+/// "Token tests").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokensExpr {
+    /// `any` or `all`.
+    pub quant: Ident,
+    /// `url`, `email`, `iban`, `phone`, `quantity` or `token`.
+    pub kind: Ident,
+    /// The string (or list of strings) parameter.
+    pub param: Ident,
+    /// `not from`.
+    pub negated: bool,
+    /// `user`, `trusted` or `untrusted`.
+    pub source: Ident,
+    /// From the quantifier to the source.
+    pub span: Span,
 }
 
 /// `any|all VAR in LIST: BODY`, a per-element test.
@@ -586,6 +606,7 @@ impl CondExpr {
                 _ => Span::default(),
             },
             CondExpr::Each(e) => e.span,
+            CondExpr::Tokens(t) => t.span,
         }
     }
 }

@@ -105,6 +105,8 @@ struct NegState {
     each: Option<(String, Vec<Param>)>,
     /// The parameters the last resolution found (per tool).
     resolved: Vec<Param>,
+    /// A grant's condition is being lowered (token tests are refused).
+    in_grant: bool,
     /// `provenance MODE on PARAM` clauses of the tool being lowered.
     pending: Vec<(usize, agenra_core::policy::ProvenanceMode)>,
 }
@@ -1020,6 +1022,7 @@ impl<'a> Compiler<'a> {
                 }
             }
             CondExpr::Each(e) => self.lower_each(e, param),
+            CondExpr::Tokens(t) => self.lower_tokens(t, param),
             CondExpr::Agent {
                 negated, agents, ..
             } => {
@@ -1173,6 +1176,122 @@ impl<'a> Compiler<'a> {
                 param: p,
                 quant,
                 body: Box::new(body),
+            },
+            None => Cond::FALSE,
+        }
+    }
+
+    /// `any|all KIND in PARAM [not] from SOURCE`: PARAM must be a string
+    /// or a list of strings (in every tool that has it), not a field; not
+    /// in a grant. `not from S` accepts the origins `from S` does not.
+    fn lower_tokens<P: Clone>(
+        &mut self,
+        t: &TokensExpr,
+        param: &mut dyn FnMut(&mut Self, &Pred, &mut ArgOp) -> Option<P>,
+    ) -> Cond<P> {
+        use agenra_core::tokens::{TokenKind, TokenOrigin as O};
+        if self.neg.in_grant {
+            self.d.error(
+                t.span,
+                "a grant may not test where tokens come from (its match must not depend on what the session read): use a deny or pause rule",
+            );
+            return Cond::FALSE;
+        }
+        let kind = match t.kind.name.as_str() {
+            "token" => None,
+            k => match TokenKind::from_keyword(k) {
+                Some(k) => Some(k),
+                None => {
+                    self.d.error(
+                        t.kind.span,
+                        format!(
+                            "unknown token kind `{k}`: `url`, `email`, `iban`, `phone`, `quantity` or `token`{}",
+                            crate::diagnostic::did_you_mean(
+                                k,
+                                ["url", "email", "iban", "phone", "quantity", "token"]
+                            )
+                        ),
+                    );
+                    return Cond::FALSE;
+                }
+            },
+        };
+        let from: Vec<O> = match (t.source.name.as_str(), t.negated) {
+            ("user", false) => vec![O::Task],
+            ("user", true) => vec![O::TrustedOutput, O::Elsewhere],
+            ("trusted", false) | ("untrusted", true) => vec![O::Task, O::TrustedOutput],
+            ("untrusted", false) | ("trusted", true) => vec![O::Elsewhere],
+            (other, _) => {
+                self.d.error(
+                    t.source.span,
+                    format!("unknown token source `{other}`: `user`, `trusted` or `untrusted`"),
+                );
+                return Cond::FALSE;
+            }
+        };
+        // Resolve the parameter as a test would; its own type check is
+        // replaced by the one below (a token test needs strings).
+        let probe = Pred {
+            quant: None,
+            param: t.param.clone(),
+            op: PredOp::Eq(ValueLit {
+                value: Value::Str(String::new()),
+                span: t.param.span,
+                text: None,
+            }),
+            span: t.span,
+        };
+        let mut probe_op = ArgOp::Eq(Value::Str(String::new()));
+        let (errors, warnings) = (self.d.errors.len(), self.d.warnings.len());
+        let resolved = param(self, &probe, &mut probe_op);
+        let from_type_check = |m: &str| m.contains("type mismatch") || m.contains("is a list, so");
+        let keep = |d: &mut Vec<crate::diagnostic::Diagnostic>, from: usize| {
+            let mut i = from;
+            while i < d.len() {
+                if from_type_check(&d[i].message) {
+                    d.remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        };
+        keep(&mut self.d.errors, errors);
+        keep(&mut self.d.warnings, warnings);
+        if matches!(probe_op, ArgOp::Field { .. }) {
+            self.d.error(
+                t.param.span,
+                "a token test takes a string parameter, not an object's field",
+            );
+            return Cond::FALSE;
+        }
+        let bad: Vec<String> = self
+            .neg
+            .resolved
+            .iter()
+            .filter(|p| p.ty != ParamType::Str || !p.fields.is_empty())
+            .map(|p| format!("`{}` is {}", p.name, p.type_name()))
+            .collect();
+        if !bad.is_empty() {
+            self.d.error(
+                t.param.span,
+                format!(
+                    "a token test needs a `string` or `list<string>` parameter, but {}",
+                    bad.join(", ")
+                ),
+            );
+            return Cond::FALSE;
+        }
+        let quant = if t.quant.name == "any" {
+            Quant::Any
+        } else {
+            Quant::All
+        };
+        match resolved {
+            Some(p) => Cond::Tokens {
+                param: p,
+                quant,
+                kind,
+                from,
             },
             None => Cond::FALSE,
         }
@@ -1471,10 +1590,12 @@ impl<'a> Compiler<'a> {
                         CondExpr::And(cs) => cs.iter().collect(),
                         other => vec![other],
                     };
+                    self.neg.in_grant = true;
                     for part in parts {
                         let c = self.lower_cond_indexed(part, t, &owner, false);
                         grant.args.push(c);
                     }
+                    self.neg.in_grant = false;
                 }
                 GrantClauseKind::Quota(q, scope) => {
                     if let (None, Some(s)) = (q, scope.filter(|s| s.tenant)) {

@@ -409,6 +409,14 @@ fn cond(c: &CondExpr) -> String {
             n(&e.list),
             cond(&e.body)
         ),
+        CondExpr::Tokens(t) => format!(
+            "{} {} in {} {}from {}",
+            t.quant.name,
+            t.kind.name,
+            n(&t.param),
+            if t.negated { "not " } else { "" },
+            t.source.name
+        ),
     }
 }
 

@@ -1296,7 +1296,43 @@ impl Parser {
         if self.at_each() {
             return self.each();
         }
+        if self.at_tokens() {
+            return self.tokens();
+        }
         Ok(CondExpr::Test(self.pred()?))
+    }
+
+    /// Whether `any|all KIND in PARAM [not] from` starts here (a token test).
+    fn at_tokens(&self) -> bool {
+        let name =
+            |k: Option<&TokenKind>| matches!(k, Some(TokenKind::Ident(_) | TokenKind::Quoted(_)));
+        let word =
+            |n: usize, w: &str| matches!(self.peek_n(n), Some(TokenKind::Ident(x)) if x == w);
+        (self.is_kw("any") || self.is_kw("all"))
+            && matches!(self.peek_n(1), Some(TokenKind::Ident(_)))
+            && word(2, "in")
+            && name(self.peek_n(3))
+            && (word(4, "from") || (word(4, "not") && word(5, "from")))
+    }
+
+    /// `any|all KIND in PARAM [not] from SOURCE`.
+    fn tokens(&mut self) -> PResult<CondExpr> {
+        let quant = self.ident("`any` or `all`")?;
+        let kind = self.bare_ident("a token kind")?;
+        self.expect_kw("in")?;
+        let param = self.ident("a string parameter")?;
+        let negated = self.eat_kw("not").is_some();
+        self.expect_kw("from")?;
+        let source = self.bare_ident("`user`, `trusted` or `untrusted`")?;
+        let span = quant.span.to(source.span);
+        Ok(CondExpr::Tokens(Box::new(TokensExpr {
+            quant,
+            kind,
+            param,
+            negated,
+            source,
+            span,
+        })))
     }
 
     /// Whether `any|all NAME in LIST :` starts here (a per-element test).

@@ -619,10 +619,11 @@ impl SmtSession {
                 bound.join(&own)
             })
             .collect();
-        let inputs = CallInputs::concrete(
+        let inputs = CallInputs::concrete_with(
             policy,
             req,
             &self.reference.ledger.sets,
+            &self.reference.sources(),
             sinks,
             input.join(&own),
             output,
@@ -1160,10 +1161,11 @@ impl SmtSession {
         let policy = std::sync::Arc::clone(&self.policy);
         let out = self.graph.nodes[n].label.clone();
         let tool = &policy.tools[req.tool];
-        let inputs = CallInputs::concrete(
+        let inputs = CallInputs::concrete_with(
             &policy,
             req,
             &self.reference.ledger.sets,
+            &self.reference.sources(),
             vec![out.clone(); tool.sinks.len()],
             out.clone(),
             out,

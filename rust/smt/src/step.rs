@@ -468,11 +468,30 @@ impl CallInputs {
         output: SymLabel,
         seq: u64,
     ) -> CallInputs {
+        let none = agenra_core::tokens::NoSources;
+        Self::concrete_with(policy, req, sets, &none, sinks, received, output, seq)
+    }
+
+    /// [`CallInputs::concrete`], with token tests judged by `judge` (the
+    /// authorizer passes the reference's sources, so a token test is
+    /// decided on the concrete history; `verify` and `certify` refuse
+    /// token tests before they get here).
+    #[allow(clippy::too_many_arguments)]
+    pub fn concrete_with(
+        policy: &Policy,
+        req: &Request,
+        sets: &[BTreeSet<String>],
+        judge: &dyn agenra_core::tokens::TokenJudge,
+        sinks: Vec<SymLabel>,
+        received: SymLabel,
+        output: SymLabel,
+        seq: u64,
+    ) -> CallInputs {
         let b = Bool::from_bool;
         let tool = &policy.tools[req.tool];
         let named = |c: &NamedCond| {
             c.resolve(&|name| tool.param_index(name))
-                .eval(&req.args, req.agent, sets)
+                .eval_with(&req.args, req.agent, sets, judge)
         };
         let step = |s: &StepPattern| b(s.when.as_ref().is_none_or(named));
         CallInputs {
@@ -494,7 +513,9 @@ impl CallInputs {
             call_when: policy
                 .call_rules
                 .iter()
-                .map(|r| b(r.tool == req.tool && r.when.eval(&req.args, req.agent, sets)))
+                .map(|r| {
+                    b(r.tool == req.tool && r.when.eval_with(&req.args, req.agent, sets, judge))
+                })
                 .collect(),
             step_when: policy
                 .path_rules

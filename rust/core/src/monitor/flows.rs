@@ -139,7 +139,9 @@ impl Session {
         out: &mut FlowCheck,
     ) -> bool {
         let req = &r.req;
-        let holds = |c: &crate::value::ArgCond| c.eval(&req.args, req.agent, &self.state.sets);
+        let holds = |c: &crate::value::ArgCond| {
+            c.eval_with(&req.args, req.agent, &self.state.sets, &self.state.tokens)
+        };
         let exempt = rules.clone().any(|(_, effect, when)| match effect {
             FlowEffect::Allow(ceiling) => label.flows_to(&ceiling) && holds(when),
             _ => false,

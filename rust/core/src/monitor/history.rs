@@ -35,7 +35,7 @@ impl Session {
         node: &Node,
         r: &Resolved,
     ) -> bool {
-        step_matches(by_tool, step, node, r, &self.state.sets)
+        step_matches(by_tool, step, node, r, &self.state.sets, &self.state.tokens)
     }
 
     /// Every call rule, path rule, count and obligation the call would break.
@@ -47,7 +47,12 @@ impl Session {
         };
         for &c in &self.shared.0.index.call_rules_for_tool[r.req.tool] {
             let rule = &policy.call_rules[c];
-            if rule.when.eval(&r.req.args, r.req.agent, &self.state.sets) {
+            if rule.when.eval_with(
+                &r.req.args,
+                r.req.agent,
+                &self.state.sets,
+                &self.state.tokens,
+            ) {
                 out.push(Violation {
                     rule: Rule::Call(c),
                     reason: Reason::CallForbidden,
@@ -136,7 +141,7 @@ impl Session {
         let rules = policy.path_rules.len();
         for (i, rule) in policy.path_rules.iter().enumerate() {
             if let (Some(reset), Some(by_tool)) = (&rule.reset, &index.path_reset[i]) {
-                if step_matches(by_tool, reset, &n, r, &state.sets) {
+                if step_matches(by_tool, reset, &n, r, &state.sets, &state.tokens) {
                     *state.path_progress.slot(i, rules) = 0;
                     if let Some(w) = state.path_witness.0.get_mut(i) {
                         w.clear();
@@ -152,14 +157,14 @@ impl Session {
                 PathKind::Sequence(pattern) => {
                     let k = progress as usize;
                     if k + 1 < pattern.len()
-                        && step_matches(&steps[k], &pattern[k], &n, r, &state.sets)
+                        && step_matches(&steps[k], &pattern[k], &n, r, &state.sets, &state.tokens)
                     {
                         *state.path_progress.slot(i, rules) += 1;
                         state.path_witness.slot(i, rules).push(node);
                     }
                 }
                 PathKind::AtMost { step, max } => {
-                    if step_matches(&steps[0], step, &n, r, &state.sets) {
+                    if step_matches(&steps[0], step, &n, r, &state.sets, &state.tokens) {
                         *state.path_progress.slot(i, rules) += 1;
                         if let Some(w) = policy.count_window(i) {
                             let now = state.time;
@@ -187,20 +192,21 @@ impl Session {
 }
 
 /// Whether the call at `node` (resolved as `r`) matches a step, with the
-/// discovered sets `sets`.
+/// discovered sets `sets` and token origins `tokens`.
 fn step_matches(
     by_tool: &StepByTool,
     step: &StepPattern,
     node: &Node,
     r: &Resolved,
     sets: &[std::collections::BTreeSet<String>],
+    tokens: &dyn crate::tokens::TokenJudge,
 ) -> bool {
     by_tool
         .get(node.tool as usize)
         .and_then(Option::as_ref)
         .is_some_and(|cond| {
             step.reads.is_none_or(|p| p.matches(&node.label))
-                && cond.eval(&r.req.args, r.req.agent, sets)
+                && cond.eval_with(&r.req.args, r.req.agent, sets, tokens)
         })
 }
 

@@ -50,6 +50,9 @@ pub(crate) struct Index {
     pub receive_for_agent: Vec<Vec<usize>>,
     /// Per receive rule, per tool: its `when`, resolved for the tool.
     pub receive_when: Vec<Vec<ArgCond>>,
+    /// Whether some rule tests token origins: only then are task texts and
+    /// outputs indexed by token.
+    pub has_token_tests: bool,
 }
 
 fn step_by_tool(policy: &Policy, step: &StepPattern) -> StepByTool {
@@ -184,6 +187,7 @@ impl Index {
                 .map(|o| o.since.as_deref().map(|g| tools_globbed(policy, g)))
                 .collect(),
             has_resource_labels: !policy.resources.is_empty(),
+            has_token_tests: policy.has_token_tests(),
             context_owner: (0..policy.agents.len())
                 .map(|a| policy.chain_iter(a).find(|&x| policy.agents[x].own_context))
                 .collect(),

@@ -24,6 +24,7 @@ mod index;
 mod lineage;
 mod results;
 mod tasks;
+mod token_index;
 mod typed;
 mod values;
 mod wellformed;
@@ -151,6 +152,8 @@ pub struct SessionState {
     agent_contexts: Slots<Option<NodeId>>,
     /// Task texts and output words, for provenance by value.
     values: values::ValueIndex,
+    /// Task texts' and outputs' typed tokens, for token tests.
+    tokens: token_index::TokenIndex,
     /// The scope the latest task opened (narrows the static scopes).
     task_scope: Option<crate::event::TaskScope>,
     /// Values tasks seeded into discovered sets: (set, value, task node).
@@ -231,6 +234,7 @@ impl SessionState {
             last_by_agent: Slots::default(),
             agent_contexts: Slots::default(),
             values: values::ValueIndex::default(),
+            tokens: token_index::TokenIndex::default(),
             task_scope: None,
             seeded: Vec::new(),
             seq: 0,

@@ -82,5 +82,8 @@ impl Session {
         if self.shared.0.policy.provenance_by_value {
             self.state.values.add_output(node, n.label, &report.output);
         }
+        if self.shared.0.index.has_token_tests {
+            self.state.tokens.add_output(n.label, &report.output);
+        }
     }
 }

@@ -65,6 +65,9 @@ impl Session {
         if self.shared.0.policy.provenance_by_value {
             self.state.values.add_task(node, &t.text);
         }
+        if self.shared.0.index.has_token_tests {
+            self.state.tokens.add_task(&t.text);
+        }
         let mut notes = vec![Note::TaskRecorded(t.id.clone())];
         for (set, values) in seeds {
             let before = self.state.sets[set].len();

@@ -11,7 +11,7 @@
 
 use crate::graph::NodeId;
 use crate::label::Label;
-use crate::provenance::{lookup_of, output_keys, phrase_words_of, text_keys, Key, Lookup};
+use crate::provenance::{lookup_known, output_keys, phrase_words_of, text_keys, Key, Lookup};
 use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
@@ -33,6 +33,9 @@ pub(crate) struct ValueIndex {
     task_words: HashMap<Key, NodeId>,
     /// Task texts as phrase words, for values of several words.
     task_texts: Vec<(NodeId, Vec<String>)>,
+    /// Every phrase word of every task text: a phrase with a word not here
+    /// occurs in none, found at its first such word.
+    task_phrase_words: std::collections::HashSet<String>,
     outputs: HashMap<Key, Seen>,
     /// An untrusted output was too large to index.
     overflow: bool,
@@ -43,7 +46,9 @@ impl ValueIndex {
         for k in text_keys(text) {
             self.task_words.entry(k).or_insert(node);
         }
-        self.task_texts.push((node, phrase_words_of(text)));
+        let words = phrase_words_of(text);
+        self.task_phrase_words.extend(words.iter().cloned());
+        self.task_texts.push((node, words));
     }
 
     pub fn add_output(&mut self, node: NodeId, label: Label, output: &serde_json::Value) {
@@ -74,7 +79,8 @@ impl ValueIndex {
     /// The label of one scalar and where it came from, if provenance
     /// applies to it.
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
-        match lookup_of(v, !self.task_texts.is_empty()) {
+        let known = |w: &str| self.task_phrase_words.contains(w);
+        match lookup_known(v, !self.task_texts.is_empty(), known) {
             Lookup::Key(k) => {
                 if let Some(&task) = self.task_words.get(&k) {
                     return Some((Label::BOTTOM, task));

@@ -15,6 +15,7 @@ use crate::label::{Label, LabelPattern};
 use crate::pattern::glob_matches;
 use crate::policy::{FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, Tool};
 use crate::pool::SharedCounts;
+use crate::tokens::{Token, TokenJudge, TokenOrigin};
 use crate::value::{NamedCond, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -49,6 +50,9 @@ pub struct Admission {
     pub output: Label,
     /// The discovered sets at admission (step conditions read them).
     pub sets: Vec<BTreeSet<String>>,
+    /// How many task texts and outputs the session had at admission: the
+    /// sources its step conditions' token tests judged by (they only grow).
+    pub sources: (usize, usize),
     /// The time of the event that admitted it (the call, or its approval);
     /// counts `within` a window compare it with the judged call's time.
     pub time: u64,
@@ -301,6 +305,14 @@ impl Session {
         Ok((req, lineage))
     }
 
+    /// The session's sources now, for token tests.
+    pub fn sources(&self) -> Sources<'_> {
+        Sources {
+            tasks: &self.tasks,
+            outputs: &self.outputs,
+        }
+    }
+
     // ---- 2. labels ----------------------------------------------------
 
     /// What `agent`'s arguments read: everything read in the session, or,
@@ -487,7 +499,8 @@ impl Session {
         flows.push((input.join(&own), received));
         let mut pause = None;
         for (label, rules) in flows {
-            let holds = |c: &NamedCond| cond_holds(c, tool, req, &self.ledger.sets);
+            let holds =
+                |c: &NamedCond| cond_holds(c, tool, req, &self.ledger.sets, &self.sources());
             let exempt = rules.iter().any(|(_, e, when)| match e {
                 FlowEffect::Allow(c) => label.flows_to(c) && holds(when),
                 _ => false,
@@ -525,13 +538,29 @@ impl Session {
         let mut out = Vec::new();
         let tool = &policy.tools[req.tool];
         for (i, r) in policy.call_rules.iter().enumerate() {
-            if r.tool == req.tool && r.when.eval(&req.args, req.agent, &self.ledger.sets) {
+            if r.tool == req.tool
+                && r.when
+                    .eval_with(&req.args, req.agent, &self.ledger.sets, &self.sources())
+            {
                 out.push((Rule::Call(i), r.effect));
             }
         }
-        let now = |s: &StepPattern| step_holds(s, tool, req, output, &self.ledger.sets);
+        let now =
+            |s: &StepPattern| step_holds(s, tool, req, output, &self.ledger.sets, &self.sources());
         let then = |s: &StepPattern, a: &Admission| {
-            step_holds(s, &policy.tools[a.req.tool], &a.req, &a.output, &a.sets)
+            let (tasks, outputs) = a.sources;
+            let then = Sources {
+                tasks: &self.tasks[..tasks],
+                outputs: &self.outputs[..outputs],
+            };
+            step_holds(
+                s,
+                &policy.tools[a.req.tool],
+                &a.req,
+                &a.output,
+                &a.sets,
+                &then,
+            )
         };
         for (i, r) in policy.path_rules.iter().enumerate() {
             // The history since the last admitted call matching `reset`.
@@ -695,6 +724,7 @@ impl Session {
             req: req.clone(),
             output,
             sets: self.ledger.sets.clone(),
+            sources: (self.tasks.len(), self.outputs.len()),
             time: self.time,
         });
     }
@@ -813,9 +843,15 @@ pub fn resource_label(policy: &Policy, req: &Request) -> Label {
 }
 
 /// A named condition on a call of `tool`.
-fn cond_holds(c: &NamedCond, tool: &Tool, req: &Request, sets: &[BTreeSet<String>]) -> bool {
+fn cond_holds(
+    c: &NamedCond,
+    tool: &Tool,
+    req: &Request,
+    sets: &[BTreeSet<String>],
+    judge: &dyn TokenJudge,
+) -> bool {
     c.resolve(&|name| tool.param_index(name))
-        .eval(&req.args, req.agent, sets)
+        .eval_with(&req.args, req.agent, sets, judge)
 }
 
 fn step_holds(
@@ -824,12 +860,61 @@ fn step_holds(
     req: &Request,
     output: &Label,
     sets: &[BTreeSet<String>],
+    judge: &dyn TokenJudge,
 ) -> bool {
     s.matches_tool(tool)
         && s.reads.is_none_or(|p| p.matches(output))
         && s.when
             .as_ref()
-            .is_none_or(|c| cond_holds(c, tool, req, sets))
+            .is_none_or(|c| cond_holds(c, tool, req, sets, judge))
+}
+
+/// The sources token tests judge by: task texts and outputs (a prefix of
+/// the session's, for a call admitted earlier).
+pub struct Sources<'a> {
+    /// Task texts, in order.
+    pub tasks: &'a [String],
+    /// Outputs of succeeded and unknown results, with their call's label.
+    pub outputs: &'a [(Label, serde_json::Value)],
+}
+
+impl TokenJudge for Sources<'_> {
+    /// Naively (`docs/semantics.md`, "Token provenance inside text"): in a
+    /// task text; else in some trusted output and no untrusted one, unless
+    /// an untrusted output has more than
+    /// [`MAX_OUTPUT_TOKENS`](crate::tokens::MAX_OUTPUT_TOKENS) tokens (only
+    /// the first that many of an output count); else elsewhere.
+    fn origin(&self, token: &Token) -> TokenOrigin {
+        use crate::tokens::{output_tokens, text_tokens, MAX_OUTPUT_TOKENS};
+        let in_task = self.tasks.iter().any(|t| {
+            let mut ts = Vec::new();
+            text_tokens(t, &mut ts);
+            ts.contains(token)
+        });
+        if in_task {
+            return TokenOrigin::Task;
+        }
+        let mut trusted = false;
+        for (label, o) in self.outputs {
+            let mut ts = Vec::new();
+            output_tokens(o, &mut ts);
+            if ts.len() > MAX_OUTPUT_TOKENS && !label.trusted {
+                return TokenOrigin::Elsewhere;
+            }
+            ts.truncate(MAX_OUTPUT_TOKENS);
+            if ts.contains(token) {
+                if !label.trusted {
+                    return TokenOrigin::Elsewhere;
+                }
+                trusted = true;
+            }
+        }
+        if trusted {
+            TokenOrigin::TrustedOutput
+        } else {
+            TokenOrigin::Elsewhere
+        }
+    }
 }
 
 #[cfg(test)]

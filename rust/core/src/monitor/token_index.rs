@@ -1,0 +1,53 @@
+//! Token provenance inside text (`docs/semantics.md`): the typed tokens of
+//! every task text and output, canonicalised and indexed once when the
+//! task or result is reported, so judging an argument's token is one hash
+//! probe. Kept only for policies with token tests.
+
+use crate::label::Label;
+use crate::tokens::{
+    output_tokens, text_tokens, Token, TokenJudge, TokenOrigin, MAX_OUTPUT_TOKENS,
+};
+// Tokens come from untrusted text: SipHash with a random key, not FxHash.
+use std::collections::{HashMap, HashSet};
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TokenIndex {
+    /// Tokens of task texts.
+    task: HashSet<Token>,
+    /// Tokens of outputs: whether some untrusted output holds it.
+    outputs: HashMap<Token, bool>,
+    /// An untrusted output had more than `MAX_OUTPUT_TOKENS` tokens.
+    overflow: bool,
+}
+
+impl TokenIndex {
+    pub fn add_task(&mut self, text: &str) {
+        let mut ts = Vec::new();
+        text_tokens(text, &mut ts);
+        self.task.extend(ts);
+    }
+
+    pub fn add_output(&mut self, label: Label, output: &serde_json::Value) {
+        let mut ts = Vec::new();
+        output_tokens(output, &mut ts);
+        if ts.len() > MAX_OUTPUT_TOKENS {
+            self.overflow |= !label.trusted;
+            ts.truncate(MAX_OUTPUT_TOKENS);
+        }
+        for t in ts {
+            *self.outputs.entry(t).or_insert(false) |= !label.trusted;
+        }
+    }
+}
+
+impl TokenJudge for TokenIndex {
+    fn origin(&self, token: &Token) -> TokenOrigin {
+        if self.task.contains(token) {
+            TokenOrigin::Task
+        } else if !self.overflow && self.outputs.get(token) == Some(&false) {
+            TokenOrigin::TrustedOutput
+        } else {
+            TokenOrigin::Elsewhere
+        }
+    }
+}
