@@ -579,7 +579,11 @@ fn check(files: &[PathBuf], deny_warnings: bool) -> Result<(), Failed> {
                     0 => String::new(),
                     n => format!(" ({n} shared by the tenant)"),
                 },
-                policy.flow_rules.len() + policy.path_rules.len() + policy.obligations.len(),
+                policy.flow_rules.len()
+                    + policy.path_rules.len()
+                    + policy.obligations.len()
+                    + policy.call_rules.len()
+                    + policy.receive_rules.len(),
                 if warnings > 0 {
                     format!(", {warnings} warnings")
                 } else {

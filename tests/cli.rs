@@ -929,6 +929,23 @@ fn a_closed_output_ends_replay_quietly() {
 }
 
 #[test]
+fn check_counts_call_rules_among_the_rules() {
+    let policy = temp_file(
+        "call-rules.agr",
+        "tool account.update(field: string);\n\
+         grant edit: account.update quota unlimited;\n\
+         deny call keep: account.update when field in [\"password\"];\n",
+    );
+    let out = agenra(&["check", s(&policy)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("(1 tools, 1 grants, 1 rules)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
 fn fmt_reports_every_broken_file_and_still_checks_the_others() {
     let bad = temp_file("bad.agr", "grant g nope;\n");
     let messy = temp_file("messy.agr", "tool   t();\n");
