@@ -5,7 +5,8 @@
 
 use crate::fields::OutputLabels;
 use crate::tokens::{
-    labelled_output_tokens, text_tokens, Token, TokenJudge, TokenOrigin, MAX_OUTPUT_TOKENS,
+    labelled_output_tokens, output_tokens, text_tokens, Token, TokenJudge, TokenOrigin,
+    MAX_OUTPUT_TOKENS,
 };
 // Tokens come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::{HashMap, HashSet};
@@ -30,6 +31,20 @@ impl TokenIndex {
     /// Indexes an output's tokens, each judged by its field's label
     /// (`docs/semantics.md`, "Per-field output labels").
     pub fn add_output(&mut self, labels: &OutputLabels, output: &serde_json::Value) {
+        // Most tools declare no fields: every token has the output's label.
+        if labels.fields.is_empty() {
+            let untrusted = !labels.whole.trusted;
+            let mut ts = Vec::new();
+            output_tokens(output, &mut ts);
+            if ts.len() > MAX_OUTPUT_TOKENS {
+                self.overflow |= untrusted;
+                ts.truncate(MAX_OUTPUT_TOKENS);
+            }
+            for t in ts {
+                *self.outputs.entry(t).or_insert(false) |= untrusted;
+            }
+            return;
+        }
         let mut ts = Vec::new();
         labelled_output_tokens(output, labels, &mut ts);
         if ts.len() > MAX_OUTPUT_TOKENS {

@@ -13,7 +13,7 @@ use crate::fields::OutputLabels;
 use crate::graph::NodeId;
 use crate::label::Label;
 use crate::provenance::{
-    labelled_output_keys, lookup_known, phrase_words_of, text_keys, Key, Lookup,
+    labelled_output_keys, lookup_known, output_keys, phrase_words_of, text_keys, Key, Lookup,
 };
 use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
@@ -57,6 +57,21 @@ impl ValueIndex {
     /// Indexes an output's words, each with the label of its field
     /// (`docs/semantics.md`, "Per-field output labels").
     pub fn add_output(&mut self, node: NodeId, labels: &OutputLabels, output: &serde_json::Value) {
+        // Most tools declare no fields: every word has the output's label
+        // (no path is tracked on the way).
+        if labels.fields.is_empty() {
+            let mut keys = Vec::new();
+            output_keys(output, &mut keys);
+            let label = labels.whole;
+            if keys.len() > MAX_OUTPUT_WORDS {
+                self.overflow |= !label.trusted;
+                keys.truncate(MAX_OUTPUT_WORDS);
+            }
+            for k in keys {
+                self.add_key(k, label, node);
+            }
+            return;
+        }
         let mut keys = Vec::new();
         labelled_output_keys(output, labels, &mut keys);
         if keys.len() > MAX_OUTPUT_WORDS {
@@ -66,19 +81,23 @@ impl ValueIndex {
             keys.truncate(MAX_OUTPUT_WORDS);
         }
         for (k, field) in keys {
-            let label = labels.label(field);
-            let seen = self.outputs.entry(k).or_insert(Seen {
-                trusted: None,
-                untrusted: false,
+            self.add_key(k, labels.label(field), node);
+        }
+    }
+
+    /// Records that an output of `label` (at `node`) holds `k`.
+    fn add_key(&mut self, k: Key, label: Label, node: NodeId) {
+        let seen = self.outputs.entry(k).or_insert(Seen {
+            trusted: None,
+            untrusted: false,
+        });
+        if label.trusted {
+            seen.trusted = Some(match seen.trusted {
+                None => (label, node),
+                Some((l, first)) => (l.join(&label), first),
             });
-            if label.trusted {
-                seen.trusted = Some(match seen.trusted {
-                    None => (label, node),
-                    Some((l, first)) => (l.join(&label), first),
-                });
-            } else {
-                seen.untrusted = true;
-            }
+        } else {
+            seen.untrusted = true;
         }
     }
 
