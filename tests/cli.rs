@@ -195,6 +195,23 @@ fn check_reports_errors_with_line_column_and_caret() {
 }
 
 #[test]
+fn check_reports_output_field_errors_with_line_column() {
+    let bad = temp_file(
+        "fields.agr",
+        "tool bank() {\n  output tx.iban: <public, {}, trusted>;\n  output tx.iban: nosuch;\n}\n",
+    );
+    let out = agenra(&["check", s(&bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("fields.agr:3:10: error: output field `tx.iban` of tool `bank` has its label declared twice"),
+        "{err}"
+    );
+    assert!(err.contains("fields.agr:3:19: error: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn replay_stops_with_a_clear_error_on_bad_events() {
     let policy = "examples/coding-agent/policy.agr";
     let cases = [

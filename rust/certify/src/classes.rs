@@ -59,6 +59,8 @@ pub enum Unsupported {
     Elements { tool: String },
     #[error("a rule tests where tokens come from (`{rule}`: `any KIND in PARAM from SOURCE`), which depends on the texts the session read: call classes do not model it")]
     Tokens { rule: String },
+    #[error("tool `{tool}` labels fields of its output (`output PATH: LABEL`), which the letters' outputs do not model: call classes answer unknown")]
+    OutputFields { tool: String },
 }
 
 /// A call class, with its witness.
@@ -275,6 +277,16 @@ fn enumerate_with(old: &Policy, new: &Policy, probe: bool) -> Result<Classes, Un
     // carries: answer `unknown` rather than a class that ignores them.
     if let Some(rule) = token_rule(old).or_else(|| token_rule(new)) {
         return Err(Unsupported::Tokens { rule });
+    }
+    // Per-field output labels change provenance by value and token
+    // origins by what outputs hold under each field, which no letter's
+    // output models: `unknown` rather than a class that ignores them.
+    if let Some(p) = [old, new].into_iter().find(|p| !p.output_fields.is_empty()) {
+        let tool = p
+            .tools
+            .get(p.output_fields[0].tool)
+            .map_or_else(String::new, |t| t.name.clone());
+        return Err(Unsupported::OutputFields { tool });
     }
     let mut regions: Vec<u64> = old
         .grants

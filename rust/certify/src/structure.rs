@@ -155,6 +155,8 @@ fn fields_considered(p: &Policy) {
         // Counts over time windows: `certify` answers `unknown` when either
         // policy has one (lib.rs, `count_windows`).
         count_windows: _,
+        // Per-field output labels: compared with provenance by value below.
+        output_fields: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {
@@ -235,7 +237,8 @@ fn differences_of(old: &Policy, new: &Policy) -> Vec<String> {
     );
     part(
         old.provenance_by_value == new.provenance_by_value
-            && old.param_provenance == new.param_provenance,
+            && old.param_provenance == new.param_provenance
+            && old.output_fields == new.output_fields,
         "provenance by value",
     );
     part(old.task_seeds == new.task_seeds, "task seeds");

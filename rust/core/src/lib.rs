@@ -4,6 +4,7 @@
 //! (time is an input of every event).
 
 pub mod decimal;
+pub mod fields;
 pub mod hash;
 pub mod ids;
 pub mod label;

@@ -107,6 +107,30 @@ pub struct Policy {
     /// hash. `docs/semantics.md`, "Counts over time windows".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub count_windows: Vec<CountWindow>,
+    /// Per-field output labels (`output FIELD.PATH: LABEL;` in a tool
+    /// body), strictly ascending by (tool, path): for provenance only, a
+    /// leaf of an output takes the label of the longest declared path
+    /// that leads to it in place of the tool's `output` label. Omitted from
+    /// the encoding when empty, so policies without them keep their
+    /// content hash. `docs/semantics.md`, "Per-field output labels".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_fields: Vec<OutputField>,
+}
+
+/// `output PATH: LABEL;` in a tool body: the label that provenance gives
+/// the values under one field of the tool's output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputField {
+    /// The tool.
+    pub tool: ToolId,
+    /// Object keys from the output's root (not empty); arrays on the way
+    /// are descended into element-wise and add no key.
+    pub path: Vec<String>,
+    /// The label that replaces the tool's `output` label for the values
+    /// under the path (joined, like it, with the call's sanitized inputs
+    /// and resource labels).
+    pub label: Label,
 }
 
 /// A count rule's sliding window (`within 10m`).
@@ -690,7 +714,39 @@ impl Policy {
             param_provenance: vec![],
             renewals: vec![],
             count_windows: vec![],
+            output_fields: vec![],
         }
+    }
+
+    /// The labels of an output of `tool` for provenance: `whole` is the
+    /// call's label, `base` the call's sanitized inputs joined with its
+    /// resource labels (its label without the tool's `output` label), which
+    /// each declared field's label joins.
+    pub fn output_labels(
+        &self,
+        tool: ToolId,
+        whole: Label,
+        base: Label,
+    ) -> crate::fields::OutputLabels {
+        crate::fields::OutputLabels {
+            whole,
+            fields: self
+                .output_fields_of(tool)
+                .iter()
+                .map(|f| (f.path.clone(), base.join(&f.label)))
+                .collect(),
+        }
+    }
+
+    /// The declared output fields of `tool` (`output PATH: LABEL;`), by
+    /// path.
+    pub fn output_fields_of(&self, tool: ToolId) -> &[OutputField] {
+        if self.output_fields.is_empty() {
+            return &[];
+        }
+        let start = self.output_fields.partition_point(|f| f.tool < tool);
+        let end = self.output_fields.partition_point(|f| f.tool <= tool);
+        &self.output_fields[start..end]
     }
 
     /// The sliding window of path rule `rule` in seconds, if it is a count

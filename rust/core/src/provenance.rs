@@ -26,6 +26,7 @@
 //! prose, where capitals are style. A one-word value is an identifier, a
 //! code or a name, where case can matter, so it keeps its case.
 
+use crate::fields::OutputLabels;
 pub use crate::policy::ProvenanceMode;
 use crate::tokens::{glued_parts, is_separator, looks_like_iban, looks_like_iban_start};
 use crate::value::{Decimal, Value};
@@ -280,17 +281,41 @@ pub fn admits(mode: ProvenanceMode, v: &Value) -> bool {
 /// recursively; object keys are field names, not data, and are skipped).
 pub fn output_keys(output: &serde_json::Value, out: &mut Vec<Key>) {
     match output {
+        serde_json::Value::String(_) | serde_json::Value::Number(_) => leaf_keys(output, out),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| output_keys(i, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|v| output_keys(v, out)),
+        serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+    }
+}
+
+/// [`output_keys`] with the declared field each key occurs in (`None`:
+/// the output's label applies; `docs/semantics.md`, "Per-field output
+/// labels"), in the same order as [`output_keys`].
+pub fn labelled_output_keys(
+    output: &serde_json::Value,
+    labels: &OutputLabels,
+    out: &mut Vec<(Key, Option<usize>)>,
+) {
+    let mut keys = Vec::new();
+    labels.walk(output, &mut |leaf, field| {
+        keys.clear();
+        leaf_keys(leaf, &mut keys);
+        out.extend(keys.drain(..).map(|k| (k, field)));
+    });
+}
+
+/// The keys of one string or number leaf.
+fn leaf_keys(leaf: &serde_json::Value, out: &mut Vec<Key>) {
+    match leaf {
         serde_json::Value::String(s) => out.extend(text_keys(s)),
         serde_json::Value::Number(n) => {
-            if let Some(Value::Int(i)) = Value::from_json(output) {
+            if let Some(Value::Int(i)) = Value::from_json(leaf) {
                 out.push(Key::Number(Decimal::from(i)));
             } else if let Some(d) = Decimal::from_json_number(n) {
                 out.push(Key::Number(d));
             }
         }
-        serde_json::Value::Array(items) => items.iter().for_each(|i| output_keys(i, out)),
-        serde_json::Value::Object(m) => m.values().for_each(|v| output_keys(v, out)),
-        serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+        _ => {}
     }
 }
 

@@ -435,6 +435,24 @@ pub fn output_tokens(output: &serde_json::Value, out: &mut Vec<Token>) {
     }
 }
 
+/// [`output_tokens`] with whether each token's field is trusted
+/// (`docs/semantics.md`, "Per-field output labels"), in the same order.
+pub fn labelled_output_tokens(
+    output: &serde_json::Value,
+    labels: &crate::fields::OutputLabels,
+    out: &mut Vec<(Token, bool)>,
+) {
+    let mut ts = Vec::new();
+    labels.walk(output, &mut |leaf, field| {
+        if let serde_json::Value::String(s) = leaf {
+            let trusted = labels.label(field).trusted;
+            ts.clear();
+            text_tokens(s, &mut ts);
+            out.extend(ts.drain(..).map(|t| (t, trusted)));
+        }
+    });
+}
+
 /// The most tokens indexed per output; an untrusted output beyond it makes
 /// every token not in a task text [`TokenOrigin::Elsewhere`] for the rest
 /// of the session (it could hide a token).

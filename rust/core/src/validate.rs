@@ -311,6 +311,20 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             }
         }
     }
+    for (i, f) in p.output_fields.iter().enumerate() {
+        let what = format!("output_fields[{i}]");
+        index(format!("{what}.tool"), f.tool, p.tools.len(), "tools")?;
+        label_ok(format!("{what}.label"), &f.label)?;
+        if f.path.is_empty() {
+            return Err(bad(what, "the path must name at least one field"));
+        }
+        if i > 0 {
+            let prev = &p.output_fields[i - 1];
+            if (prev.tool, &prev.path) >= (f.tool, &f.path) {
+                return Err(bad(what, "must be strictly ascending by (tool, path)"));
+            }
+        }
+    }
     for (i, b) in p.budgets.iter().enumerate() {
         let what = format!("budgets[{i}]");
         index(format!("{what}.grant"), b.grant, p.grants.len(), "grants")?;
@@ -800,6 +814,31 @@ mod limits {
             err.to_string(),
             "tools[0].output.sensitivity: index 2 is out of range (2 levels)"
         );
+    }
+
+    #[test]
+    fn output_fields_are_checked() {
+        use crate::policy::OutputField;
+        let mut p = Policy::empty("p");
+        p.levels = vec!["l0".into()];
+        p.tools.push(tool("t", &[], Label::BOTTOM));
+        let field = |tool: usize, path: &[&str], sensitivity: u8| OutputField {
+            tool,
+            path: path.iter().map(|k| k.to_string()).collect(),
+            label: Label::new(sensitivity, CategorySet::EMPTY, true),
+        };
+        p.output_fields = vec![field(0, &["a"], 0), field(0, &["a", "b"], 0)];
+        assert_eq!(what(&p), "ok");
+        p.output_fields = vec![field(1, &["a"], 0)];
+        assert_eq!(what(&p), "output_fields[0].tool");
+        p.output_fields = vec![field(0, &["a"], 1)];
+        assert_eq!(what(&p), "output_fields[0].label.sensitivity");
+        p.output_fields = vec![field(0, &[], 0)];
+        assert_eq!(what(&p), "output_fields[0]");
+        p.output_fields = vec![field(0, &["b"], 0), field(0, &["a"], 0)];
+        assert_eq!(what(&p), "output_fields[1]");
+        p.output_fields = vec![field(0, &["a"], 0), field(0, &["a"], 0)];
+        assert_eq!(what(&p), "output_fields[1]");
     }
 
     #[test]

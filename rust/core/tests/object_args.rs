@@ -89,6 +89,7 @@ fn policy() -> Policy {
         param_provenance: vec![],
         renewals: vec![],
         count_windows: vec![],
+        output_fields: vec![],
     };
     p.grants.push(Grant {
         name: "g".into(),

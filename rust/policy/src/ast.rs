@@ -306,6 +306,15 @@ pub enum ToolClauseKind {
     Resource(Ident),
     /// `output LABEL;`: the source label of the tool's output (default: bottom).
     Output(LabelExpr),
+    /// `output FIELD.PATH: LABEL;`: for provenance, the label of the values
+    /// under one field of the output, in place of the tool's.
+    OutputField {
+        /// The path as written: a dotted name (`tx.iban`), or one key in
+        /// backticks.
+        path: Ident,
+        /// The field's label.
+        label: LabelExpr,
+    },
     /// `sink a, b [on PARAM, ...]`.
     Sinks {
         /// The sinks the arguments flow into.
@@ -337,7 +346,7 @@ impl ToolClauseKind {
     pub fn keyword(&self) -> &'static str {
         match self {
             ToolClauseKind::Resource(_) => "resource",
-            ToolClauseKind::Output(_) => "output",
+            ToolClauseKind::Output(_) | ToolClauseKind::OutputField { .. } => "output",
             ToolClauseKind::Sinks { .. } => "sink",
             ToolClauseKind::Sanitizer(_) => "sanitizer",
             ToolClauseKind::Fact { .. } => "fact",

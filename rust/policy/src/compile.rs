@@ -109,6 +109,8 @@ struct NegState {
     in_grant: bool,
     /// `provenance MODE on PARAM` clauses of the tool being lowered.
     pending: Vec<(usize, agenra_core::policy::ProvenanceMode)>,
+    /// `output PATH: LABEL` clauses of the tool being lowered.
+    pending_fields: Vec<(Vec<String>, Label)>,
 }
 
 /// The span of the keyword a statement starts with.
@@ -325,9 +327,19 @@ impl<'a> Compiler<'a> {
                         mode,
                     });
             }
+            for (path, label) in std::mem::take(&mut self.neg.pending_fields) {
+                policy.output_fields.push(agenra_core::policy::OutputField {
+                    tool: id,
+                    path,
+                    label,
+                });
+            }
             policy.tools.push(tool);
         }
         policy.param_provenance.sort_by_key(|p| (p.tool, p.param));
+        policy
+            .output_fields
+            .sort_by(|a, b| (a.tool, &a.path).cmp(&(b.tool, &b.path)));
         for (name, tools) in self.scope_decls.clone() {
             let tools = tools.iter().filter_map(|t| self.tool_glob(t)).collect();
             policy.scopes.push(Scope {
@@ -682,6 +694,7 @@ impl<'a> Compiler<'a> {
                 ToolClauseKind::Sinks { .. }
                     | ToolClauseKind::Fact { .. }
                     | ToolClauseKind::Provenance { .. }
+                    | ToolClauseKind::OutputField { .. }
             ) {
                 once(&mut seen, keyword, clause.span, &owner, &mut self.d);
             }
@@ -701,6 +714,10 @@ impl<'a> Compiler<'a> {
                     }
                 }
                 ToolClauseKind::Output(label) => tool.output = self.lower_label(label),
+                ToolClauseKind::OutputField { path, label } => {
+                    let label = self.lower_label(label);
+                    self.output_field(path, label, &owner);
+                }
                 ToolClauseKind::Sinks { sinks, on } => {
                     let bound: Option<Vec<usize>> = if on.is_empty() {
                         None
@@ -773,6 +790,33 @@ impl<'a> Compiler<'a> {
             }
         }
         tool
+    }
+
+    /// `output PATH: LABEL`: a dotted path is cut at its dots, a path in
+    /// backticks is one key. An empty key or a path declared twice in one
+    /// tool is an error at the path.
+    fn output_field(&mut self, path: &Ident, label: Label, owner: &str) {
+        let keys: Vec<String> = if path.quoted {
+            vec![path.name.clone()]
+        } else {
+            path.name.split('.').map(str::to_string).collect()
+        };
+        if keys.iter().any(String::is_empty) {
+            self.d.error(
+                path.span,
+                format!("output field `{}` of {owner} has an empty key", path.name),
+            );
+        } else if self.neg.pending_fields.iter().any(|(p, _)| *p == keys) {
+            self.d.error(
+                path.span,
+                format!(
+                    "output field `{}` of {owner} has its label declared twice",
+                    path.name
+                ),
+            );
+        } else {
+            self.neg.pending_fields.push((keys, label));
+        }
     }
 
     /// `output.a.b` and `output "/a/b"` become JSON pointers. Output values

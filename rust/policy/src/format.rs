@@ -218,6 +218,9 @@ fn tool_clause(kind: &ToolClauseKind) -> String {
     match kind {
         ToolClauseKind::Resource(p) => format!("resource {};", n(p)),
         ToolClauseKind::Output(l) => format!("output {};", label(l)),
+        ToolClauseKind::OutputField { path, label: l } => {
+            format!("output {}: {};", n(path), label(l))
+        }
         ToolClauseKind::Sinks { sinks, on } if on.is_empty() => {
             format!("sink {};", names(sinks, ", "))
         }

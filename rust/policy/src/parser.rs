@@ -672,7 +672,18 @@ impl Parser {
             }
             "output" => {
                 self.bump();
-                ToolClauseKind::Output(self.label()?)
+                let field = matches!(self.peek().kind, TokenKind::Ident(_) | TokenKind::Quoted(_))
+                    && self.peek_n(1) == Some(&TokenKind::Punct(Punct::Colon));
+                if field {
+                    let path = self.ident("a field path")?;
+                    self.expect_punct(Punct::Colon)?;
+                    ToolClauseKind::OutputField {
+                        path,
+                        label: self.label()?,
+                    }
+                } else {
+                    ToolClauseKind::Output(self.label()?)
+                }
             }
             "sink" | "sinks" => {
                 self.bump();

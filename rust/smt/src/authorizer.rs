@@ -151,6 +151,9 @@ pub struct SmtSession {
     /// Outputs read so far: (node, reading agent). The `i`-th is the
     /// reference's `outputs[i]` (both grow on `succeeded` and `unknown`).
     reads: Vec<(usize, AgentId)>,
+    /// Per call node of a tool with declared output fields, the node of
+    /// each field (`Policy::output_fields_of` order).
+    field_nodes: BTreeMap<usize, Vec<usize>>,
     /// Task nodes, in order: the `i`-th is the reference's `tasks[i]`.
     tasks: Vec<usize>,
     /// The tenant's pool (`None`: a private one).
@@ -205,6 +208,7 @@ impl SmtSession {
             by_id: BTreeMap::new(),
             contexts: BTreeMap::new(),
             reads: Vec::new(),
+            field_nodes: BTreeMap::new(),
             tasks: Vec::new(),
             pool,
             history: HistoryState::initial(policy),
@@ -1102,7 +1106,7 @@ impl SmtSession {
                 }
             }
         }
-        for (from, param, trust) in edges {
+        for &(from, param, trust) in &edges {
             self.graph.edges.push(GraphEdge {
                 from,
                 to: n,
@@ -1112,6 +1116,36 @@ impl SmtSession {
         }
         self.by_id.insert(id.to_string(), n);
         self.define(n);
+        // Per-field output labels: one node per declared field, defined
+        // as the call's node with the field's label in place of the
+        // tool's (same inputs); values found under the field flow from it.
+        let fields = policy.output_fields_of(req.tool);
+        if !fields.is_empty() {
+            let resource = resource_label(&policy, req);
+            let mut nodes = Vec::with_capacity(fields.len());
+            for f in fields {
+                let m = self.push_node(
+                    NodeKind::Call,
+                    format!("{id}#{}", f.path.join(".")),
+                    Some(req.tool),
+                    req.agent,
+                    f.label.join(&resource),
+                    sanitizer,
+                );
+                self.graph.nodes[m].status = "field".into();
+                for &(from, param, trust) in &edges {
+                    self.graph.edges.push(GraphEdge {
+                        from,
+                        to: m,
+                        param,
+                        trust,
+                    });
+                }
+                self.define(m);
+                nodes.push(m);
+            }
+            self.field_nodes.insert(n, nodes);
+        }
         n
     }
 
@@ -1133,11 +1167,13 @@ impl SmtSession {
                 judged
                     .then(|| self.reference.value_provenance(&req.args[i]))
                     .flatten()
-                    .map(|(_, sources)| {
+                    .and_then(|(_, sources)| {
+                        // Fail closed: a source without a node reads the
+                        // context instead.
                         sources
                             .into_iter()
-                            .filter_map(|s| self.source_node(s))
-                            .collect()
+                            .map(|s| self.source_node(s))
+                            .collect::<Option<Vec<usize>>>()
                     })
             })
             .collect();
@@ -1153,6 +1189,11 @@ impl SmtSession {
         match s {
             ValueSource::Task(t) => self.tasks.get(t).copied(),
             ValueSource::Output(o) => self.reads.get(o).map(|&(n, _)| n),
+            ValueSource::Field(o, f) => self
+                .reads
+                .get(o)
+                .and_then(|(n, _)| self.field_nodes.get(n))
+                .and_then(|nodes| nodes.get(f).copied()),
         }
     }
 

@@ -197,7 +197,14 @@ impl Session {
 
     /// Appends the call node with its edges. Its label is what the call
     /// returns: `sanitize(input) ⊔ source label ⊔ resource labels`.
-    pub(crate) fn append_call(&mut self, id: String, r: &Resolved, labels: &CallLabels) -> NodeId {
+    /// Also answers the label without the tool's `output` label
+    /// (`sanitize(input) ⊔ resource labels`), which output fields join.
+    pub(crate) fn append_call(
+        &mut self,
+        id: String,
+        r: &Resolved,
+        labels: &CallLabels,
+    ) -> (NodeId, Label) {
         // Everything read from the policy is read first, so that the
         // session can then be changed without holding (or cloning) it.
         let policy = &*self.shared.0.policy;
@@ -206,10 +213,11 @@ impl Session {
             Some(s) => (s.apply(&labels.input), Evidence::Sanitized),
             None => (labels.input, Evidence::Policy),
         };
-        let mut output = through.join(&spec.output);
+        let mut base = through;
         if let Some((l, _)) = labels.resource {
-            output = output.join(&l);
+            base = base.join(&l);
         }
+        let output = base.join(&spec.output);
         let kind = if !spec.sinks.is_empty() {
             NodeKind::Sink
         } else if spec.output != Label::BOTTOM
@@ -266,6 +274,6 @@ impl Session {
             }
         }
         *self.state.last_by_agent.slot(r.req.agent, agents) = Some(node);
-        node
+        (node, base)
     }
 }

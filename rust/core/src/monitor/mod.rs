@@ -63,6 +63,9 @@ struct Evaluation {
     resolved: Option<Resolved>,
     /// Every rule that stops the call (collected on request).
     stops: Vec<Stop>,
+    /// The call's label without the tool's `output` label (its sanitized
+    /// inputs and resource labels), which declared output fields join.
+    field_base: Label,
 }
 
 impl Evaluation {
@@ -84,6 +87,7 @@ impl Evaluation {
             grants: vec![],
             resolved: None,
             stops,
+            field_base: Label::BOTTOM,
         }
     }
 }
@@ -111,6 +115,10 @@ struct Held {
     admitted_at: u64,
     /// A paused call, kept for the re-check at approval time.
     pending: Option<Box<Resolved>>,
+    /// The call's label without the tool's `output` label: what its
+    /// declared output fields join (`docs/semantics.md`, "Per-field output
+    /// labels").
+    field_base: Label,
 }
 
 /// Everything the monitor knows about one session.
@@ -632,6 +640,7 @@ impl Session {
             lent,
             admitted_at: seq,
             pending: None,
+            field_base: e.field_base,
         };
         if e.verdict == Verdict::Allow {
             self.admit(e.node, &resolved, seq);
@@ -797,7 +806,7 @@ impl Session {
 
         // 2. Append the call and label each argument.
         let labels = self.call_labels(&resolved);
-        let node = self.append_call(id, &resolved, &labels);
+        let (node, field_base) = self.append_call(id, &resolved, &labels);
 
         // 3. Flows into every sink the call reaches.
         let flows = self.check_flows(&resolved, &labels, collect);
@@ -922,6 +931,7 @@ impl Session {
             grants,
             resolved: Some(resolved),
             stops,
+            field_base,
         })
     }
 

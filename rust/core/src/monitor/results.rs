@@ -24,6 +24,8 @@ impl Session {
             lent: Default::default(),
             admitted_at: self.state.seq,
             pending: None,
+            // Fail closed: fields join the whole call's label.
+            field_base: n.label,
         });
         let rule = held.grants.first().map(|&g| Rule::Grant(g));
         let policy = Arc::clone(&self.shared.0.policy);
@@ -37,12 +39,12 @@ impl Session {
             }
             Outcome::Unknown => {
                 self.set_status(node, Status::Unknown);
-                self.read_output(node, &n, report, Trust::Policy);
+                self.read_output(node, &n, held.field_base, report, Trust::Policy);
                 Ok(self.applied(node, rule, vec![Note::Unknown], vec![]))
             }
             Outcome::Succeeded => {
                 self.set_status(node, Status::Succeeded);
-                self.read_output(node, &n, report, Trust::Observed);
+                self.read_output(node, &n, held.field_base, report, Trust::Observed);
                 let mut notes = vec![Note::Succeeded];
                 let target = held
                     .grants
@@ -76,14 +78,33 @@ impl Session {
     }
 
     /// The output may have been read: its label joins the contexts and,
-    /// with provenance by value, its words are indexed.
-    fn read_output(&mut self, node: NodeId, n: &Node, report: &Report, trust: Trust) {
+    /// with provenance by value or token tests, its words are indexed, each
+    /// with the label of its field (`field_base` joined with the field's
+    /// declared label; the whole output's label for undeclared fields).
+    fn read_output(
+        &mut self,
+        node: NodeId,
+        n: &Node,
+        field_base: crate::label::Label,
+        report: &Report,
+        trust: Trust,
+    ) {
         self.merge_into_contexts(node, n.agent as usize, n.label, trust);
-        if self.shared.0.policy.provenance_by_value {
-            self.state.values.add_output(node, n.label, &report.output);
+        let by_value = self.shared.0.policy.provenance_by_value;
+        let tokens = self.shared.0.index.has_token_tests;
+        if !by_value && !tokens {
+            return;
         }
-        if self.shared.0.index.has_token_tests {
-            self.state.tokens.add_output(n.label, &report.output);
+        let labels = self
+            .shared
+            .0
+            .policy
+            .output_labels(n.tool as usize, n.label, field_base);
+        if by_value {
+            self.state.values.add_output(node, &labels, &report.output);
+        }
+        if tokens {
+            self.state.tokens.add_output(&labels, &report.output);
         }
     }
 }

@@ -3,9 +3,10 @@
 //! task or result is reported, so judging an argument's token is one hash
 //! probe. Kept only for policies with token tests.
 
-use crate::label::Label;
+use crate::fields::OutputLabels;
 use crate::tokens::{
-    output_tokens, text_tokens, Token, TokenJudge, TokenOrigin, MAX_OUTPUT_TOKENS,
+    labelled_output_tokens, output_tokens, text_tokens, Token, TokenJudge, TokenOrigin,
+    MAX_OUTPUT_TOKENS,
 };
 // Tokens come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::{HashMap, HashSet};
@@ -27,15 +28,31 @@ impl TokenIndex {
         self.task.extend(ts);
     }
 
-    pub fn add_output(&mut self, label: Label, output: &serde_json::Value) {
+    /// Indexes an output's tokens, each judged by its field's label
+    /// (`docs/semantics.md`, "Per-field output labels").
+    pub fn add_output(&mut self, labels: &OutputLabels, output: &serde_json::Value) {
+        // Most tools declare no fields: every token has the output's label.
+        if labels.fields.is_empty() {
+            let untrusted = !labels.whole.trusted;
+            let mut ts = Vec::new();
+            output_tokens(output, &mut ts);
+            if ts.len() > MAX_OUTPUT_TOKENS {
+                self.overflow |= untrusted;
+                ts.truncate(MAX_OUTPUT_TOKENS);
+            }
+            for t in ts {
+                *self.outputs.entry(t).or_insert(false) |= untrusted;
+            }
+            return;
+        }
         let mut ts = Vec::new();
-        output_tokens(output, &mut ts);
+        labelled_output_tokens(output, labels, &mut ts);
         if ts.len() > MAX_OUTPUT_TOKENS {
-            self.overflow |= !label.trusted;
+            self.overflow |= ts.iter().any(|(_, trusted)| !trusted);
             ts.truncate(MAX_OUTPUT_TOKENS);
         }
-        for t in ts {
-            *self.outputs.entry(t).or_insert(false) |= !label.trusted;
+        for (t, trusted) in ts {
+            *self.outputs.entry(t).or_insert(false) |= !trusted;
         }
     }
 }

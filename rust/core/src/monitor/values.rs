@@ -9,9 +9,12 @@
 //! then uses a value the user asked for. A value an attacker introduces
 //! occurs in an untrusted output, so it never loses the context's label.
 
+use crate::fields::OutputLabels;
 use crate::graph::NodeId;
 use crate::label::Label;
-use crate::provenance::{lookup_known, output_keys, phrase_words_of, text_keys, Key, Lookup};
+use crate::provenance::{
+    labelled_output_keys, lookup_known, output_keys, phrase_words_of, text_keys, Key, Lookup,
+};
 use crate::value::Value;
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
@@ -51,28 +54,50 @@ impl ValueIndex {
         self.task_texts.push((node, words));
     }
 
-    pub fn add_output(&mut self, node: NodeId, label: Label, output: &serde_json::Value) {
+    /// Indexes an output's words, each with the label of its field
+    /// (`docs/semantics.md`, "Per-field output labels").
+    pub fn add_output(&mut self, node: NodeId, labels: &OutputLabels, output: &serde_json::Value) {
+        // Most tools declare no fields: every word has the output's label
+        // (no path is tracked on the way).
+        if labels.fields.is_empty() {
+            let mut keys = Vec::new();
+            output_keys(output, &mut keys);
+            let label = labels.whole;
+            if keys.len() > MAX_OUTPUT_WORDS {
+                self.overflow |= !label.trusted;
+                keys.truncate(MAX_OUTPUT_WORDS);
+            }
+            for k in keys {
+                self.add_key(k, label, node);
+            }
+            return;
+        }
         let mut keys = Vec::new();
-        output_keys(output, &mut keys);
+        labelled_output_keys(output, labels, &mut keys);
         if keys.len() > MAX_OUTPUT_WORDS {
-            if !label.trusted {
+            if keys.iter().any(|(_, f)| !labels.label(*f).trusted) {
                 self.overflow = true;
             }
             keys.truncate(MAX_OUTPUT_WORDS);
         }
-        for k in keys {
-            let seen = self.outputs.entry(k).or_insert(Seen {
-                trusted: None,
-                untrusted: false,
+        for (k, field) in keys {
+            self.add_key(k, labels.label(field), node);
+        }
+    }
+
+    /// Records that an output of `label` (at `node`) holds `k`.
+    fn add_key(&mut self, k: Key, label: Label, node: NodeId) {
+        let seen = self.outputs.entry(k).or_insert(Seen {
+            trusted: None,
+            untrusted: false,
+        });
+        if label.trusted {
+            seen.trusted = Some(match seen.trusted {
+                None => (label, node),
+                Some((l, first)) => (l.join(&label), first),
             });
-            if label.trusted {
-                seen.trusted = Some(match seen.trusted {
-                    None => (label, node),
-                    Some((l, first)) => (l.join(&label), first),
-                });
-            } else {
-                seen.untrusted = true;
-            }
+        } else {
+            seen.untrusted = true;
         }
     }
 

@@ -11,6 +11,7 @@
 use super::{Checks, Event as LedgerEvent, Outcome, Request, State};
 use crate::decision::{Rule, Verdict};
 use crate::event::{self, Call, Event};
+use crate::fields::{FieldLabel, OutputLabels};
 use crate::label::{Label, LabelPattern};
 use crate::pattern::glob_matches;
 use crate::policy::{FlowEffect, GrantId, PathKind, Policy, RuleEffect, StepPattern, Tool};
@@ -32,6 +33,9 @@ pub struct CallRecord {
     pub lineage: Lineage,
     /// What the call returns.
     pub output: Label,
+    /// `output` without the tool's `output` label (sanitized inputs and
+    /// resource labels): what declared output fields join.
+    pub field_base: Label,
     /// Sequence number of its admission, once admitted.
     pub admitted_at: Option<u64>,
 }
@@ -77,6 +81,10 @@ pub struct Session {
     pub tasks: Vec<String>,
     /// Outputs of succeeded and unknown results, with their call's label.
     pub outputs: Vec<(Label, serde_json::Value)>,
+    /// Per output (same index), its declared fields with their labels
+    /// (`docs/semantics.md`, "Per-field output labels"); a missing or empty
+    /// entry: the output is labelled as a whole.
+    pub output_fields: Vec<Vec<FieldLabel>>,
     /// The scope the latest task opened.
     pub task_scope: Option<crate::event::TaskScope>,
     /// The number of events applied so far (the current event's sequence
@@ -103,8 +111,12 @@ pub struct Session {
 pub enum ValueSource {
     /// The text of the `i`-th task of the session (`Session::tasks[i]`).
     Task(usize),
-    /// The `i`-th output indexed (`Session::outputs[i]`).
+    /// The `i`-th output indexed (`Session::outputs[i]`), in a leaf no
+    /// declared field covers.
     Output(usize),
+    /// Declared field `f` (`Session::output_fields[i][f]`) of the `i`-th
+    /// output: the value occurs under it, and takes its label.
+    Field(usize, usize),
 }
 
 /// What the reference answers for an event.
@@ -136,6 +148,7 @@ impl Session {
             facts: vec![Vec::new(); policy.facts.len()],
             tasks: Vec::new(),
             outputs: Vec::new(),
+            output_fields: Vec::new(),
             task_scope: None,
             seq: 0,
             time: 0,
@@ -199,6 +212,7 @@ impl Session {
                 req: None,
                 lineage: vec![],
                 output: Label::BOTTOM,
+                field_base: Label::BOTTOM,
                 admitted_at: None,
             },
         );
@@ -310,6 +324,7 @@ impl Session {
         Sources {
             tasks: &self.tasks,
             outputs: &self.outputs,
+            fields: &self.output_fields,
         }
     }
 
@@ -383,15 +398,20 @@ impl Session {
     /// sources.
     pub fn value_provenance(&self, v: &Value) -> Option<(Label, Vec<ValueSource>)> {
         use crate::provenance::{
-            output_keys, phrase, text_has_phrase, text_keys, value_key, MAX_OUTPUT_WORDS,
+            labelled_output_keys, phrase, text_has_phrase, text_keys, value_key, MAX_OUTPUT_WORDS,
         };
-        let mut keys: Vec<Vec<crate::provenance::Key>> = Vec::with_capacity(self.outputs.len());
+        // Each output's keys, each with the label of its field.
+        let mut keys: Vec<Vec<(crate::provenance::Key, Option<usize>)>> =
+            Vec::with_capacity(self.outputs.len());
+        let labels: Vec<OutputLabels> = (0..self.outputs.len())
+            .map(|i| output_labels(self, i))
+            .collect();
         let mut overflow = false;
-        for (l, o) in &self.outputs {
+        for ((_, o), l) in self.outputs.iter().zip(&labels) {
             let mut k = Vec::new();
-            output_keys(o, &mut k);
+            labelled_output_keys(o, l, &mut k);
             if k.len() > MAX_OUTPUT_WORDS {
-                overflow |= !l.trusted;
+                overflow |= k.iter().any(|(_, f)| !l.label(*f).trusted);
                 k.truncate(MAX_OUTPUT_WORDS);
             }
             keys.push(k);
@@ -404,19 +424,31 @@ impl Session {
                     Some(t) => (Label::BOTTOM, vec![ValueSource::Task(t)]),
                     None if overflow => return None,
                     None => {
-                        let holding: Vec<usize> =
-                            (0..keys.len()).filter(|&i| keys[i].contains(&k)).collect();
-                        if holding.is_empty() || holding.iter().any(|&i| !self.outputs[i].0.trusted)
-                        {
+                        // Every occurrence, with its field's label.
+                        let found: Vec<(usize, Option<usize>)> = (0..keys.len())
+                            .flat_map(|i| {
+                                keys[i]
+                                    .iter()
+                                    .filter(|(key, _)| *key == k)
+                                    .map(move |(_, f)| (i, *f))
+                            })
+                            .collect();
+                        let label_of = |&(i, f): &(usize, Option<usize>)| labels[i].label(f);
+                        if found.is_empty() || found.iter().any(|o| !label_of(o).trusted) {
                             return None;
                         }
-                        let joined = holding
+                        let joined = found
                             .iter()
-                            .fold(Label::BOTTOM, |a, &i| a.join(&self.outputs[i].0));
-                        (
-                            joined,
-                            holding.into_iter().map(ValueSource::Output).collect(),
-                        )
+                            .fold(Label::BOTTOM, |a, o| a.join(&label_of(o)));
+                        let mut holding: Vec<ValueSource> = found
+                            .iter()
+                            .map(|&(i, f)| match f {
+                                None => ValueSource::Output(i),
+                                Some(f) => ValueSource::Field(i, f),
+                            })
+                            .collect();
+                        holding.dedup();
+                        (joined, holding)
                     }
                 },
                 None => {
@@ -552,6 +584,7 @@ impl Session {
             let then = Sources {
                 tasks: &self.tasks[..tasks],
                 outputs: &self.outputs[..outputs],
+                fields: &self.output_fields[..outputs.min(self.output_fields.len())],
             };
             step_holds(
                 s,
@@ -645,6 +678,7 @@ impl Session {
                         req: None,
                         lineage: vec![],
                         output: Label::BOTTOM,
+                        field_base: Label::BOTTOM,
                         admitted_at: None,
                     },
                 );
@@ -658,9 +692,8 @@ impl Session {
             Some(s) => s.apply(&input),
             None => input,
         };
-        let output = through
-            .join(&tool.output)
-            .join(&resource_label(policy, &req));
+        let field_base = through.join(&resource_label(policy, &req));
+        let output = field_base.join(&tool.output);
         let (flow_deny, flow_pause) = self.flows(policy, &req, &lineage, &args);
         self.calls.insert(
             c.id.clone(),
@@ -668,6 +701,7 @@ impl Session {
                 req: Some(req.clone()),
                 lineage,
                 output,
+                field_base,
                 admitted_at: None,
             },
         );
@@ -793,6 +827,12 @@ impl Session {
             let agent = record.req.as_ref().map_or(0, |q| q.agent);
             self.read.push((agent, record.output));
             self.outputs.push((record.output, r.output.clone()));
+            let fields = record.req.as_ref().map_or_else(Vec::new, |q| {
+                policy
+                    .output_labels(q.tool, record.output, record.field_base)
+                    .fields
+            });
+            self.output_fields.push(fields);
         }
         if r.status == event::Outcome::Succeeded {
             if let (Some(req), Some(at)) = (&record.req, record.admitted_at) {
@@ -869,6 +909,15 @@ fn step_holds(
             .is_none_or(|c| cond_holds(c, tool, req, sets, judge))
 }
 
+/// The labels of the session's `i`-th output: its call's label, and its
+/// declared fields' labels.
+fn output_labels(s: &Session, i: usize) -> OutputLabels {
+    OutputLabels {
+        whole: s.outputs[i].0,
+        fields: s.output_fields.get(i).cloned().unwrap_or_default(),
+    }
+}
+
 /// The sources token tests judge by: task texts and outputs (a prefix of
 /// the session's, for a call admitted earlier).
 pub struct Sources<'a> {
@@ -876,6 +925,9 @@ pub struct Sources<'a> {
     pub tasks: &'a [String],
     /// Outputs of succeeded and unknown results, with their call's label.
     pub outputs: &'a [(Label, serde_json::Value)],
+    /// Per output, its declared fields with their labels (missing or
+    /// empty: labelled as a whole).
+    pub fields: &'a [Vec<FieldLabel>],
 }
 
 impl TokenJudge for Sources<'_> {
@@ -885,7 +937,7 @@ impl TokenJudge for Sources<'_> {
     /// [`MAX_OUTPUT_TOKENS`](crate::tokens::MAX_OUTPUT_TOKENS) tokens (only
     /// the first that many of an output count); else elsewhere.
     fn origin(&self, token: &Token) -> TokenOrigin {
-        use crate::tokens::{output_tokens, text_tokens, MAX_OUTPUT_TOKENS};
+        use crate::tokens::{labelled_output_tokens, text_tokens, MAX_OUTPUT_TOKENS};
         let in_task = self.tasks.iter().any(|t| {
             let mut ts = Vec::new();
             text_tokens(t, &mut ts);
@@ -895,18 +947,24 @@ impl TokenJudge for Sources<'_> {
             return TokenOrigin::Task;
         }
         let mut trusted = false;
-        for (label, o) in self.outputs {
+        for (i, (label, o)) in self.outputs.iter().enumerate() {
+            let labels = OutputLabels {
+                whole: *label,
+                fields: self.fields.get(i).cloned().unwrap_or_default(),
+            };
             let mut ts = Vec::new();
-            output_tokens(o, &mut ts);
-            if ts.len() > MAX_OUTPUT_TOKENS && !label.trusted {
+            labelled_output_tokens(o, &labels, &mut ts);
+            if ts.len() > MAX_OUTPUT_TOKENS && ts.iter().any(|(_, t)| !t) {
                 return TokenOrigin::Elsewhere;
             }
             ts.truncate(MAX_OUTPUT_TOKENS);
-            if ts.contains(token) {
-                if !label.trusted {
-                    return TokenOrigin::Elsewhere;
+            for (t, field_trusted) in ts {
+                if t == *token {
+                    if !field_trusted {
+                        return TokenOrigin::Elsewhere;
+                    }
+                    trusted = true;
                 }
-                trusted = true;
             }
         }
         if trusted {
