@@ -232,6 +232,7 @@ const SHADOW_SCAN: usize = 256;
 
 pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
     trusted_outputs(policy, map, d);
+    unread_output_fields(policy, map, d);
     for (gi, grant) in policy.grants.iter().enumerate() {
         let (Some(set), Some(tool)) = (grant.discovers, policy.tools.get(grant.tool)) else {
             continue;
@@ -399,6 +400,26 @@ pub fn warnings(policy: &Policy, map: &SourceMap, d: &mut Diags) {
 /// established otherwise or spoken of elsewhere: policies with provenance
 /// by value (an argument the user typed keeps the task's trust) and tools
 /// a grant discovers from (the discovery warning speaks about those).
+/// Field labels (`output FIELD: LABEL`) change only where values come from
+/// for provenance by value and token tests; in a policy with neither they
+/// change no decision, which a writer who meant them to would not expect.
+fn unread_output_fields(policy: &Policy, map: &SourceMap, d: &mut Diags) {
+    if policy.output_fields.is_empty() || policy.provenance_by_value || policy.has_token_tests() {
+        return;
+    }
+    for (ti, tool) in policy.tools.iter().enumerate() {
+        if let Some(span) = map.tool_output_fields.get(ti).copied().flatten() {
+            d.warn(
+                span,
+                format!(
+                    "the output field labels of `{}` change no decision: they only say where values come from for `provenance by value;` and token tests (`any url in PARAM from untrusted`), and this policy has neither",
+                    tool.name
+                ),
+            );
+        }
+    }
+}
+
 fn trusted_outputs(policy: &Policy, map: &SourceMap, d: &mut Diags) {
     use agenra_core::policy::FlowEffect;
     if policy.provenance_by_value {

@@ -316,6 +316,13 @@ impl<'a> Compiler<'a> {
                     .find(|c| matches!(c.kind, ToolClauseKind::Output(_)))
                     .map(|c| c.span),
             );
+            map.tool_output_fields.push(
+                tool.body
+                    .iter()
+                    .flat_map(|b| &b.clauses)
+                    .find(|c| matches!(c.kind, ToolClauseKind::OutputField { .. }))
+                    .map(|c| c.span),
+            );
             let tool = self.lower_tool(tool);
             let id = policy.tools.len();
             for (param, mode) in std::mem::take(&mut self.neg.pending) {

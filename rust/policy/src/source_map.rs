@@ -17,4 +17,6 @@ pub struct SourceMap {
     pub flow_sinks: Vec<Span>,
     /// Per tool: the span of its `output` clause, if it has one.
     pub tool_outputs: Vec<Option<Span>>,
+    /// Per tool: the span of its first `output FIELD: LABEL` clause, if any.
+    pub tool_output_fields: Vec<Option<Span>>,
 }

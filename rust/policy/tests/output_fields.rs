@@ -103,3 +103,37 @@ fn errors_name_line_and_column() {
         vec!["1:75: error: duplicate `output` clause in tool `t`"]
     );
 }
+
+fn warnings(src: &str) -> Vec<String> {
+    agenra_policy::compile(src, "test")
+        .expect("compiles")
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Field labels change only provenance by value and token tests: a policy
+/// with neither is warned at the tool's first field clause, one with
+/// either is not.
+#[test]
+fn field_labels_nothing_reads_are_warned() {
+    let w = warnings(BANK);
+    let fields: Vec<_> = w
+        .iter()
+        .filter(|w| w.contains("output field labels"))
+        .collect();
+    assert_eq!(fields.len(), 2, "{w:?}");
+    assert!(
+        fields[0].starts_with("5:5: warning: the output field labels of `bank` change no decision"),
+        "{w:?}"
+    );
+    assert!(
+        fields[1].starts_with("9:16: warning: the output field labels of `other`"),
+        "{w:?}"
+    );
+    let read = format!("provenance by value;\n{BANK}");
+    assert!(!warnings(&read)
+        .iter()
+        .any(|w| w.contains("output field labels")));
+}
