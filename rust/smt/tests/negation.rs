@@ -5,6 +5,10 @@
 //! (`spec::reference`) and the SMT authorizer, which must agree event by
 //! event; the expected verdicts are written out.
 
+#[path = "support/engines.rs"]
+mod engines;
+use engines::assert_checkers_answer_unknown;
+
 use agenra_core::decision::StepOutput;
 use agenra_core::policy::Policy;
 use agenra_core::spec::reference;
@@ -304,24 +308,7 @@ fn certify_and_verify_do_not_claim_what_they_cannot_enumerate() {
         "#,
     );
     // A revision that adds a grant needs the call classes.
-    let mut q = p.clone();
-    let mut extra = q.grants[0].clone();
-    extra.name = "w2".into();
-    q.grants.push(extra);
-    let report = agenra_certify::certify_with(&p, &q, Some(&agenra_smt::rules::RuleChecker));
-    assert_eq!(report.verdict.as_str(), "unknown", "{report:?}");
-    let opts = agenra_smt::verify::Options {
-        bound: 3,
-        ..Default::default()
-    };
-    for f in agenra_smt::verify::verify(&p, &agenra_smt::verify::Property::ALL, &opts) {
-        assert_eq!(
-            f.result.as_str(),
-            "unknown",
-            "{}: {:?}",
-            f.property.name(),
-            f.detail
-        );
+    for f in assert_checkers_answer_unknown(&p) {
         assert!(
             f.detail.iter().any(|d| d.contains("per-element test")),
             "{:?}",

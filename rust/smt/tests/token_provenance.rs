@@ -5,6 +5,10 @@
 //! rules, call rules and path steps; `verify` and `certify` answer
 //! `unknown`.
 
+#[path = "support/engines.rs"]
+mod engines;
+use engines::assert_checkers_answer_unknown;
+
 use agenra_core::decision::StepOutput;
 use agenra_core::spec::reference::Session as Reference;
 use agenra_core::{Event, Monitor, Policy};
@@ -207,25 +211,7 @@ fn verify_and_certify_answer_unknown() {
     let p = policy();
     let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
     assert!(e.to_string().contains("tokens come from"), "{e}");
-    let mut q = p.clone();
-    let mut extra = q.grants[0].clone();
-    extra.name = "fetch2".into();
-    q.grants.push(extra);
-    let report = agenra_certify::certify_with(&p, &q, Some(&agenra_smt::rules::RuleChecker));
-    assert_eq!(report.verdict.as_str(), "unknown", "{report:?}");
-    let opts = agenra_smt::verify::Options {
-        bound: 3,
-        ..Default::default()
-    };
-    for f in agenra_smt::verify::verify(&p, &agenra_smt::verify::Property::ALL, &opts) {
-        assert_eq!(
-            f.result.as_str(),
-            "unknown",
-            "{}: {:?}",
-            f.property.name(),
-            f.detail
-        );
-    }
+    assert_checkers_answer_unknown(&p);
 }
 
 #[test]

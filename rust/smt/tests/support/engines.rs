@@ -58,3 +58,31 @@ pub fn differential(policy: &Policy, events: &[Event]) -> usize {
     }
     decided
 }
+
+/// The checkers answer `unknown` for `policy`: `certify` against a revision
+/// that adds a copy of its first grant (so the call classes are needed),
+/// and `verify` for every property (bound 3). Returns verify's findings for
+/// further checks of their details.
+pub fn assert_checkers_answer_unknown(policy: &Policy) -> Vec<agenra_smt::verify::Finding> {
+    let mut q = policy.clone();
+    let mut extra = q.grants[0].clone();
+    extra.name = format!("{}_copy", extra.name);
+    q.grants.push(extra);
+    let report = agenra_certify::certify_with(policy, &q, Some(&agenra_smt::rules::RuleChecker));
+    assert_eq!(report.verdict.as_str(), "unknown", "{report:?}");
+    let opts = agenra_smt::verify::Options {
+        bound: 3,
+        ..Default::default()
+    };
+    let findings = agenra_smt::verify::verify(policy, &agenra_smt::verify::Property::ALL, &opts);
+    for f in &findings {
+        assert_eq!(
+            f.result.as_str(),
+            "unknown",
+            "{}: {:?}",
+            f.property.name(),
+            f.detail
+        );
+    }
+    findings
+}
