@@ -68,3 +68,99 @@ impl TokenJudge for TokenIndex {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::{CategorySet, Label};
+    use serde_json::json;
+
+    const TRUSTED: Label = Label::BOTTOM;
+
+    fn untrusted() -> Label {
+        Label::new(0, CategorySet::EMPTY, false)
+    }
+
+    fn token(text: &str) -> Token {
+        let mut ts = Vec::new();
+        text_tokens(text, &mut ts);
+        assert_eq!(ts.len(), 1, "{text}");
+        ts.remove(0)
+    }
+
+    /// `n` distinct e-mail tokens in one string.
+    fn emails(n: usize) -> serde_json::Value {
+        json!((0..n)
+            .map(|i| format!("u{i}@x.example"))
+            .collect::<Vec<_>>()
+            .join(" "))
+    }
+
+    #[test]
+    fn origins_from_tasks_trusted_and_untrusted_outputs() {
+        let mut ix = TokenIndex::default();
+        ix.add_task("mail bob@x.example");
+        ix.add_output(
+            &OutputLabels::whole(TRUSTED),
+            &json!("ann@x.example and eve@x.example"),
+        );
+        ix.add_output(&OutputLabels::whole(untrusted()), &json!("eve@x.example"));
+        assert_eq!(ix.origin(&token("bob@x.example")), TokenOrigin::Task);
+        assert_eq!(
+            ix.origin(&token("ann@x.example")),
+            TokenOrigin::TrustedOutput
+        );
+        // Also in an untrusted output, whatever the order.
+        assert_eq!(ix.origin(&token("eve@x.example")), TokenOrigin::Elsewhere);
+        ix.add_output(&OutputLabels::whole(TRUSTED), &json!("eve@x.example"));
+        assert_eq!(ix.origin(&token("eve@x.example")), TokenOrigin::Elsewhere);
+        assert_eq!(ix.origin(&token("zed@x.example")), TokenOrigin::Elsewhere);
+    }
+
+    #[test]
+    fn field_labels_judge_each_token() {
+        let mut ix = TokenIndex::default();
+        let labels = OutputLabels {
+            whole: untrusted(),
+            fields: vec![(vec!["iban".into()], TRUSTED)],
+        };
+        let out = json!({"iban": "ann@x.example", "subject": "eve@x.example"});
+        ix.add_output(&labels, &out);
+        assert_eq!(
+            ix.origin(&token("ann@x.example")),
+            TokenOrigin::TrustedOutput
+        );
+        assert_eq!(ix.origin(&token("eve@x.example")), TokenOrigin::Elsewhere);
+    }
+
+    /// An untrusted output over the bound makes every output token
+    /// `Elsewhere` (its tail was not indexed); at the bound, nothing
+    /// changes; a trusted one over it is only truncated.
+    #[test]
+    fn an_untrusted_output_over_the_bound_trusts_no_output_token() {
+        for fields in [false, true] {
+            let labels = |l: Label| OutputLabels {
+                whole: l,
+                fields: if fields {
+                    vec![(vec!["none".into()], TRUSTED)]
+                } else {
+                    vec![]
+                },
+            };
+            let mut ix = TokenIndex::default();
+            ix.add_output(&labels(TRUSTED), &json!("ann@x.example"));
+            ix.add_output(&labels(untrusted()), &emails(MAX_OUTPUT_TOKENS));
+            ix.add_output(&labels(TRUSTED), &emails(MAX_OUTPUT_TOKENS + 1));
+            assert_eq!(
+                ix.origin(&token("ann@x.example")),
+                TokenOrigin::TrustedOutput
+            );
+            ix.add_output(&labels(untrusted()), &emails(MAX_OUTPUT_TOKENS + 1));
+            assert_eq!(
+                ix.origin(&token("ann@x.example")),
+                TokenOrigin::Elsewhere,
+                "{fields}"
+            );
+        }
+    }
+}
