@@ -248,11 +248,9 @@ fn verify(
     let key_hex = key.as_ref().map(agenra_store::PublicKey::hex);
     let mut checker = agenra_store::CheckpointVerifier::new(key);
     if let Some(path) = kept {
-        let bytes = std::fs::read(path)
-            .map_err(|e| fail(format!("--checkpoint {}: cannot read: {e}", path.display())))?;
-        let line = bytes.trim_ascii();
+        let bytes = read_kept(path)?;
         checker
-            .keep(line)
+            .keep(bytes.trim_ascii())
             .map_err(|e| fail(format!("--checkpoint {}: {}", path.display(), e.reason)))?;
     }
     for (i, line) in lines.iter().enumerate() {
@@ -288,22 +286,24 @@ fn verify(
     write_out(&text)
 }
 
+/// The checkpoint kept apart from the store (`audit verify --checkpoint`).
+fn read_kept(path: &Path) -> Result<Vec<u8>, Failed> {
+    std::fs::read(path)
+        .map_err(|e| fail(format!("--checkpoint {}: cannot read: {e}", path.display())))
+}
+
 /// `audit verify --store` on a PostgreSQL log partitioned by session
 /// (`serve --partitioned-log`): every partition's chain, and with a key
 /// every checkpoint's signature and every partition head it commits to.
 fn verify_partitioned(url: &str, key: Option<&str>, kept: Option<&Path>) -> Result<(), Failed> {
     let origin = agenra_store::redact(url);
-    if kept.is_some() {
-        return Err(fail(format!(
-            "{origin}: --checkpoint is not supported on a log partitioned by session yet"
-        )));
-    }
     let key = key.map(public_key).transpose()?;
+    let kept = kept.map(read_kept).transpose()?;
     let mut log = agenra_store::PartLog::open(Box::new(
         agenra_store::PgParts::open(url).map_err(|e| fail(format!("{origin}: {e}")))?,
     ));
     let s = log
-        .verify_checkpoints(key.as_ref())
+        .verify_checkpoints(key.as_ref(), kept.as_deref().map(<[u8]>::trim_ascii))
         .map_err(|e| fail(format!("{origin}: {e}")))?;
     let mut text = format!(
         "{origin}: ok: {} records in {} partitions (by session), every chain intact\n",
@@ -321,6 +321,11 @@ fn verify_partitioned(url: &str, key: Option<&str>, kept: Option<&Path>) -> Resu
             s.checkpoints
         )),
         _ => {}
+    }
+    if let Some(at) = s.kept {
+        text.push_str(&format!(
+            "{origin}: reaches the kept checkpoint (record {at} of the log partition) unchanged\n"
+        ));
     }
     write_out(&text)
 }

@@ -23,6 +23,12 @@ use replica::{free_addr, Replica, BIN};
 const QUOTA: u64 = 5;
 
 fn start(policy: &Path, url: &str, key: &Path, addr: SocketAddr) -> Replica {
+    start_with(policy, url, key, addr, &["--checkpoint-every", "3"])
+}
+
+/// `agenra serve --partitioned-log` signing with `key`, with `extra`
+/// arguments, once it answers `/health`.
+fn start_with(policy: &Path, url: &str, key: &Path, addr: SocketAddr, extra: &[&str]) -> Replica {
     let child = Command::new(BIN)
         .args([
             "serve",
@@ -34,7 +40,7 @@ fn start(policy: &Path, url: &str, key: &Path, addr: SocketAddr) -> Replica {
         .args(["--store", url, "--listen", &addr.to_string()])
         .arg("--checkpoint-key")
         .arg(key)
-        .args(["--checkpoint-every", "3"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -163,7 +169,7 @@ fn partitioned_replicas_verify_and_recover() {
 }
 
 #[test]
-fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags() {
+fn partitioned_log_refuses_the_embedded_store() {
     let dir = std::env::temp_dir().join(format!("agenra-serve-parts-flags-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -194,35 +200,105 @@ fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags()
         "{err}"
     );
     assert!(!store.exists(), "nothing created");
-    if let Some(url) = agenra_store::test_database("serve_partitioned_flags") {
-        let key = dir.join("checkpoint.key");
-        agenra_store::generate_key_file(&key).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM, then wait: the server stops cleanly (and signs its tail).
+fn stop(mut replica: Replica) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &replica.0.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = replica.0.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("agenra serve --partitioned-log did not stop on SIGTERM");
+}
+
+/// `--checkpoint-every Ns` and `--checkpoint-out` on a partitioned log: a
+/// checkpoint by time while idle, one more on SIGTERM, each kept in the
+/// file; `audit verify --checkpoint FILE` checks the log reaches it, and a
+/// restart with the file kept serves on.
+#[test]
+fn partitioned_log_checkpoints_by_time_and_keeps_the_last_one_apart() {
+    let Some(url) = agenra_store::test_database("serve_partitioned_kept") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("agenra-serve-parts-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.agr");
+    std::fs::write(
+        &policy,
+        "tool pay.send(to: string) { resource to; }\ngrant pay: pay.send quota 10;\n",
+    )
+    .unwrap();
+    let key = dir.join("checkpoint.key");
+    let public = agenra_store::generate_key_file(&key).unwrap();
+    let kept = dir.join("last.checkpoint");
+    let addr = free_addr();
+    let kept_arg = kept.display().to_string();
+    let serve = |every: &str| {
+        start_with(
+            &policy,
+            &url,
+            &key,
+            addr,
+            &["--checkpoint-every", every, "--checkpoint-out", &kept_arg],
+        )
+    };
+    let verify_kept = || {
         let out = Command::new(BIN)
-            .args([
-                "serve",
-                "--insecure-no-auth",
-                "--partitioned-log",
-                "--policy",
-            ])
-            .arg(&policy)
-            .args([
-                "--store",
-                &url,
-                "--listen",
-                "127.0.0.1:0",
-                "--checkpoint-key",
-            ])
-            .arg(&key)
-            .args(["--checkpoint-every", "5s"])
+            .args(["audit", "verify", "--store", &url, "--public-key", &public])
+            .arg("--checkpoint")
+            .arg(&kept)
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert!(
-            err.contains("--checkpoint-every Ns is not supported"),
-            "{err}"
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
+        (out.status.success(), text)
+    };
+    let replica = serve("1s");
+    let mut c = Client::connect(addr).unwrap();
+    let (status, v) = c
+        .post("/v1/sessions", &json!({"tenant": "acme", "session": "s1"}))
+        .unwrap();
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(pay(&mut c, "s1", "c1"), "ALLOW");
+    // Idle: the checkpoint by time is written, and kept in the file.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !kept.exists() {
+        assert!(Instant::now() < deadline, "no checkpoint by time");
+        std::thread::sleep(Duration::from_millis(50));
     }
+    let first = std::fs::read(&kept).unwrap();
+    let (ok, text) = verify_kept();
+    assert!(ok, "{text}");
+    assert!(text.contains("reaches the kept checkpoint"), "{text}");
+    // One more decision, then SIGTERM: the last checkpoint covers it.
+    assert_eq!(pay(&mut c, "s1", "c2"), "ALLOW");
+    drop(c);
+    stop(replica);
+    let last = std::fs::read(&kept).unwrap();
+    assert_ne!(first, last, "a checkpoint on SIGTERM");
+    let (ok, text) = verify_kept();
+    assert!(ok, "{text}");
+    // A restart checks the kept checkpoint, then serves on.
+    let replica = serve("100");
+    let mut c = Client::connect(addr).unwrap();
+    assert_eq!(pay(&mut c, "s1", "c3"), "ALLOW");
+    drop(c);
+    drop(replica);
+    // Another file's checkpoint (of no record here) is refused.
+    std::fs::write(&kept, &first[..first.len() / 2]).unwrap();
+    let (ok, text) = verify_kept();
+    assert!(!ok && text.contains("the kept checkpoint"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

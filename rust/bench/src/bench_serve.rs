@@ -193,7 +193,6 @@ pub fn measure(o: &Options) -> Result<Figures, String> {
                     compiled.policy.clone(),
                     "bench",
                     false,
-                    None,
                 ),
                 _ => {
                     let log = match &pg {

@@ -415,7 +415,7 @@ pub fn open(config: &ServeConfig) -> Result<Gateway, ServeError> {
 }
 
 /// [`open`] with `--partitioned-log`: the PostgreSQL log partitioned by
-/// session. Checkpoints by record count only (`--checkpoint-every N`).
+/// session.
 fn open_partitioned(config: &ServeConfig, compiled: CompiledPolicy) -> Result<Gateway, ServeError> {
     let refuse = |why: &str| {
         ServeError::Open(OpenError::Store(agenra_store::StoreError::Engine {
@@ -430,20 +430,8 @@ fn open_partitioned(config: &ServeConfig, compiled: CompiledPolicy) -> Result<Ga
     let mut log = agenra_store::PartLog::open(Box::new(
         agenra_store::PgParts::open(url).map_err(OpenError::from)?,
     ));
-    let mut every = None;
     if let Some(c) = &config.checkpoints {
-        if c.out.is_some() {
-            return Err(refuse("--checkpoint-out is not supported on it yet"));
-        }
-        match c.every {
-            agenra_store::Every::Records(n) => every = Some(n.max(1)),
-            agenra_store::Every::Time(_) => {
-                return Err(refuse(
-                    "--checkpoint-every Ns is not supported on it yet (use a record count)",
-                ))
-            }
-        }
-        log = log.with_signer(c.signer.clone());
+        log = log.with_checkpoints(c.clone());
     }
     Ok(Gateway::open_parts(
         log,
@@ -454,7 +442,6 @@ fn open_partitioned(config: &ServeConfig, compiled: CompiledPolicy) -> Result<Ga
             rules: config.rules,
             allow_widening: config.allow_widening,
         },
-        every,
     )?)
 }
 

@@ -12,7 +12,8 @@ use agenra_core::CompiledPolicy;
 use agenra_gateway::client::Client;
 use agenra_gateway::{Gateway, Server};
 use agenra_store::{
-    session_partition, test_database, CheckpointSigner, PartLog, PgParts, PublicKey,
+    session_partition, test_database, CheckpointSigner, Checkpoints, Every, PartLog, PgParts,
+    PublicKey,
 };
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,11 +42,14 @@ fn pooled_policy() -> CompiledPolicy {
 
 fn replica(url: &str, policy: CompiledPolicy, signer: Option<CheckpointSigner>) -> Server {
     let mut log = PartLog::open(Box::new(PgParts::open(url).unwrap()));
-    let every = signer.as_ref().map(|_| 1);
-    if let Some(s) = signer {
-        log = log.with_signer(s);
+    if let Some(signer) = signer {
+        log = log.with_checkpoints(Checkpoints {
+            signer,
+            every: Every::Records(1),
+            out: None,
+        });
     }
-    let gateway = Gateway::open_parts(log, policy, "parts.agr", false, every).unwrap();
+    let gateway = Gateway::open_parts(log, policy, "parts.agr", false).unwrap();
     assert!(gateway.is_replicated());
     Server::spawn(
         Arc::new(gateway),
@@ -141,7 +145,7 @@ fn two_replicas_on_distinct_sessions_interleave_without_forking_any_chain() {
     // (empty: locked, as a new session's possible home, when each session
     // was opened), nothing forked.
     let mut log = PartLog::open(Box::new(PgParts::open(&url).unwrap()));
-    let s = log.verify_checkpoints(None).unwrap();
+    let s = log.verify_checkpoints(None, None).unwrap();
     assert_eq!(s.partitions, 7, "{s:?}");
     // 1 policy; per own session 1 + 15; `both` 1 + 60.
     assert_eq!(s.records, 1 + 4 * 16 + 61, "{s:?}");
@@ -191,7 +195,7 @@ fn a_tenant_pool_is_spent_exactly_once_across_replicas_and_sessions() {
     a.stop();
     b.stop();
     PartLog::open(Box::new(PgParts::open(&url).unwrap()))
-        .verify_checkpoints(None)
+        .verify_checkpoints(None, None)
         .unwrap();
     // Recovery rebuilds the same pool: nothing is left.
     let c = replica(&url, pooled_policy(), None);
@@ -218,7 +222,7 @@ fn a_removed_session_partition_is_caught_by_the_checkpoint() {
     drop(c);
     a.stop();
     PartLog::open(Box::new(PgParts::open(&url).unwrap()))
-        .verify_checkpoints(Some(&key))
+        .verify_checkpoints(Some(&key), None)
         .unwrap();
     // Whoever can write the database drops session s2's chain and head.
     let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
@@ -231,6 +235,9 @@ fn a_removed_session_partition_is_caught_by_the_checkpoint() {
     let mut log = PartLog::open(Box::new(PgParts::open(&url).unwrap()));
     log.read(&mut |_, _, _| Ok(())).unwrap();
     // ...but the signed checkpoint names the one that is gone.
-    let e = log.verify_checkpoints(Some(&key)).unwrap_err().to_string();
+    let e = log
+        .verify_checkpoints(Some(&key), None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("s/acme/s2") && e.contains("dropped"), "{e}");
 }

@@ -40,21 +40,19 @@ pub struct PartCommitter {
 
 impl PartCommitter {
     /// Starts the writer on `log`: at most `max_batch` jobs per
-    /// transaction; `catch_up` applies what others appended; with
-    /// `checkpoint_every` (and a signer on `log`) a signed checkpoint
-    /// follows the batch that reaches that many records since the last.
-    pub fn start(
-        log: PartLog,
-        max_batch: usize,
-        catch_up: PartCatchUp,
-        checkpoint_every: Option<u64>,
-    ) -> PartCommitter {
+    /// transaction; `catch_up` applies what others appended. With
+    /// checkpoints on `log` ([`PartLog::with_checkpoints`]) a signed
+    /// checkpoint follows the batch that makes one due (by records), is
+    /// written in a transaction of its own when one falls due while the
+    /// writer is idle (by time), and once more when the writer stops if
+    /// anything was appended since the last.
+    pub fn start(log: PartLog, max_batch: usize, catch_up: PartCatchUp) -> PartCommitter {
         let (tx, rx) = mpsc::channel::<Job>();
         let counters = Arc::new(Counters::default());
         let c = Arc::clone(&counters);
         let thread = std::thread::Builder::new()
             .name("agenra-store-writer".into())
-            .spawn(move || writer(log, rx, max_batch.max(1), &c, catch_up, checkpoint_every))
+            .spawn(move || writer(log, rx, max_batch.max(1), &c, catch_up))
             .ok();
         PartCommitter {
             tx: Some(tx),
@@ -114,12 +112,31 @@ fn writer(
     max_batch: usize,
     counters: &Counters,
     mut catch_up: PartCatchUp,
-    checkpoint_every: Option<u64>,
 ) {
     let mut stopped: Option<String> = None;
-    let mut since: u64 = 0;
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
-    while let Ok(first) = rx.recv() {
+    loop {
+        let first = match log.checkpoint_tick() {
+            None => rx.recv().ok(),
+            Some(tick) => match rx.recv_timeout(tick) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // Quiet: sign what was appended since the last checkpoint.
+                    if stopped.is_none() && log.checkpoint_due(0, false) {
+                        match idle_checkpoint(&mut log, counters, &mut catch_up) {
+                            // Not reachable now: the next tick tries again.
+                            Ok(()) | Err(StoreError::Unavailable(_)) => {}
+                            Err(e) => stopped = Some(e.to_string()),
+                        }
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        let Some(first) = first else {
+            break;
+        };
         jobs.push(first);
         while jobs.len() < max_batch {
             match rx.try_recv() {
@@ -134,8 +151,9 @@ fn writer(
             continue;
         }
         let mut parts: Vec<String> = jobs.iter().flat_map(|j| j.parts.clone()).collect();
-        // A checkpoint may follow this batch: it goes in `log`.
-        let checkpointing = checkpoint_every.is_some_and(|n| since + jobs.len() as u64 >= n);
+        // A checkpoint may follow this batch (at most one record a job):
+        // it goes in `log`, whose head it then holds too.
+        let checkpointing = log.checkpoint_due(jobs.len() as u64, false);
         if checkpointing {
             parts.push(LOG_PARTITION.to_string());
         }
@@ -164,10 +182,7 @@ fn writer(
             log.append(&mut records)
         };
         let n = records.len() as u64;
-        if let (Ok(_), true) = (
-            &appended,
-            checkpointing && since + n >= checkpoint_every.unwrap_or(0),
-        ) {
+        if let (Ok(_), true) = (&appended, checkpointing && log.checkpoint_due(0, false)) {
             if let Err(e) = log.checkpoint(now_ms()) {
                 appended = Err(e);
             }
@@ -178,10 +193,6 @@ fn writer(
                 if !heads.is_empty() {
                     counters.commits.fetch_add(1, Ordering::Relaxed);
                     counters.records.fetch_add(n, Ordering::Relaxed);
-                    since += n;
-                }
-                if checkpointing && checkpoint_every.is_some_and(|e| since >= e) {
-                    since = 0;
                 }
                 let mut heads = heads.into_iter();
                 let mut at = None;
@@ -201,5 +212,124 @@ fn writer(
                 stopped = Some(why);
             }
         }
+    }
+    // Stopping: sign what this process appended since the last checkpoint,
+    // so that the last checkpoint covers every head it moved.
+    if stopped.is_none() && log.checkpoint_due(0, true) {
+        if let Err(e) = idle_checkpoint(&mut log, counters, &mut catch_up) {
+            eprintln!("agenra: the last checkpoint could not be written: {e}");
+        }
+    }
+}
+
+/// Appends a checkpoint with no other record, in a transaction of its own
+/// that locks only `log` (after catching up on it).
+fn idle_checkpoint(
+    log: &mut PartLog,
+    counters: &Counters,
+    catch_up: &mut PartCatchUp,
+) -> Result<(), StoreError> {
+    log.begin(&[LOG_PARTITION.to_string()], true, &mut |p, seq, line| {
+        counters.caught_up.fetch_add(1, Ordering::Relaxed);
+        catch_up(p, seq, line)
+    })?;
+    let done = log.checkpoint(now_ms()).and_then(|_| log.commit());
+    if done.is_err() {
+        log.rollback();
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{CheckpointSigner, Checkpoints, Every, PublicKey};
+    use crate::parts::{session_partition, MemoryParts};
+    use crate::Kind;
+    use std::time::Duration;
+
+    fn key() -> CheckpointSigner {
+        CheckpointSigner::from_seed([9; 32])
+    }
+
+    fn committer(store: &MemoryParts, every: Every) -> PartCommitter {
+        let log = PartLog::open(Box::new(store.clone())).with_checkpoints(Checkpoints {
+            signer: key(),
+            every,
+            out: None,
+        });
+        PartCommitter::start(log, 16, Box::new(|_, _, _| Ok(())))
+    }
+
+    /// Decides one event of session `s` and waits until it is durable.
+    fn decide(c: &PartCommitter, s: &str) {
+        let part = session_partition("acme", s);
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let record = Record {
+            kind: Kind::Event,
+            tenant: Some("acme".into()),
+            session: Some(s.into()),
+            ..Record::default()
+        };
+        c.decide(
+            vec![part.clone()],
+            false,
+            Box::new(move || {
+                let done: Done = Box::new(move |r| {
+                    let _ = tx.send(r.is_ok());
+                });
+                (Some((part, record)), done)
+            }),
+            Box::new(move |r| {
+                let _ = tx2.send(r.is_ok());
+            }),
+        );
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
+    }
+
+    /// The checkpoints in `log`, each signature checked.
+    fn checkpoints(store: &MemoryParts) -> u64 {
+        let public = PublicKey::parse(&key().public_key()).unwrap();
+        PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&public), None)
+            .map_or(0, |s| s.checkpoints)
+    }
+
+    #[test]
+    fn an_idle_writer_signs_by_time_and_only_when_something_was_appended() {
+        let store = MemoryParts::default();
+        let c = committer(&store, Every::Time(Duration::from_millis(50)));
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(checkpoints(&store), 0, "nothing appended, nothing signed");
+        decide(&c, "a");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while checkpoints(&store) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(checkpoints(&store), 1);
+        // Quiet again: no second checkpoint over the same heads.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(checkpoints(&store), 1);
+        drop(c);
+        assert_eq!(checkpoints(&store), 1, "stopping adds none: nothing since");
+    }
+
+    #[test]
+    fn a_stopping_writer_signs_what_it_appended_since_the_last_checkpoint() {
+        let store = MemoryParts::default();
+        let c = committer(&store, Every::Records(3));
+        decide(&c, "a");
+        decide(&c, "b");
+        assert_eq!(checkpoints(&store), 0);
+        decide(&c, "a");
+        assert_eq!(checkpoints(&store), 1, "the batch that reaches 3 records");
+        decide(&c, "b");
+        drop(c);
+        assert_eq!(
+            checkpoints(&store),
+            2,
+            "the last one, when the writer stops"
+        );
     }
 }

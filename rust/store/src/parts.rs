@@ -28,7 +28,10 @@
 //! embedded store, the gateway writes the single chain ([`crate::Log`]).
 //! See `docs/store.md`, "A log partitioned by session".
 
-use crate::checkpoint::{Checkpoint, CheckpointSigner, PartitionHead, PublicKey, LOG_PARTITION};
+use crate::checkpoint::{
+    Checkpoint, CheckpointSigner, Checkpointing, Checkpoints, Every, PartitionHead, PublicKey,
+    LOG_PARTITION,
+};
 use crate::record::{chain_line, split_line, Verifier};
 use crate::{Head, Kind, Record, StoreError, VerifyError, GENESIS};
 use std::collections::{BTreeMap, HashMap};
@@ -119,6 +122,15 @@ pub trait PartBackend: Send {
     /// Every partition's stored head, and every partition that has records
     /// but no head (`None`).
     fn heads(&self) -> Result<BTreeMap<String, Option<Head>>, StoreError>;
+    /// Every stored head row (what a checkpoint commits to), without
+    /// looking for records that have none (the reader's job).
+    fn head_rows(&self) -> Result<BTreeMap<String, Head>, StoreError> {
+        Ok(self
+            .heads()?
+            .into_iter()
+            .filter_map(|(p, h)| h.map(|h| (p, h)))
+            .collect())
+    }
     /// Commits the open transaction (durable when it returns `Ok`).
     fn commit(&mut self) -> Result<(), StoreError>;
     /// Abandons the open transaction.
@@ -326,6 +338,8 @@ pub struct PartSummary {
     pub checkpoints: u64,
     /// The last checkpoint's position in `log`.
     pub last: Option<u64>,
+    /// With a kept checkpoint: its position in `log`, which `log` reaches.
+    pub kept: Option<u64>,
 }
 
 /// A hash-chained log partitioned by session, on a [`PartBackend`].
@@ -338,7 +352,9 @@ pub struct PartLog {
     /// `known` of the locked partitions (and `log`) when the transaction
     /// began, for rollback.
     before: HashMap<String, Head>,
-    signer: Option<CheckpointSigner>,
+    /// Signed checkpoints (`serve --checkpoint-key`): when, and what this
+    /// process appended since the last one.
+    checkpoints: Option<Checkpointing>,
     lock_wait: std::time::Duration,
 }
 
@@ -351,15 +367,44 @@ impl PartLog {
             known: HashMap::new(),
             locked: None,
             before: HashMap::new(),
-            signer: None,
+            checkpoints: None,
             lock_wait: std::time::Duration::ZERO,
         }
     }
 
-    /// Signs checkpoints ([`PartLog::checkpoint`]) with `signer`.
-    pub fn with_signer(mut self, signer: CheckpointSigner) -> PartLog {
-        self.signer = Some(signer);
+    /// Signs checkpoints ([`PartLog::checkpoint`]) with `signer`, when
+    /// the caller asks (no schedule of its own: [`PartLog::checkpoint_due`]
+    /// is never true).
+    pub fn with_signer(self, signer: CheckpointSigner) -> PartLog {
+        self.with_checkpoints(Checkpoints {
+            signer,
+            every: Every::Records(u64::MAX),
+            out: None,
+        })
+    }
+
+    /// Signs checkpoints as `config` says: [`PartLog::checkpoint_due`]
+    /// follows `config.every` (records this process appended, or time
+    /// with records since), and each committed checkpoint's stored line is
+    /// also written to `config.out` (atomically), as on the single chain.
+    pub fn with_checkpoints(mut self, config: Checkpoints) -> PartLog {
+        self.checkpoints = Some(Checkpointing::new(config));
         self
+    }
+
+    /// How long until a time-based checkpoint may be due (`None`: no
+    /// checkpoints by time).
+    pub fn checkpoint_tick(&self) -> Option<std::time::Duration> {
+        match self.checkpoints.as_ref()?.config.every {
+            Every::Records(_) => None,
+            Every::Time(d) => Some(d.saturating_sub(self.checkpoints.as_ref()?.last.elapsed())),
+        }
+    }
+
+    /// Whether a checkpoint is due once `n` more records are appended
+    /// (`force`: whenever this process appended anything since the last).
+    pub fn checkpoint_due(&self, n: u64, force: bool) -> bool {
+        self.checkpoints.as_ref().is_some_and(|c| c.due(n, force))
     }
 
     /// How long the last [`PartLog::begin`] waited for its head locks.
@@ -561,6 +606,13 @@ impl PartLog {
         for (p, (head, ..)) in heads {
             self.known.insert(p, head);
         }
+        if let Some(c) = self.checkpoints.as_mut() {
+            let n = records
+                .iter()
+                .filter(|(_, r)| r.kind != Kind::Checkpoint)
+                .count();
+            c.since += n as u64;
+        }
         Ok(out)
     }
 
@@ -568,13 +620,13 @@ impl PartLog {
     /// must hold): it commits to `log`'s head before it and to every other
     /// partition's committed head (sorted by partition).
     pub fn checkpoint(&mut self, time_ms: u64) -> Result<Head, StoreError> {
-        let Some(signer) = &self.signer else {
+        let Some(signer) = self.checkpoints.as_ref().map(|c| &c.config.signer) else {
             return Err(StoreError::Engine {
                 path: self.backend.name(),
                 message: "no checkpoint key".into(),
             });
         };
-        let stored = self.backend.heads()?;
+        let stored = self.backend.head_rows()?;
         let mut heads: Vec<PartitionHead> = Vec::with_capacity(stored.len() + 1);
         let log = self.known(LOG_PARTITION);
         for (p, h) in stored {
@@ -584,7 +636,7 @@ impl PartLog {
             } else if self.locked.as_ref().is_some_and(|l| l.contains_key(&p)) {
                 Some(self.known(&p))
             } else {
-                h
+                Some(h)
             };
             if let Some(h) = h.filter(|h| h.seq > 0 || p == LOG_PARTITION) {
                 heads.push(PartitionHead {
@@ -613,19 +665,37 @@ impl PartLog {
             },
         )];
         let heads = self.append(&mut r)?;
+        // `append` chained the record in place: the same bytes again, for
+        // `--checkpoint-out` once the transaction commits.
+        let (line, _) = chain_line(&r[0].1)?;
+        if let Some(c) = self.checkpoints.as_mut() {
+            c.since = 0;
+            c.last = std::time::Instant::now();
+            c.unwritten = Some(line);
+        }
         heads.into_iter().next().ok_or_else(|| StoreError::Engine {
             path: self.backend.name(),
             message: "the checkpoint was not appended".into(),
         })
     }
 
-    /// Commits the open transaction.
+    /// Commits the open transaction; a checkpoint it appended is then
+    /// written to `--checkpoint-out` (a failure to write it is reported on
+    /// standard error: the log itself holds the checkpoint).
     pub fn commit(&mut self) -> Result<(), StoreError> {
         if self.locked.take().is_none() {
             return Ok(());
         }
         self.before.clear();
-        self.backend.commit()
+        self.backend.commit()?;
+        if let Some(c) = self.checkpoints.as_mut() {
+            if let Some(line) = c.unwritten.take() {
+                if let Err(e) = c.write_out(&line) {
+                    eprintln!("agenra: {e}");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Abandons the open transaction: this process's heads go back to
@@ -636,6 +706,9 @@ impl PartLog {
             self.backend.rollback();
             for (p, h) in self.before.drain() {
                 self.known.insert(p, h);
+            }
+            if let Some(c) = self.checkpoints.as_mut() {
+                c.unwritten = None;
             }
         }
     }
@@ -713,6 +786,7 @@ impl PartLog {
     pub fn verify_checkpoints(
         &mut self,
         key: Option<&PublicKey>,
+        kept: Option<&[u8]>,
     ) -> Result<PartSummary, StoreError> {
         let mut summary = PartSummary::default();
         // partition -> (seq, hash, the checkpoint's position) of the
@@ -729,26 +803,8 @@ impl PartLog {
                 let link: PartLink = serde_json::from_slice(line)
                     .map_err(|e| part_error(part, seq, format!("not an audit record: {e}")))?;
                 if link.kind == Kind::Checkpoint {
-                    let cp = link.checkpoint.ok_or_else(|| {
-                        part_error(part, seq, "a checkpoint record without its checkpoint")
-                    })?;
-                    let own = cp.heads.iter().find(|h| h.partition == LOG_PARTITION);
-                    if own.is_none_or(|h| h.seq + 1 != link.seq || h.hash != link.prev) {
-                        return Err(part_error(
-                            part,
-                            seq,
-                            format!(
-                                "the checkpoint commits to {}, but the log partition before it ends \
-                                 at record {} with hash {}",
-                                serde_json::to_string(&cp.heads).unwrap_or_default(),
-                                link.seq.saturating_sub(1),
-                                link.prev
-                            ),
-                        ));
-                    }
-                    if let Some(k) = key {
-                        k.check(&cp).map_err(|why| part_error(part, seq, why))?;
-                    }
+                    let cp =
+                        checked_checkpoint(link, key).map_err(|why| part_error(part, seq, why))?;
                     summary.checkpoints += 1;
                     summary.last = Some(seq);
                     for h in cp.heads.iter().filter(|h| h.partition != LOG_PARTITION) {
@@ -804,7 +860,143 @@ impl PartLog {
                 "no signed checkpoint in the log: nothing to check the key against",
             ));
         }
+        if let Some(kept) = kept {
+            let Some(key) = key else {
+                return Err(part_error(
+                    LOG_PARTITION,
+                    0,
+                    "the kept checkpoint: checking it needs the public key",
+                ));
+            };
+            let (at, hash) = kept_checkpoint(kept, key)?;
+            let found = lines_in_log
+                .iter()
+                .find(|(seq, _)| *seq == at)
+                .map(|(_, h)| h);
+            reaches_kept(lines_in_log.len() as u64, at, &hash, found)?;
+            summary.kept = Some(at);
+        }
         Ok(summary)
+    }
+
+    /// With `--checkpoint-out FILE` and FILE present: checks, after
+    /// [`PartLog::read`], that the `log` partition reaches the checkpoint
+    /// kept there (its line checks, is signed by this log's key, and `log`
+    /// holds that very record, whose heads the in-log check then covers).
+    /// A log cut back behind the server's back is refused at start instead
+    /// of being extended.
+    pub fn check_kept_checkpoint(&self) -> Result<(), StoreError> {
+        let Some(c) = &self.checkpoints else {
+            return Ok(());
+        };
+        let Some(out) = &c.config.out else {
+            return Ok(());
+        };
+        let bytes = match std::fs::read(out) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                return Err(StoreError::Engine {
+                    path: out.display().to_string(),
+                    message: format!("cannot read the kept checkpoint: {e}"),
+                })
+            }
+        };
+        let key =
+            PublicKey::parse(&c.config.signer.public_key()).map_err(|e| StoreError::Engine {
+                path: out.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let named = |e: StoreError| StoreError::Engine {
+            path: out.display().to_string(),
+            message: e.to_string(),
+        };
+        let (at, hash) = kept_checkpoint(bytes.trim_ascii(), &key).map_err(named)?;
+        let log = self.known(LOG_PARTITION);
+        let mut found = None;
+        if at <= log.seq {
+            self.backend.scan(LOG_PARTITION, at, &mut |_, seq, line| {
+                if seq == at && found.is_none() {
+                    found = split_line(line).map(|(_, h)| h);
+                }
+                Ok(())
+            })?;
+        }
+        reaches_kept(log.seq, at, &hash, found.as_ref()).map_err(named)
+    }
+}
+
+/// The checks of a checkpoint record in `log` that need no other record:
+/// it carries its checkpoint, commits to `log`'s chain just before it, and
+/// (with `key`) is signed by that key.
+fn checked_checkpoint(link: PartLink, key: Option<&PublicKey>) -> Result<Checkpoint, String> {
+    let cp = link
+        .checkpoint
+        .ok_or("a checkpoint record without its checkpoint")?;
+    let own = cp.heads.iter().find(|h| h.partition == LOG_PARTITION);
+    if own.is_none_or(|h| h.seq + 1 != link.seq || h.hash != link.prev) {
+        return Err(format!(
+            "the checkpoint commits to {}, but the log partition before it ends at record {} \
+             with hash {}",
+            serde_json::to_string(&cp.heads).unwrap_or_default(),
+            link.seq.saturating_sub(1),
+            link.prev
+        ));
+    }
+    if let Some(k) = key {
+        k.check(&cp)?;
+    }
+    Ok(cp)
+}
+
+/// A checkpoint's stored line kept elsewhere (`serve --checkpoint-out`),
+/// checked on its own: it hashes to what it says, is a checkpoint record
+/// of `log` in its place, signed by `key`. Returns its seq and hash.
+fn kept_checkpoint(line: &[u8], key: &PublicKey) -> Result<(u64, String), StoreError> {
+    let fail =
+        |reason: String| part_error(LOG_PARTITION, 0, format!("the kept checkpoint: {reason}"));
+    let Some((claimed, actual)) = split_line(line) else {
+        return Err(fail("not a stored audit record (no \"hash\" field)".into()));
+    };
+    if claimed != actual {
+        return Err(fail(format!(
+            "it hashes to {actual}, but says {claimed} (it was changed)"
+        )));
+    }
+    let link: PartLink =
+        serde_json::from_slice(line).map_err(|e| fail(format!("not an audit record: {e}")))?;
+    if link.kind != Kind::Checkpoint || link.partition.is_some() {
+        return Err(fail("not a checkpoint record of the log partition".into()));
+    }
+    let seq = link.seq;
+    checked_checkpoint(link, Some(key)).map_err(fail)?;
+    Ok((seq, actual))
+}
+
+/// Whether `log`, `len` records long and holding `found` (the hash of its
+/// record `at`, if any), reaches the kept checkpoint `at` with `hash`.
+fn reaches_kept(len: u64, at: u64, hash: &str, found: Option<&String>) -> Result<(), StoreError> {
+    if len < at {
+        return Err(part_error(
+            LOG_PARTITION,
+            len + 1,
+            format!(
+                "it ends at record {len}, but the kept checkpoint is its record {at}: the log was \
+                 truncated"
+            ),
+        ));
+    }
+    match found {
+        Some(h) if h == hash => Ok(()),
+        other => Err(part_error(
+            LOG_PARTITION,
+            at,
+            format!(
+                "its record {at} hashes to {}, but the kept checkpoint says {hash} (the log was \
+                 rewritten from there on)",
+                other.map_or("nothing", String::as_str)
+            ),
+        )),
     }
 }
 
@@ -874,7 +1066,7 @@ mod tests {
         assert_eq!(heads[LOG_PARTITION].seq, 1);
         // `log` first, then the sessions in name order.
         assert_eq!(seen[0], (LOG_PARTITION.to_string(), 1));
-        let s = reader.verify_checkpoints(Some(&public())).unwrap();
+        let s = reader.verify_checkpoints(Some(&public()), None).unwrap();
         assert_eq!((s.partitions, s.records, s.checkpoints), (3, 5, 1));
     }
 
@@ -889,7 +1081,7 @@ mod tests {
         reader.read(&mut |_, _, _| Ok(())).unwrap();
         // ...but the signed checkpoint names the dropped one.
         let e = reader
-            .verify_checkpoints(Some(&public()))
+            .verify_checkpoints(Some(&public()), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("s/acme/b") && e.contains("dropped"), "{e}");
@@ -905,7 +1097,7 @@ mod tests {
         let mut reader = PartLog::open(Box::new(store));
         reader.read(&mut |_, _, _| Ok(())).unwrap();
         let e = reader
-            .verify_checkpoints(Some(&public()))
+            .verify_checkpoints(Some(&public()), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("truncated"), "{e}");
@@ -915,7 +1107,7 @@ mod tests {
             .truncate_partition(&session_partition("acme", "a"), 2)
             .unwrap();
         PartLog::open(Box::new(store))
-            .verify_checkpoints(Some(&public()))
+            .verify_checkpoints(Some(&public()), None)
             .unwrap();
     }
 
@@ -924,7 +1116,7 @@ mod tests {
         let (store, _) = written();
         let other = PublicKey::parse(&CheckpointSigner::from_seed([8; 32]).public_key()).unwrap();
         let e = PartLog::open(Box::new(store))
-            .verify_checkpoints(Some(&other))
+            .verify_checkpoints(Some(&other), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("another key"), "{e}");
@@ -936,7 +1128,7 @@ mod tests {
         log.append(&mut [event("acme", "a", "1")]).unwrap();
         log.commit().unwrap();
         let e = PartLog::open(Box::new(store))
-            .verify_checkpoints(Some(&public()))
+            .verify_checkpoints(Some(&public()), None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("no signed checkpoint"), "{e}");
@@ -991,8 +1183,110 @@ mod tests {
         assert_eq!(h[0].seq, 2);
         other.commit().unwrap();
         PartLog::open(Box::new(store))
-            .verify_checkpoints(Some(&public()))
+            .verify_checkpoints(Some(&public()), None)
             .unwrap();
+    }
+
+    /// A path for a kept checkpoint in a directory of its own.
+    fn kept_path(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "agenra-parts-{name}-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("last.checkpoint")
+    }
+
+    /// `written()`, then a second checkpoint (log record 2, committing to
+    /// session a's record 3), with every checkpoint also kept in `out`.
+    fn written_and_kept(out: &std::path::Path) -> MemoryParts {
+        let (store, log) = written();
+        let config = Checkpoints {
+            signer: key(),
+            every: Every::Records(u64::MAX),
+            out: Some(out.to_path_buf()),
+        };
+        let mut log = PartLog {
+            checkpoints: Some(Checkpointing::new(config)),
+            ..log
+        };
+        log.begin(&[LOG_PARTITION.to_string()], true, &mut |_, _, _| Ok(()))
+            .unwrap();
+        log.checkpoint(2).unwrap();
+        log.commit().unwrap();
+        store
+    }
+
+    #[test]
+    fn a_kept_checkpoint_catches_a_log_cut_back_together_with_its_heads() {
+        let out = kept_path("cut");
+        let store = written_and_kept(&out);
+        let kept = std::fs::read(&out).unwrap();
+        let s = PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&public()), Some(kept.trim_ascii()))
+            .unwrap();
+        assert_eq!((s.checkpoints, s.kept), (2, Some(2)));
+        // Cut `log` back to its first checkpoint and session a to what that
+        // one committed to: every chain and the checkpoint left still check...
+        store.truncate_partition(LOG_PARTITION, 1).unwrap();
+        store
+            .truncate_partition(&session_partition("acme", "a"), 2)
+            .unwrap();
+        PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&public()), None)
+            .unwrap();
+        // ...but not against the checkpoint kept elsewhere.
+        let e = PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&public()), Some(kept.trim_ascii()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("truncated") && e.contains("record 2"), "{e}");
+        // The same check at start (`serve --checkpoint-out`).
+        let mut log = PartLog::open(Box::new(store)).with_checkpoints(Checkpoints {
+            signer: key(),
+            every: Every::Records(u64::MAX),
+            out: Some(out.clone()),
+        });
+        log.read(&mut |_, _, _| Ok(())).unwrap();
+        let e = log.check_kept_checkpoint().unwrap_err().to_string();
+        assert!(
+            e.contains("truncated") && e.contains("last.checkpoint"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_kept_checkpoint_that_was_changed_or_is_another_keys_is_refused() {
+        let out = kept_path("changed");
+        let store = written_and_kept(&out);
+        let kept = String::from_utf8(std::fs::read(&out).unwrap()).unwrap();
+        let mut log = PartLog::open(Box::new(store.clone())).with_checkpoints(Checkpoints {
+            signer: key(),
+            every: Every::Records(u64::MAX),
+            out: Some(out.clone()),
+        });
+        log.read(&mut |_, _, _| Ok(())).unwrap();
+        log.check_kept_checkpoint().unwrap();
+        let changed = kept.replacen("\"time_ms\":2", "\"time_ms\":3", 1);
+        assert_ne!(changed, kept);
+        let e = PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&public()), Some(changed.trim().as_bytes()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it was changed"), "{e}");
+        let other = PublicKey::parse(&CheckpointSigner::from_seed([8; 32]).public_key()).unwrap();
+        let e = PartLog::open(Box::new(store.clone()))
+            .verify_checkpoints(Some(&other), Some(kept.trim().as_bytes()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("another key"), "{e}");
+        // Without the key there is nothing to check it against.
+        let e = PartLog::open(Box::new(store))
+            .verify_checkpoints(None, Some(kept.trim().as_bytes()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs the public key"), "{e}");
     }
 
     #[test]

@@ -247,6 +247,19 @@ impl PartBackend for PgParts {
         Ok(out)
     }
 
+    fn head_rows(&self) -> Result<BTreeMap<String, Head>, StoreError> {
+        let rows = self
+            .conn
+            .with(|c| c.query("SELECT part, seq, hash FROM agenra_phead", &[]))?;
+        let mut out = BTreeMap::new();
+        for r in rows {
+            let part: String = r.get(0);
+            let head = self.head_of(&part, r.get(1), r.get(2))?;
+            out.insert(part, head);
+        }
+        Ok(out)
+    }
+
     fn commit(&mut self) -> Result<(), StoreError> {
         self.conn.commit()
     }

@@ -153,15 +153,15 @@ impl super::Gateway {
     /// session: recovers every session from `log` (the `log` partition
     /// first, then every session, then every tenant pool), then decides
     /// every operation inside a transaction that locks only the partitions
-    /// it touches. With `checkpoint_every` (and a signer on `log`) a signed
-    /// checkpoint over every partition's head follows each batch that
-    /// reaches that many records.
+    /// it touches. With checkpoints on `log`
+    /// ([`agenra_store::PartLog::with_checkpoints`]) signed checkpoints over
+    /// every partition's head are appended as they say, and a checkpoint
+    /// kept elsewhere (`--checkpoint-out`) must be reached by `log`.
     pub fn open_parts(
         mut log: agenra_store::PartLog,
         policy: agenra_core::CompiledPolicy,
         source: &str,
         certification: impl Into<super::Certification>,
-        checkpoint_every: Option<u64>,
     ) -> Result<super::Gateway, super::OpenError> {
         let certification = certification.into();
         let shared = Arc::new(Shared::new(&policy));
@@ -179,6 +179,8 @@ impl super::Gateway {
             StoreError::Diverged { seq, reason } => super::OpenError::Recover { seq, reason },
             other => super::OpenError::Store(other),
         })?;
+        log.check_kept_checkpoint()
+            .map_err(super::OpenError::Store)?;
         if let Ok(mut p) = shared.policies.write() {
             p.pinned.clear();
         }
@@ -191,7 +193,6 @@ impl super::Gateway {
                     .map(|_| ())
                     .map_err(|reason| diverged(part, seq, reason))
             }),
-            checkpoint_every,
         ));
         super::Gateway::started(shared, committer, true, policy, source, certification)
     }
