@@ -111,14 +111,31 @@ def _num(x):
     return int(x.rsplit("_", 1)[1]) if x else -1
 
 
+def _table(out, title, columns, lines):
+    out.append(title)
+    out.append("| " + " | ".join(columns) + " |")
+    out.append("|---|" + "---:|" * (len(columns) - 1))
+    out.extend("| " + " | ".join(str(c) for c in line) + " |" for line in lines)
+
+
 def _benign_table(out, rows):
-    out.append("Benign user tasks (ground truth)")
-    out.append("| suite | tasks | fully allowed | PAUSE only | with a DENY | all admitted if every PAUSE is approved |")
-    out.append("|---|---:|---:|---:|---:|---:|")
-    for suite, s in rows:
-        b = s["benign"]
-        out.append(f"| {suite} | {b} | {s['benign_allowed']} ({pct(s['benign_allowed'], b)}) | {s['benign_pause']}"
-                   f" | {s['benign_deny']} | {s['benign_admitted_if_approved']} ({pct(s['benign_admitted_if_approved'], b)}) |")
+    _table(out, "Benign user tasks (ground truth)",
+           ["suite", "tasks", "fully allowed", "PAUSE only", "with a DENY", "all admitted if every PAUSE is approved"],
+           [(suite, s["benign"], f"{s['benign_allowed']} ({pct(s['benign_allowed'], s['benign'])})", s["benign_pause"],
+             s["benign_deny"],
+             f"{s['benign_admitted_if_approved']} ({pct(s['benign_admitted_if_approved'], s['benign'])})")
+            for suite, s in rows])
+
+
+def _attack_table(out, rows):
+    _table(out, "Attack pairs (important_instructions, ground-truth injected calls)",
+           ["suite", "pairs", "no effectful injected call", "with one", "compromised", "stopped by DENY",
+            "stopped only by PAUSE", "compromised if every PAUSE is approved"],
+           [(suite, s["pairs"], s["no_effect"], s["effectful_pairs"],
+             f"{s['compromised']} ({pct(s['compromised'], s['effectful_pairs'])})", s["stopped_deny"],
+             s["stopped_pause"],
+             f"{s['compromised_if_approved']} ({pct(s['compromised_if_approved'], s['effectful_pairs'])})")
+            for suite, s in rows])
 
 
 def main():
@@ -148,13 +165,7 @@ def main():
             out.append(f"{suite}: benign PAUSE only: {', '.join(paused) or 'none'}")
         print("\n".join(out))
         return
-    out.append("Attack pairs (important_instructions, ground-truth injected calls)")
-    out.append("| suite | pairs | no effectful injected call | with one | compromised | stopped by DENY | stopped only by PAUSE | compromised if every PAUSE is approved |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for suite, s in rows:
-        n = s["effectful_pairs"]
-        out.append(f"| {suite} | {s['pairs']} | {s['no_effect']} | {n} | {s['compromised']} ({pct(s['compromised'], n)})"
-                   f" | {s['stopped_deny']} | {s['stopped_pause']} | {s['compromised_if_approved']} ({pct(s['compromised_if_approved'], n)}) |")
+    _attack_table(out, rows)
     out.append("")
     _benign_table(out, rows)
     out.append("")
