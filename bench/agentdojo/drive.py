@@ -24,7 +24,10 @@ Writes out/results/<suite>.jsonl (one record per trace and mode: each call's
 decision) and out/events/<suite>.jsonl (the monitor's own --trace-out, for
 `agenra replay` / `agenra explain`).
 
-Usage: drive.py [--suite S ...] (AGENRA_BIN names the agenra binary)
+Usage: drive.py [--suite S ...] [--benign-only] (AGENRA_BIN names the agenra binary)
+
+--benign-only replays the benign user tasks alone: what a policy writer may
+look at while writing (the attack traces are not read).
 """
 
 import argparse
@@ -225,6 +228,10 @@ def main():
     ap.add_argument("--oracle-scope", action="store_true",
                     help="an upper bound, not the benchmark: each task event carries a scope listing the tools"
                          " the user task's own ground truth uses (what a perfect planner would open)")
+    ap.add_argument("--policies", default=os.path.join(HERE, "policies"),
+                    help="the directory of <suite>.agr policies (default: policies/)")
+    ap.add_argument("--benign-only", action="store_true",
+                    help="replay only the benign user tasks (for writing policies without seeing the attacks)")
     opts = ap.parse_args()
     binary = agenra_bin()
     with open(os.path.join(HERE, "adapter.json")) as f:
@@ -233,7 +240,7 @@ def main():
     os.makedirs(os.path.join(opts.out, "events"), exist_ok=True)
     for suite in opts.suite or SUITES:
         spec = adapter[suite]
-        policy = os.path.join(HERE, "policies", f"{suite}.agr")
+        policy = os.path.join(opts.policies, f"{suite}.agr")
         mon = Monitor(binary, policy, os.path.join(opts.out, "events", f"{suite}.jsonl"))
         t0 = time.perf_counter()
         n_traces = 0
@@ -244,7 +251,7 @@ def main():
                     t = json.loads(line)
                     scopes[t["user_task"]] = sorted({c["function"] for c in t["calls"]} | {"third_party_text"})
         with open(os.path.join(opts.out, "results", f"{suite}.jsonl"), "w") as out:
-            for kind in ["benign", "attack"]:
+            for kind in ["benign"] if opts.benign_only else ["benign", "attack"]:
                 with open(os.path.join(opts.traces, f"{suite}.{kind}.jsonl"), encoding="utf-8") as f:
                     for line in f:
                         trace = json.loads(line)
