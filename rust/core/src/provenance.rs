@@ -248,7 +248,9 @@ pub fn is_short(v: &Value) -> bool {
 }
 
 /// Whether a scalar is one typed token: an e-mail address, a URL or an
-/// IBAN (in the canonical forms of this module).
+/// IBAN (in the canonical forms of this module). A URL is what token
+/// tests read as one (`crate::tokens`): with `http://`/`https://`, or a
+/// link without a scheme that starts with `www.`.
 pub fn is_token(v: &Value) -> bool {
     let Value::Str(s) = v else {
         return false;
@@ -257,9 +259,11 @@ pub fn is_token(v: &Value) -> bool {
     if c.contains(char::is_whitespace) {
         return false;
     }
+    let www = c.len() > 4 && c.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("www."));
     c.bytes().filter(|&b| b == b'@').count() == 1
         || c.starts_with("http://")
         || c.starts_with("https://")
+        || www
         || looks_like_iban(&c)
 }
 
@@ -379,6 +383,9 @@ mod tests {
         assert!(is_token(&s("Bob@Corp.com")) && is_token(&s("HTTPS://x.org/a")));
         assert!(is_token(&s("DE89 3704 0044 0532 0130 00")));
         assert!(!is_token(&s("report")) && !is_token(&Value::Int(5)) && !is_token(&s("a@b c")));
+        // A link without a scheme is a URL, as token tests read one.
+        assert!(is_token(&s("www.our-company.com")) && is_token(&s("WWW.x.org/a")));
+        assert!(!is_token(&s("www.")) && !is_token(&s("www.x.org and more")));
         let list = Value::List(vec![s("bob@corp.com"), s("13")]);
         assert!(admits(M::Exact, &list) && !admits(M::Words, &list) && !admits(M::Tokens, &list));
         assert!(!admits(M::Off, &s("bob@corp.com")) && admits(M::Tokens, &s("bob@corp.com")));
