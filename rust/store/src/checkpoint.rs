@@ -286,7 +286,47 @@ pub(crate) struct Checkpointing {
     pub unwritten: Option<Vec<u8>>,
 }
 
+/// A checkpoint kept apart from the log (`--checkpoint-out`), as read at
+/// start: the file, its line (trimmed) and the key that must have signed it.
+pub(crate) struct Kept<'a> {
+    pub file: &'a std::path::Path,
+    pub line: Vec<u8>,
+    pub key: PublicKey,
+}
+
+/// The checkpoint kept in `--checkpoint-out`, if the log signs
+/// checkpoints with that option and the file exists (a missing file is a
+/// first start).
+pub(crate) fn read_kept(c: Option<&Checkpointing>) -> Result<Option<Kept<'_>>, crate::StoreError> {
+    let Some(c) = c else {
+        return Ok(None);
+    };
+    c.read_kept()
+}
+
 impl Checkpointing {
+    fn read_kept(&self) -> Result<Option<Kept<'_>>, crate::StoreError> {
+        let Some(out) = &self.config.out else {
+            return Ok(None);
+        };
+        let engine = |message: String| crate::StoreError::Engine {
+            path: out.display().to_string(),
+            message,
+        };
+        let bytes = match std::fs::read(out) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(engine(format!("cannot read the kept checkpoint: {e}"))),
+        };
+        let key = PublicKey::parse(&self.config.signer.public_key())
+            .map_err(|e| engine(e.to_string()))?;
+        Ok(Some(Kept {
+            file: out,
+            line: bytes.trim_ascii().to_vec(),
+            key,
+        }))
+    }
+
     pub fn new(config: Checkpoints) -> Checkpointing {
         Checkpointing {
             config,

@@ -216,26 +216,16 @@ fn writer(
     // Each callback, and whether its job carried a record.
     let mut dones: Vec<(Done, bool)> = Vec::with_capacity(max_batch);
     loop {
-        let first = match log.checkpoint_tick() {
-            None => rx.recv().ok(),
-            Some(tick) => match rx.recv_timeout(tick) {
-                Ok(job) => Some(job),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    // Quiet: sign what was appended since the last checkpoint.
-                    if stopped.is_none() && log.checkpoint_due(false) {
-                        match idle_checkpoint(&mut log, &mut catch_up, false) {
-                            // Not reachable now: the next tick tries again.
-                            Ok(()) | Err(StoreError::Unavailable(_)) => {}
-                            Err(e) => stopped = Some(e.to_string()),
-                        }
-                    }
-                    continue;
+        let first = match next_job(&rx, log.checkpoint_tick()) {
+            Next::Job(job) => job,
+            Next::Closed => break,
+            Next::Idle => {
+                // Quiet: sign what was appended since the last checkpoint.
+                if stopped.is_none() && log.checkpoint_due(false) {
+                    stopped = idle_stop(idle_checkpoint(&mut log, &mut catch_up, false));
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            },
-        };
-        let Some(first) = first else {
-            break;
+                continue;
+            }
         };
         jobs.push(first);
         while jobs.len() < max_batch {
@@ -322,6 +312,36 @@ fn writer(
         if let Err(e) = idle_checkpoint(&mut log, &mut catch_up, true) {
             eprintln!("agenra: the last checkpoint could not be written: {e}");
         }
+    }
+}
+
+/// What a writer waits for: a job, or (with checkpoints by time) a tick
+/// that passed with none, or the end (every sender gone).
+pub(crate) enum Next<J> {
+    Job(J),
+    Idle,
+    Closed,
+}
+
+/// Waits for the next job, at most `tick` when there is one.
+pub(crate) fn next_job<J>(rx: &mpsc::Receiver<J>, tick: Option<std::time::Duration>) -> Next<J> {
+    let got = match tick {
+        None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        Some(tick) => rx.recv_timeout(tick),
+    };
+    match got {
+        Ok(job) => Next::Job(job),
+        Err(mpsc::RecvTimeoutError::Timeout) => Next::Idle,
+        Err(mpsc::RecvTimeoutError::Disconnected) => Next::Closed,
+    }
+}
+
+/// Whether a failed idle checkpoint stops the writer: a store not
+/// reachable now is tried again at the next tick; anything else stops it.
+pub(crate) fn idle_stop(done: Result<(), StoreError>) -> Option<String> {
+    match done {
+        Ok(()) | Err(StoreError::Unavailable(_)) => None,
+        Err(e) => Some(e.to_string()),
     }
 }
 

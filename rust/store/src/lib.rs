@@ -148,28 +148,11 @@ impl Log {
     /// that very record). A log truncated or rewritten behind the server's
     /// back is then refused at start instead of being extended.
     pub fn check_kept_checkpoint(&self) -> Result<(), StoreError> {
-        let Some(c) = &self.checkpoints else {
+        let Some(kept) = checkpoint::read_kept(self.checkpoints.as_ref())? else {
             return Ok(());
         };
-        let Some(out) = &c.config.out else {
-            return Ok(());
-        };
-        let bytes = match std::fs::read(out) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(StoreError::Engine {
-                    path: out.display().to_string(),
-                    message: format!("cannot read the kept checkpoint: {e}"),
-                })
-            }
-        };
-        let kept = bytes.trim_ascii();
-        let key =
-            PublicKey::parse(&c.config.signer.public_key()).map_err(|e| StoreError::Engine {
-                path: out.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let (out, key) = (kept.file, kept.key);
+        let kept = kept.line.as_slice();
         let mut v = CheckpointVerifier::new(Some(key));
         let named = |e: VerifyError| VerifyError {
             seq: e.seq,

@@ -7,7 +7,7 @@
 //! their partitions and commits; only then are the submitters called back.
 
 use crate::checkpoint::LOG_PARTITION;
-use crate::commit::{refuse_batch, CommitStats, Counters, Done};
+use crate::commit::{idle_stop, next_job, refuse_batch, CommitStats, Counters, Done, Next};
 use crate::parts::PartLog;
 use crate::{Record, StoreError};
 use std::sync::atomic::Ordering;
@@ -116,26 +116,16 @@ fn writer(
     let mut stopped: Option<String> = None;
     let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
     loop {
-        let first = match log.checkpoint_tick() {
-            None => rx.recv().ok(),
-            Some(tick) => match rx.recv_timeout(tick) {
-                Ok(job) => Some(job),
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    // Quiet: sign what was appended since the last checkpoint.
-                    if stopped.is_none() && log.checkpoint_due(0, false) {
-                        match idle_checkpoint(&mut log, counters, &mut catch_up) {
-                            // Not reachable now: the next tick tries again.
-                            Ok(()) | Err(StoreError::Unavailable(_)) => {}
-                            Err(e) => stopped = Some(e.to_string()),
-                        }
-                    }
-                    continue;
+        let first = match next_job(&rx, log.checkpoint_tick()) {
+            Next::Job(job) => job,
+            Next::Closed => break,
+            Next::Idle => {
+                // Quiet: sign what was appended since the last checkpoint.
+                if stopped.is_none() && log.checkpoint_due(0, false) {
+                    stopped = idle_stop(idle_checkpoint(&mut log, counters, &mut catch_up));
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            },
-        };
-        let Some(first) = first else {
-            break;
+                continue;
+            }
         };
         jobs.push(first);
         while jobs.len() < max_batch {

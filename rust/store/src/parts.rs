@@ -29,8 +29,8 @@
 //! See `docs/store.md`, "A log partitioned by session".
 
 use crate::checkpoint::{
-    Checkpoint, CheckpointSigner, Checkpointing, Checkpoints, Every, PartitionHead, PublicKey,
-    LOG_PARTITION,
+    self, Checkpoint, CheckpointSigner, Checkpointing, Checkpoints, Every, PartitionHead,
+    PublicKey, LOG_PARTITION,
 };
 use crate::record::{chain_line, split_line, Verifier};
 use crate::{Head, Kind, Record, StoreError, VerifyError, GENESIS};
@@ -886,32 +886,15 @@ impl PartLog {
     /// A log cut back behind the server's back is refused at start instead
     /// of being extended.
     pub fn check_kept_checkpoint(&self) -> Result<(), StoreError> {
-        let Some(c) = &self.checkpoints else {
+        let Some(kept) = checkpoint::read_kept(self.checkpoints.as_ref())? else {
             return Ok(());
         };
-        let Some(out) = &c.config.out else {
-            return Ok(());
-        };
-        let bytes = match std::fs::read(out) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => {
-                return Err(StoreError::Engine {
-                    path: out.display().to_string(),
-                    message: format!("cannot read the kept checkpoint: {e}"),
-                })
-            }
-        };
-        let key =
-            PublicKey::parse(&c.config.signer.public_key()).map_err(|e| StoreError::Engine {
-                path: out.display().to_string(),
-                message: e.to_string(),
-            })?;
+        let out = kept.file;
         let named = |e: StoreError| StoreError::Engine {
             path: out.display().to_string(),
             message: e.to_string(),
         };
-        let (at, hash) = kept_checkpoint(bytes.trim_ascii(), &key).map_err(named)?;
+        let (at, hash) = kept_checkpoint(&kept.line, &kept.key).map_err(named)?;
         let log = self.known(LOG_PARTITION);
         let mut found = None;
         if at <= log.seq {
