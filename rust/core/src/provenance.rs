@@ -77,6 +77,25 @@ pub fn canonical_cow(word: &str) -> Cow<'_, str> {
     Cow::Borrowed(w)
 }
 
+/// Whether `s` is one word that is its own canonical form, by one byte
+/// scan: ASCII, no `@`, no separator, no trailing sentence punctuation, no
+/// scheme or `mailto:`, not the start of an IBAN. Most argument values
+/// are; `false` only sends a value to the general path (`canonical_cow`,
+/// `is_one_word`), which gives the same answer for those that are.
+fn is_plain_word(s: &str) -> bool {
+    let b = s.as_bytes();
+    let Some(&last) = b.last() else {
+        return false;
+    };
+    let special = matches!(last, b'.' | b':' | b'!' | b'?')
+        || (b.len() >= 15 && looks_like_iban_start(s))
+        || (b.len() >= 4 && b[..4].eq_ignore_ascii_case(b"http"))
+        || s.starts_with("mailto:");
+    !special
+        && b.iter()
+            .all(|&c| c.is_ascii() && c != b'@' && !is_separator(char::from(c)))
+}
+
 /// Whether a string is one word as `words` cuts text (no separator inside,
 /// no trailing sentence punctuation).
 fn is_one_word(s: &str) -> bool {
@@ -208,6 +227,7 @@ pub enum LookupRef<'a> {
 /// [`lookup_known`], borrowing the key (the one implementation of both).
 pub fn lookup_ref(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> LookupRef<'_> {
     match v {
+        Value::Str(s) if is_plain_word(s) => LookupRef::Word(Cow::Borrowed(s)),
         Value::Str(s) => {
             let c = canonical_cow(s);
             if is_one_word(s) || looks_like_iban(&c) {
@@ -637,5 +657,43 @@ mod tests {
         assert!(!text_has_phrase("to Smith Bob", &p("Bob Smith")));
         assert!(!text_has_phrase("anything", &[]));
         assert!(!text_has_phrase("", &p("Bob")));
+    }
+
+    /// The byte-scan fast path answers as the general one: a plain word
+    /// is its own canonical form and one word, and the plain words named
+    /// here (an id, a code) take the fast path.
+    #[test]
+    fn plain_words_are_their_own_canonical_form() {
+        for w in ["acct-0012", "USD", "/data/2/345", "agent-3", "INV-77", "q3"] {
+            assert!(is_plain_word(w), "{w}");
+        }
+        for w in [
+            "",
+            "a b",
+            "end.",
+            "x@y.z",
+            "http://a",
+            "HTTPS://A.b",
+            "mailto:x",
+            "DE89370400440532013000",
+            "Bob,",
+            "München",
+        ] {
+            assert!(!is_plain_word(w), "{w}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(
+            s in "(mailto:|https?://|HTTP://|DE89)?[a-zA-Z0-9 .,:;/@!?()-]{0,40}"
+        ) {
+            // The general path answers `Word(canonical(s))` for a one-word
+            // value: the fast one answers `Word(s)`.
+            if is_plain_word(&s) {
+                proptest::prop_assert_eq!(canonical(&s), s.clone());
+                proptest::prop_assert!(is_one_word(&s));
+            }
+        }
     }
 }

@@ -251,7 +251,10 @@ pub(crate) struct ParamCursor<'a> {
 
 impl<'a> ParamCursor<'a> {
     pub fn new(index: &'a Index, tool: ToolId) -> ParamCursor<'a> {
-        let sorted = index.params_by_name.get(tool).map_or(&[][..], Vec::as_slice);
+        let sorted = index
+            .params_by_name
+            .get(tool)
+            .map_or(&[][..], Vec::as_slice);
         ParamCursor {
             index,
             tool,
