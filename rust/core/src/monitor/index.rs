@@ -282,3 +282,59 @@ impl<'a> ParamCursor<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::Label;
+    use crate::policy::{Param, Tool};
+    use crate::value::ParamType;
+
+    fn policy(names: &[&str]) -> Policy {
+        let mut p = Policy::empty("cursor");
+        p.tools.push(Tool {
+            name: "t".into(),
+            params: names
+                .iter()
+                .map(|n| Param {
+                    name: (*n).into(),
+                    ty: ParamType::Str,
+                    list: false,
+                    optional: true,
+                    fields: Vec::new(),
+                })
+                .collect(),
+            resource: None,
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        });
+        p
+    }
+
+    /// The cursor answers as the hash table for names in any order, with
+    /// gaps, repeated or unknown: the merge only saves work.
+    #[test]
+    fn the_cursor_answers_as_the_table_in_any_order() {
+        let names = ["to", "body", "amount", "cc", "subject"];
+        let index = Index::new(&policy(&names));
+        let orders: [&[&str]; 4] = [
+            &["amount", "body", "cc", "subject", "to"],
+            &["amount", "cc", "to"],
+            &["to", "amount", "zeta", "body", "body", "", "cc"],
+            &["subject", "nope", "amount", "to", "cc"],
+        ];
+        for order in orders {
+            let mut cursor = ParamCursor::new(&index, 0);
+            for name in order {
+                assert_eq!(
+                    cursor.param(name),
+                    index.param(0, name),
+                    "{name} in {order:?}"
+                );
+            }
+        }
+        assert_eq!(ParamCursor::new(&index, 1).param("to"), None);
+    }
+}
