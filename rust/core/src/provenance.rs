@@ -30,6 +30,7 @@ use crate::fields::OutputLabels;
 pub use crate::policy::ProvenanceMode;
 use crate::tokens::{glued_parts, is_separator, looks_like_iban, looks_like_iban_start};
 use crate::value::{Decimal, Value};
+use std::borrow::Cow;
 
 /// The most words indexed per output; an untrusted output beyond it turns
 /// the trusted-output rule off for the session (it could hide a value).
@@ -43,18 +44,24 @@ pub fn words(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The canonical form of one word or string value (see the module doc).
-/// Cheap on the common case: one allocation, no scan beyond a few bytes
-/// unless the word has an `@`, a scheme, or the shape of an IBAN.
 pub fn canonical(word: &str) -> String {
+    canonical_cow(word).into_owned()
+}
+
+/// [`canonical`], borrowing `word` (trimmed) when its canonical form is
+/// itself, as it is for most words: no allocation on the common case, and
+/// no scan beyond a few bytes unless the word has an `@`, a scheme, or the
+/// shape of an IBAN.
+pub fn canonical_cow(word: &str) -> Cow<'_, str> {
     let w = word.trim();
     let w = w.strip_prefix("mailto:").unwrap_or(w);
     let bytes = w.as_bytes();
     if bytes.iter().filter(|&&b| b == b'@').count() == 1 && !w.contains(char::is_whitespace) {
-        return w.to_lowercase();
+        return Cow::Owned(w.to_lowercase());
     }
     // One form per kind, shared with token tests (`crate::tokens`).
     if let Some(url) = crate::tokens::canonical_url(w) {
-        return url;
+        return Cow::Owned(url);
     }
     // An IBAN: two letters and two digits first, 15 to 34 characters
     // without spaces (at most 42 with the usual groups of four).
@@ -64,10 +71,29 @@ pub fn canonical(word: &str) -> String {
     {
         let compact: String = w.chars().filter(|c| !c.is_whitespace()).collect();
         if looks_like_iban(&compact) {
-            return compact.to_ascii_uppercase();
+            return Cow::Owned(compact.to_ascii_uppercase());
         }
     }
-    w.to_string()
+    Cow::Borrowed(w)
+}
+
+/// Whether `s` is one word that is its own canonical form, by one byte
+/// scan: ASCII, no `@`, no separator, no trailing sentence punctuation, no
+/// scheme or `mailto:`, not the start of an IBAN. Most argument values
+/// are; `false` only sends a value to the general path (`canonical_cow`,
+/// `is_one_word`), which gives the same answer for those that are.
+fn is_plain_word(s: &str) -> bool {
+    let b = s.as_bytes();
+    let Some(&last) = b.last() else {
+        return false;
+    };
+    let special = matches!(last, b'.' | b':' | b'!' | b'?')
+        || (b.len() >= 15 && looks_like_iban_start(s))
+        || (b.len() >= 4 && b[..4].eq_ignore_ascii_case(b"http"))
+        || s.starts_with("mailto:");
+    !special
+        && b.iter()
+            .all(|&c| c.is_ascii() && c != b'@' && !is_separator(char::from(c)))
 }
 
 /// Whether a string is one word as `words` cuts text (no separator inside,
@@ -176,30 +202,59 @@ pub fn lookup_of(v: &Value, phrases: bool) -> Lookup {
 /// canonicalised. The answer is the same whenever `known` holds for every
 /// word of every task text.
 pub fn lookup_known(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> Lookup {
+    match lookup_ref(v, phrases, known) {
+        LookupRef::Word(w) => Lookup::Key(Key::Word(w.into_owned())),
+        LookupRef::Number(d) => Lookup::Key(Key::Number(d)),
+        LookupRef::Phrase(ws) => Lookup::Phrase(ws),
+        LookupRef::Nothing => Lookup::Nothing,
+    }
+}
+
+/// [`Lookup`] with a one-word key borrowed from the value where its
+/// canonical form is the value itself (the monitor probes its index with
+/// it without allocating).
+pub enum LookupRef<'a> {
+    /// A one-word string, in canonical form.
+    Word(Cow<'a, str>),
+    /// A number.
+    Number(Decimal),
+    /// A string of several words (see [`Lookup::Phrase`]).
+    Phrase(Vec<String>),
+    /// No provenance (see [`Lookup::Nothing`]).
+    Nothing,
+}
+
+/// [`lookup_known`], borrowing the key (the one implementation of both).
+pub fn lookup_ref(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> LookupRef<'_> {
     match v {
+        Value::Str(s) if is_plain_word(s) => LookupRef::Word(Cow::Borrowed(s)),
         Value::Str(s) => {
-            let c = canonical(s);
+            let c = canonical_cow(s);
             if is_one_word(s) || looks_like_iban(&c) {
-                Lookup::Key(Key::Word(c))
+                LookupRef::Word(c)
             } else if phrases {
                 let mut ws = Vec::new();
                 for w in words(s) {
                     let w = phrase_word(w);
                     if !known(&w) {
-                        return Lookup::Nothing;
+                        return LookupRef::Nothing;
                     }
                     ws.push(w);
                 }
                 if ws.is_empty() {
-                    Lookup::Nothing
+                    LookupRef::Nothing
                 } else {
-                    Lookup::Phrase(ws)
+                    LookupRef::Phrase(ws)
                 }
             } else {
-                Lookup::Nothing
+                LookupRef::Nothing
             }
         }
-        other => value_key(other).map_or(Lookup::Nothing, Lookup::Key),
+        other => match value_key(other) {
+            Some(Key::Number(d)) => LookupRef::Number(d),
+            Some(Key::Word(w)) => LookupRef::Word(Cow::Owned(w)),
+            None => LookupRef::Nothing,
+        },
     }
 }
 
@@ -609,5 +664,43 @@ mod tests {
         assert!(!text_has_phrase("to Smith Bob", &p("Bob Smith")));
         assert!(!text_has_phrase("anything", &[]));
         assert!(!text_has_phrase("", &p("Bob")));
+    }
+
+    /// The byte-scan fast path answers as the general one: a plain word
+    /// is its own canonical form and one word, and the plain words named
+    /// here (an id, a code) take the fast path.
+    #[test]
+    fn plain_words_are_their_own_canonical_form() {
+        for w in ["acct-0012", "USD", "/data/2/345", "agent-3", "INV-77", "q3"] {
+            assert!(is_plain_word(w), "{w}");
+        }
+        for w in [
+            "",
+            "a b",
+            "end.",
+            "x@y.z",
+            "http://a",
+            "HTTPS://A.b",
+            "mailto:x",
+            "DE89370400440532013000",
+            "Bob,",
+            "München",
+        ] {
+            assert!(!is_plain_word(w), "{w}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_fast_path_agrees_with_the_general_one(
+            s in "(mailto:|https?://|HTTP://|DE89)?[a-zA-Z0-9 .,:;/@!?()-]{0,40}"
+        ) {
+            // The general path answers `Word(canonical(s))` for a one-word
+            // value: the fast one answers `Word(s)`.
+            if is_plain_word(&s) {
+                proptest::prop_assert_eq!(canonical(&s), s.clone());
+                proptest::prop_assert!(is_one_word(&s));
+            }
+        }
     }
 }

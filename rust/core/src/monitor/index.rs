@@ -20,6 +20,10 @@ pub(crate) struct Index {
     pub bound_sinks: Vec<bool>,
     /// Per tool: parameter name -> index.
     pub params: Vec<FastMap<String, usize>>,
+    /// Per tool: (name, index) in name order, for resolving the arguments
+    /// of a JSON call (a map in name order) by a merge, one string
+    /// comparison per argument instead of a hash ([`ParamCursor`]).
+    pub params_by_name: Vec<Vec<(String, usize)>>,
     /// Grants per tool, in policy order.
     pub grants_for_tool: Vec<Vec<GrantId>>,
     /// Per sink: its flow rules, in policy order.
@@ -98,6 +102,20 @@ impl Index {
                     .collect()
             })
             .collect();
+        let params_by_name = policy
+            .tools
+            .iter()
+            .map(|t| {
+                let mut names: Vec<(String, usize)> = t
+                    .params
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| (p.name.clone(), i))
+                    .collect();
+                names.sort_unstable();
+                names
+            })
+            .collect();
         let mut grants_for_tool = vec![Vec::new(); policy.tools.len()];
         for (g, grant) in policy.grants.iter().enumerate() {
             grants_for_tool[grant.tool].push(g);
@@ -169,6 +187,7 @@ impl Index {
                 .map(|(i, a)| (a.name.clone(), i))
                 .collect(),
             params,
+            params_by_name,
             grants_for_tool,
             flows_for_sink,
             flow_when,
@@ -217,5 +236,105 @@ impl Index {
     /// The parameter index of `name` in `tool`.
     pub fn param(&self, tool: ToolId, name: &str) -> Option<usize> {
         self.params.get(tool)?.get(name).copied()
+    }
+}
+
+/// Resolves the argument names of one call of `tool`, in any order; names
+/// given in name order (as a JSON map keeps them) cost one comparison each,
+/// others one hash lookup.
+pub(crate) struct ParamCursor<'a> {
+    index: &'a Index,
+    tool: ToolId,
+    sorted: &'a [(String, usize)],
+    next: usize,
+}
+
+impl<'a> ParamCursor<'a> {
+    pub fn new(index: &'a Index, tool: ToolId) -> ParamCursor<'a> {
+        let sorted = index
+            .params_by_name
+            .get(tool)
+            .map_or(&[][..], Vec::as_slice);
+        ParamCursor {
+            index,
+            tool,
+            sorted,
+            next: 0,
+        }
+    }
+
+    /// The parameter index of `name` (as [`Index::param`] answers it).
+    pub fn param(&mut self, name: &str) -> Option<usize> {
+        // Skip the names the call left out (absent optional parameters).
+        while let Some((n, _)) = self.sorted.get(self.next) {
+            if n.as_str() >= name {
+                break;
+            }
+            self.next += 1;
+        }
+        match self.sorted.get(self.next) {
+            Some((n, i)) if n == name => {
+                self.next += 1;
+                Some(*i)
+            }
+            // Out of order, or unknown: the table decides.
+            _ => self.index.param(self.tool, name),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::Label;
+    use crate::policy::{Param, Tool};
+    use crate::value::ParamType;
+
+    fn policy(names: &[&str]) -> Policy {
+        let mut p = Policy::empty("cursor");
+        p.tools.push(Tool {
+            name: "t".into(),
+            params: names
+                .iter()
+                .map(|n| Param {
+                    name: (*n).into(),
+                    ty: ParamType::Str,
+                    list: false,
+                    optional: true,
+                    fields: Vec::new(),
+                })
+                .collect(),
+            resource: None,
+            sinks: vec![],
+            output: Label::BOTTOM,
+            sanitizer: None,
+            facts: vec![],
+        });
+        p
+    }
+
+    /// The cursor answers as the hash table for names in any order, with
+    /// gaps, repeated or unknown: the merge only saves work.
+    #[test]
+    fn the_cursor_answers_as_the_table_in_any_order() {
+        let names = ["to", "body", "amount", "cc", "subject"];
+        let index = Index::new(&policy(&names));
+        let orders: [&[&str]; 4] = [
+            &["amount", "body", "cc", "subject", "to"],
+            &["amount", "cc", "to"],
+            &["to", "amount", "zeta", "body", "body", "", "cc"],
+            &["subject", "nope", "amount", "to", "cc"],
+        ];
+        for order in orders {
+            let mut cursor = ParamCursor::new(&index, 0);
+            for name in order {
+                assert_eq!(
+                    cursor.param(name),
+                    index.param(0, name),
+                    "{name} in {order:?}"
+                );
+            }
+        }
+        assert_eq!(ParamCursor::new(&index, 1).param("to"), None);
     }
 }

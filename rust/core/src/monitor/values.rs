@@ -13,41 +13,55 @@ use crate::fields::OutputLabels;
 use crate::graph::NodeId;
 use crate::label::Label;
 use crate::provenance::{
-    labelled_output_keys, lookup_known, output_keys, phrase_words_of, text_keys, Key, Lookup,
+    labelled_output_keys, lookup_ref, output_keys, phrase_words_of, text_keys, Key, LookupRef,
 };
-use crate::value::Value;
+use crate::value::{Decimal, Value};
 // Keys come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::HashMap;
 
 pub(crate) use crate::provenance::MAX_OUTPUT_WORDS;
 
-/// What outputs contain a word.
-#[derive(Clone, Debug)]
+/// Where a word occurs: the first task text, and the outputs.
+#[derive(Clone, Debug, Default)]
 struct Seen {
+    /// The first task whose text contains it.
+    task: Option<NodeId>,
     /// The join of the labels of the trusted outputs that contain it, and
     /// the first of them.
     trusted: Option<(Label, NodeId)>,
     untrusted: bool,
 }
 
+/// Tasks and outputs share one entry per key, and words and numbers have
+/// a table each (words keyed by `String`, so that an argument is probed by
+/// its borrowed canonical form): looking a scalar up is one hash probe.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ValueIndex {
-    /// Word or number -> the first task whose text contains it.
-    task_words: HashMap<Key, NodeId>,
+    /// Canonical word -> where it occurs.
+    words: HashMap<String, Seen>,
+    /// Exact number -> where it occurs.
+    numbers: HashMap<Decimal, Seen>,
     /// Task texts as phrase words, for values of several words.
     task_texts: Vec<(NodeId, Vec<String>)>,
     /// Every phrase word of every task text: a phrase with a word not here
     /// occurs in none, found at its first such word.
     task_phrase_words: std::collections::HashSet<String>,
-    outputs: HashMap<Key, Seen>,
     /// An untrusted output was too large to index.
     overflow: bool,
 }
 
 impl ValueIndex {
+    /// The entry of `k`, created empty.
+    fn entry(&mut self, k: Key) -> &mut Seen {
+        match k {
+            Key::Word(w) => self.words.entry(w).or_default(),
+            Key::Number(d) => self.numbers.entry(d).or_default(),
+        }
+    }
+
     pub fn add_task(&mut self, node: NodeId, text: &str) {
         for k in text_keys(text) {
-            self.task_words.entry(k).or_insert(node);
+            self.entry(k).task.get_or_insert(node);
         }
         let words = phrase_words_of(text);
         self.task_phrase_words.extend(words.iter().cloned());
@@ -87,10 +101,7 @@ impl ValueIndex {
 
     /// Records that an output of `label` (at `node`) holds `k`.
     fn add_key(&mut self, k: Key, label: Label, node: NodeId) {
-        let seen = self.outputs.entry(k).or_insert(Seen {
-            trusted: None,
-            untrusted: false,
-        });
+        let seen = self.entry(k);
         if label.trusted {
             seen.trusted = Some(match seen.trusted {
                 None => (label, node),
@@ -105,28 +116,31 @@ impl ValueIndex {
     /// applies to it.
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
         let known = |w: &str| self.task_phrase_words.contains(w);
-        match lookup_known(v, !self.task_texts.is_empty(), known) {
-            Lookup::Key(k) => {
-                if let Some(&task) = self.task_words.get(&k) {
-                    return Some((Label::BOTTOM, task));
-                }
-                if self.overflow {
-                    return None;
-                }
-                match self.outputs.get(&k) {
-                    Some(Seen {
-                        trusted: Some(found),
-                        untrusted: false,
-                    }) => Some(*found),
-                    _ => None,
-                }
+        let seen = match lookup_ref(v, !self.task_texts.is_empty(), known) {
+            LookupRef::Word(w) => self.words.get(w.as_ref()),
+            LookupRef::Number(d) => self.numbers.get(&d),
+            LookupRef::Nothing => None,
+            LookupRef::Phrase(words) => {
+                return self
+                    .task_texts
+                    .iter()
+                    .find(|(_, text)| text.windows(words.len().max(1)).any(|w| w == words))
+                    .map(|(node, _)| (Label::BOTTOM, *node))
             }
-            Lookup::Nothing => None,
-            Lookup::Phrase(words) => self
-                .task_texts
-                .iter()
-                .find(|(_, text)| text.windows(words.len().max(1)).any(|w| w == words))
-                .map(|(node, _)| (Label::BOTTOM, *node)),
+        }?;
+        if let Some(task) = seen.task {
+            return Some((Label::BOTTOM, task));
+        }
+        if self.overflow {
+            return None;
+        }
+        match seen {
+            Seen {
+                trusted: Some(found),
+                untrusted: false,
+                ..
+            } => Some(*found),
+            _ => None,
         }
     }
 

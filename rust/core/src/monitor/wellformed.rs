@@ -236,8 +236,9 @@ impl Session {
             heap.resize(n, None);
             &mut heap
         };
+        let mut names = super::index::ParamCursor::new(&self.shared.0.index, tool);
         for (name, value) in &call.args {
-            let i = self.shared.0.index.param(tool, name).ok_or_else(|| {
+            let i = names.param(name).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: name.clone(),
                 })
