@@ -242,7 +242,7 @@ impl SessionState {
             last_by_agent: Slots::default(),
             agent_contexts: Slots::default(),
             values: values::ValueIndex::default(),
-            tokens: token_index::TokenIndex::default(),
+            tokens: token_index::TokenIndex::new(&policy.token_shapes),
             task_scope: None,
             seeded: Vec::new(),
             seq: 0,
