@@ -738,6 +738,49 @@ mod tests {
     }
 
     #[test]
+    fn declared_token_kinds_are_checked() {
+        use crate::policy::{CallRule, RuleEffect};
+        use crate::token_shapes::{CharClass, ShapePart, TokenShape};
+        use crate::tokens::{TokenKind, TokenOrigin as O};
+        let shape = |name: &str| {
+            TokenShape::new(
+                name,
+                vec![ShapePart::Class {
+                    class: CharClass::Digit,
+                    min: 2,
+                    max: 2,
+                }],
+            )
+            .unwrap()
+        };
+        let with = |shapes: Vec<TokenShape>, kind: u16| {
+            let mut p = policy_with(Cond::TRUE);
+            p.token_shapes = shapes;
+            p.call_rules.push(CallRule {
+                name: "r".into(),
+                effect: RuleEffect::Deny,
+                tool: 0,
+                when: Cond::Tokens {
+                    param: 0,
+                    quant: crate::value::Quant::Any,
+                    kind: Some(TokenKind::Declared(kind)),
+                    from: vec![O::Elsewhere],
+                },
+            });
+            validate(&p)
+        };
+        assert!(with(vec![shape("a"), shape("b")], 1).is_ok());
+        let err = with(vec![shape("a")], 1).unwrap_err();
+        assert_eq!(err.what, "call_rules[0].when.kind");
+        let err = with(vec![shape("a"), shape("a")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[1].name");
+        let err = with(vec![shape("url")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[0].name");
+        let err = with(vec![shape("token")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[0].name");
+    }
+
+    #[test]
     fn token_tests_are_refused_in_grants_and_checked_in_rules() {
         use crate::policy::{CallRule, RuleEffect};
         use crate::tokens::TokenOrigin as O;
