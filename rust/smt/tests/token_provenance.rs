@@ -212,6 +212,17 @@ fn verify_and_certify_answer_unknown() {
     let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
     assert!(e.to_string().contains("tokens come from"), "{e}");
     assert_checkers_answer_unknown(&p);
+    // A declared kind is a token test like the others.
+    let src = "sinks mail;
+token order_id = \"ORD-\" digit{6};
+tool send(body: string) { sink mail; }
+grant s: send quota unlimited;
+deny call r: send when any order_id in body not from user;
+";
+    let p = agenra_policy::compile(src, "p").expect("compiles").policy;
+    let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
+    assert!(e.to_string().contains("tokens come from"), "{e}");
+    assert_checkers_answer_unknown(&p);
 }
 
 #[test]
