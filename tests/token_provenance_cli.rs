@@ -23,6 +23,29 @@ fn temp(test: &str, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `agenra replay` of `trace` under `policy`: what it prints.
+fn replay(test: &str, policy: &std::path::Path, trace: &str) -> String {
+    let trace = temp(test, "trace.jsonl", trace);
+    let out = agenra(&[
+        "replay",
+        "--policy",
+        policy.to_str().unwrap(),
+        trace.to_str().unwrap(),
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The line of `replay`'s output for call `id`, spaces collapsed.
+fn line(shown: &str, id: &str) -> String {
+    shown
+        .lines()
+        .find(|l| l.split_whitespace().nth(2) == Some(id))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 const POLICY: &str = "sinks mail;
 tool web.fetch(url: string) { output <public, {}, untrusted>; }
 tool send_email(to: string, body: string) { sink mail; }
@@ -44,32 +67,9 @@ fn check_and_replay_a_policy_with_token_tests() {
     let policy = temp("replay", "mail.agr", POLICY);
     let check = agenra(&["check", policy.to_str().unwrap()]);
     assert!(check.status.success(), "{check:?}");
-    let trace = temp("replay", "trace.jsonl", TRACE);
-    let out = agenra(&[
-        "replay",
-        "--policy",
-        policy.to_str().unwrap(),
-        trace.to_str().unwrap(),
-    ]);
-    let shown = String::from_utf8_lossy(&out.stdout);
-    let verdict = |id: &str| {
-        shown
-            .lines()
-            .find(|l| l.split_whitespace().nth(2) == Some(id))
-            .map(|l| {
-                l.split_whitespace()
-                    .skip(4)
-                    .take(2)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-    };
-    assert_eq!(verdict("s1").as_deref(), Some("ALLOW send"), "{shown}");
-    assert_eq!(
-        verdict("s2").as_deref(),
-        Some("DENY injected_link"),
-        "{shown}"
-    );
+    let shown = replay("replay", &policy, TRACE);
+    assert!(line(&shown, "s1").contains("ALLOW send"), "{shown}");
+    assert!(line(&shown, "s2").contains("DENY injected_link"), "{shown}");
     let fmt = agenra(&["fmt", policy.to_str().unwrap()]);
     assert!(fmt.status.success(), "{fmt:?}");
     let text = std::fs::read_to_string(&policy).unwrap();
@@ -129,23 +129,8 @@ fn a_declared_shape_denies_a_foreign_id_and_the_reason_names_it() {
     let policy = temp("shaped", "shop.agr", SHAPED);
     let check = agenra(&["check", policy.to_str().unwrap()]);
     assert!(check.status.success(), "{check:?}");
-    let trace = temp("shaped", "trace.jsonl", SHAPED_TRACE);
-    let out = agenra(&[
-        "replay",
-        "--policy",
-        policy.to_str().unwrap(),
-        trace.to_str().unwrap(),
-    ]);
-    let shown = String::from_utf8_lossy(&out.stdout);
-    let line = |id: &str| {
-        shown
-            .lines()
-            .find(|l| l.split_whitespace().nth(2) == Some(id))
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let shown = replay("shaped", &policy, SHAPED_TRACE);
+    let line = |id: &str| line(&shown, id);
     // The user's id passes; the injected one is denied and named; a
     // longer id is not an `order_id` token at all (word boundaries).
     assert!(line("r1").contains("ALLOW refund"), "{shown}");

@@ -1,25 +1,12 @@
 //! Declared token shapes (`token order_id = "ORD-" digit{6};`): what they
-//! compile to, `fmt` keeping them, and every compile error with its
-//! line:column.
+//! compile to and `fmt` keeping them (their compile errors are in
+//! `diagnostics.rs`).
 
 use agenra_core::token_shapes::{CharClass, ShapePart};
 use agenra_core::tokens::TokenKind;
 use agenra_core::value::Cond;
 
 const TOOLS: &str = "tool send(body: string);\n";
-
-fn errors(src: &str) -> Vec<String> {
-    match agenra_policy::compile(src, "test") {
-        Ok(_) => panic!("expected errors for:\n{src}"),
-        Err(e) => e.diagnostics.iter().map(ToString::to_string).collect(),
-    }
-}
-
-fn error(src: &str) -> String {
-    let errs = errors(src);
-    assert_eq!(errs.len(), 1, "{errs:#?}");
-    errs.into_iter().next().unwrap_or_default()
-}
 
 #[test]
 fn a_declared_kind_compiles_to_its_shape_and_index() {
@@ -89,61 +76,4 @@ fn fmt_keeps_the_shapes() {
     let src = "token a = \"ORD-\" digit{6};\ntoken b = upper{2,3} \"-\" alnum;\n";
     let out = agenra_policy::format(src).expect("formats");
     assert_eq!(out, src);
-}
-
-#[test]
-fn bad_shapes_name_line_and_column() {
-    let cases = [
-        (
-            "token t = digit{0,3};\n",
-            "1:11: error: token shape `t`: the shape can match the empty text: it needs a literal or a class repeated at least once",
-        ),
-        (
-            "token t = \"A\" digits{2};\n",
-            "1:15: error: unknown character class `digits`: `digit`, `upper`, `lower`, `letter`, `alnum` or `hex` (did you mean `digit`?)",
-        ),
-        (
-            "token t = \"A\" digit{3,2};\n",
-            "1:15: error: token shape `t`: part 1: repetition {3,2} must have 0 <= min <= max, 1 <= max <= 64",
-        ),
-        (
-            "token t = \"A\" digit{65};\n",
-            "1:21: error: a repetition count must be 0 to 64, not 65",
-        ),
-        (
-            "token t = \"A\" \"b c\";\n",
-            "1:15: error: token shape `t`: part 1: literal \"b c\" must be printable ASCII without spaces, at least one character",
-        ),
-        (
-            "token t = hex{64} hex{64};\n",
-            "1:11: error: token shape `t`: the shape matches up to 128 characters; at most 120",
-        ),
-        ("token t = ;\n", "1:11: error: expected a string or a character class (`digit`, `upper`, `lower`, `letter`, `alnum`, `hex`), found `;`"),
-        ("token t = \"A\" digit{1\n", "2:1: error: expected `}`, found end of file"),
-    ];
-    for (src, want) in cases {
-        assert_eq!(error(src), want, "{src}");
-    }
-}
-
-#[test]
-fn kind_names_are_unique_and_known() {
-    assert_eq!(
-        error("token url = \"U\" digit;\n"),
-        "1:7: error: duplicate token kind `url` (it is built in)"
-    );
-    assert_eq!(
-        error("token token = \"U\" digit;\n"),
-        "1:7: error: duplicate token kind `token` (it is built in)"
-    );
-    assert_eq!(
-        error("token a = \"U\" digit;\ntoken a = \"V\" digit;\n"),
-        "2:7: error: duplicate token kind `a` (first declared at 1:7)"
-    );
-    assert_eq!(
-        error(&format!(
-            "{TOOLS}token order_id = \"ORD-\" digit{{6}};\ndeny call r: send when any order_ids in body from untrusted;\n"
-        )),
-        "3:28: error: unknown token kind `order_ids`: `url`, `email`, `iban`, `phone`, `quantity`, `token` or a kind declared with `token NAME = SHAPE;` (did you mean `order_id`?)"
-    );
 }
