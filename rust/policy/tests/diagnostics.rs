@@ -705,9 +705,9 @@ fn token_kind_names_are_unique_and_known() {
         "2:7: error: duplicate token kind `a` (first declared at 1:7)"
     );
     assert_eq!(
-        error(&format!(
-            "tool send(body: string);\ntoken order_id = \"ORD-\" digit{{6}};\ndeny call r: send when any order_ids in body from untrusted;\n"
-        )),
+        error(
+            "tool send(body: string);\ntoken order_id = \"ORD-\" digit{6};\ndeny call r: send when any order_ids in body from untrusted;\n"
+        ),
         "3:28: error: unknown token kind `order_ids`: `url`, `email`, `iban`, `phone`, `quantity`, `token` or a kind declared with `token NAME = SHAPE;` (did you mean `order_id`?)"
     );
 }
