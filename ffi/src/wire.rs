@@ -503,7 +503,7 @@ impl Wire for ArgCond {
                 Cbor::uint(7),
                 param.to_wire(),
                 quant.to_wire(),
-                kind.map(|k| k as u64).to_wire(),
+                kind.map(token_kind_code).to_wire(),
                 from.iter()
                     .map(|o| *o as u64)
                     .collect::<Vec<u64>>()
@@ -556,9 +556,20 @@ impl Wire for ArgCond {
                 let kind = match Option::<u64>::from_wire(&f[2], &at(path, 3))? {
                     None => None,
                     Some(k) => Some(
-                        *TokenKind::ALL
+                        TokenKind::ALL
                             .get(usize::try_from(k).unwrap_or(usize::MAX))
-                            .ok_or_else(|| shape(&at(path, 3), "a token kind 0..4", &f[2]))?,
+                            .copied()
+                            .or_else(|| {
+                                let declared = k.checked_sub(TokenKind::ALL.len() as u64)?;
+                                u16::try_from(declared).ok().map(TokenKind::Declared)
+                            })
+                            .ok_or_else(|| {
+                                shape(
+                                    &at(path, 3),
+                                    "a token kind 0..4, or 5 + a declared kind",
+                                    &f[2],
+                                )
+                            })?,
                     ),
                 };
                 let origins = [
@@ -634,6 +645,16 @@ impl Wire for Grant {
             expires_at: Option::from_wire(&f[6], &field(path, "expires_at"))?,
             discovers: Option::from_wire(&f[7], &field(path, "discovers"))?,
         })
+    }
+}
+
+/// A token kind's code: a built-in kind's position in `TokenKind::ALL`,
+/// a declared kind after them.
+fn token_kind_code(k: agenra_core::tokens::TokenKind) -> u64 {
+    use agenra_core::tokens::TokenKind;
+    match k {
+        TokenKind::Declared(i) => TokenKind::ALL.len() as u64 + u64::from(i),
+        k => TokenKind::ALL.iter().position(|&b| b == k).unwrap_or(0) as u64,
     }
 }
 

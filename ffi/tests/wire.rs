@@ -589,3 +589,32 @@ fn every_entry_point_has_a_distinct_symbol() {
     assert_eq!(symbols.len(), Entry::ALL.len());
     assert!(symbols.iter().all(|s| s.starts_with("agenra_ffi_")));
 }
+
+#[test]
+fn token_kinds_round_trip_built_in_and_declared() {
+    use agenra_core::tokens::{TokenKind, TokenOrigin};
+    let kinds = [
+        None,
+        Some(TokenKind::Url),
+        Some(TokenKind::Quantity),
+        Some(TokenKind::Declared(0)),
+        Some(TokenKind::Declared(7)),
+    ];
+    for (kind, code) in kinds
+        .into_iter()
+        .zip([None, Some(0), Some(4), Some(5), Some(12)])
+    {
+        let c: ArgCond = Cond::Tokens {
+            param: 1,
+            quant: Quant::Any,
+            kind,
+            from: vec![TokenOrigin::Elsewhere],
+        };
+        let wire = c.to_wire();
+        let Cbor::Array(fields) = &wire else {
+            panic!("{wire:?}")
+        };
+        assert_eq!(fields[3], code.map(int).to_wire(), "{kind:?}");
+        assert_eq!(ArgCond::from_wire(&wire, "c").unwrap(), c);
+    }
+}

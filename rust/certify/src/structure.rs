@@ -157,6 +157,9 @@ fn fields_considered(p: &Policy) {
         count_windows: _,
         // Per-field output labels: compared with provenance by value below.
         output_fields: _,
+        // Declared token shapes: only token tests read them, and `certify`
+        // answers `unknown` for a policy with token tests; compared below.
+        token_shapes: _,
     } = p;
     for g in grants {
         let agenra_core::policy::Grant {
@@ -242,6 +245,10 @@ fn differences_of(old: &Policy, new: &Policy) -> Vec<String> {
         "provenance by value",
     );
     part(old.task_seeds == new.task_seeds, "task seeds");
+    part(
+        old.token_shapes == new.token_shapes,
+        "declared token shapes",
+    );
     // Anything else (there is nothing else today; see the list above).
     let (mut a, mut b) = (old.clone(), new.clone());
     a.name.clear();

@@ -225,6 +225,10 @@ pub struct Decision {
     pub refunded: Vec<GrantId>,
     /// The hash of every grant's remaining count after this step (see `docs/semantics.md`).
     pub ledger_hash: Hash,
+    /// For a DENY or PAUSE by a rule with a token test: the token that
+    /// made the test decide ([`crate::token_evidence`]); the reason text
+    /// names it.
+    pub token: Option<Box<crate::token_evidence::TokenEvidence>>,
 }
 
 /// A decision's path ([`Decision::path`]): the node ids themselves, or, for
@@ -321,9 +325,14 @@ pub enum PathError {
 }
 
 impl Decision {
-    /// A sentence a person can read.
+    /// A sentence a person can read: the reason, then the token that
+    /// decided, if a token test did.
     pub fn reason_text(&self, policy: &Policy) -> String {
-        reason_text(policy, &self.reason, self.rule, self.tool)
+        let reason = reason_text(policy, &self.reason, self.rule, self.tool);
+        match &self.token {
+            Some(t) => format!("{reason}: {}", t.text(policy)),
+            None => reason,
+        }
     }
 }
 
@@ -1137,6 +1146,7 @@ mod tests {
                 grants: vec![],
                 refunded: vec![],
                 ledger_hash: Hash([0; 32]),
+                token: None,
             };
             assert_eq!(decision.reason_text(&p), text, "{reason:?}");
         }

@@ -12,6 +12,8 @@ pub mod object;
 pub mod pattern;
 pub mod policy;
 pub mod provenance;
+pub mod token_evidence;
+pub mod token_shapes;
 pub mod tokens;
 pub mod value;
 

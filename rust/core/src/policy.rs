@@ -115,6 +115,13 @@ pub struct Policy {
     /// content hash. `docs/semantics.md`, "Per-field output labels".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_fields: Vec<OutputField>,
+    /// Declared token kinds (`token NAME = SHAPE;`), in declaration order;
+    /// [`TokenKind::Declared`](crate::tokens::TokenKind::Declared) indexes
+    /// this list. Omitted from the encoding when empty, so policies
+    /// without them keep their content hash. `docs/semantics.md`,
+    /// "Token provenance inside text".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_shapes: Vec<crate::tokens::TokenShape>,
 }
 
 /// `output PATH: LABEL;` in a tool body: the label that provenance gives
@@ -715,6 +722,7 @@ impl Policy {
             renewals: vec![],
             count_windows: vec![],
             output_fields: vec![],
+            token_shapes: vec![],
         }
     }
 

@@ -10,6 +10,7 @@
 //! phone numbers are found by one byte scan.
 
 use crate::decimal::Decimal;
+pub use crate::token_shapes::TokenShape;
 use serde::{Deserialize, Serialize};
 
 /// The kinds of typed token.
@@ -25,10 +26,14 @@ pub enum TokenKind {
     Phone,
     /// A number with a currency or a unit (`€50`, `10 kg`, `5%`).
     Quantity,
+    /// A kind of a shape the policy declares: an index into
+    /// [`Policy::token_shapes`](crate::Policy::token_shapes)
+    /// (`crate::token_shapes`).
+    Declared(u16),
 }
 
 impl TokenKind {
-    /// Every kind, in order.
+    /// Every built-in kind, in order.
     pub const ALL: [TokenKind; 5] = [
         TokenKind::Url,
         TokenKind::Email,
@@ -37,9 +42,11 @@ impl TokenKind {
         TokenKind::Quantity,
     ];
 
-    /// The keyword of the policy language (`url`, `email`, ...).
+    /// The keyword of the policy language (`url`, `email`, ...); a
+    /// declared kind is named by its shape ([`TokenKind::name`]).
     pub fn keyword(self) -> &'static str {
         match self {
+            TokenKind::Declared(_) => "declared",
             TokenKind::Url => "url",
             TokenKind::Email => "email",
             TokenKind::Iban => "iban",
@@ -51,6 +58,14 @@ impl TokenKind {
     /// The kind a keyword names (`None` for `token` and anything else).
     pub fn from_keyword(w: &str) -> Option<TokenKind> {
         TokenKind::ALL.into_iter().find(|k| k.keyword() == w)
+    }
+
+    /// Its name: the keyword, or a declared kind's name in `shapes`.
+    pub fn name(self, shapes: &[TokenShape]) -> &str {
+        match self {
+            TokenKind::Declared(i) => shapes.get(usize::from(i)).map_or("?", TokenShape::name),
+            k => k.keyword(),
+        }
     }
 }
 
@@ -81,6 +96,12 @@ pub struct Token {
 pub trait TokenJudge {
     /// The class the token falls in now.
     fn origin(&self, token: &Token) -> TokenOrigin;
+
+    /// The policy's declared token shapes, which arguments are cut with
+    /// too (none by default).
+    fn shapes(&self) -> &[TokenShape] {
+        &[]
+    }
 }
 
 /// A judge for a session that has read nothing: every token comes from
@@ -312,8 +333,23 @@ fn words(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// [`text_tokens`], then the tokens of each declared shape in `shapes`,
+/// kind by kind (`crate::token_shapes`: exact text, found independently
+/// of the built-in kinds).
+pub fn text_tokens_with(text: &str, shapes: &[TokenShape], out: &mut Vec<Token>) {
+    text_tokens(text, out);
+    for (i, shape) in shapes.iter().enumerate() {
+        // The policy holds at most u16::MAX shapes (`crate::validate`).
+        let kind = TokenKind::Declared(u16::try_from(i).unwrap_or(u16::MAX));
+        out.extend(shape.find(text).into_iter().map(|(a, b)| Token {
+            kind,
+            text: text[a..b].to_string(),
+        }));
+    }
+}
+
 /// Appends the typed tokens of a text, in order of occurrence (a token
-/// may appear more than once).
+/// may appear more than once); built-in kinds only.
 pub fn text_tokens(text: &str, out: &mut Vec<Token>) {
     let ws = words(text);
     let mut skip_until = 0;
@@ -426,11 +462,11 @@ fn phone_tokens(text: &str, out: &mut Vec<Token>) {
 
 /// The tokens of a tool output: of every string leaf at any depth (object
 /// keys are names, not data; numbers alone carry no unit).
-pub fn output_tokens(output: &serde_json::Value, out: &mut Vec<Token>) {
+pub fn output_tokens(output: &serde_json::Value, shapes: &[TokenShape], out: &mut Vec<Token>) {
     match output {
-        serde_json::Value::String(s) => text_tokens(s, out),
-        serde_json::Value::Array(items) => items.iter().for_each(|i| output_tokens(i, out)),
-        serde_json::Value::Object(m) => m.values().for_each(|v| output_tokens(v, out)),
+        serde_json::Value::String(s) => text_tokens_with(s, shapes, out),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| output_tokens(i, shapes, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|v| output_tokens(v, shapes, out)),
         _ => {}
     }
 }
@@ -440,6 +476,7 @@ pub fn output_tokens(output: &serde_json::Value, out: &mut Vec<Token>) {
 pub fn labelled_output_tokens(
     output: &serde_json::Value,
     labels: &crate::fields::OutputLabels,
+    shapes: &[TokenShape],
     out: &mut Vec<(Token, bool)>,
 ) {
     let mut ts = Vec::new();
@@ -447,7 +484,7 @@ pub fn labelled_output_tokens(
         if let serde_json::Value::String(s) = leaf {
             let trusted = labels.label(field).trusted;
             ts.clear();
-            text_tokens(s, &mut ts);
+            text_tokens_with(s, shapes, &mut ts);
             out.extend(ts.drain(..).map(|t| (t, trusted)));
         }
     });
@@ -583,6 +620,7 @@ mod tests {
         let mut o = Vec::new();
         output_tokens(
             &serde_json::json!({"https://k.org": ["Bob@X.org", {"u": "HTTPS://x.org"}], "n": 5}),
+            &[],
             &mut o,
         );
         a.sort();

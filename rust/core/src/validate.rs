@@ -35,6 +35,26 @@ fn index(what: String, i: usize, len: usize, list: &str) -> Result<(), ModelErro
     }
 }
 
+/// Declared token kinds: at most `u16::MAX`, names unique and none a
+/// built-in kind's keyword (each shape was checked when it was read).
+fn shapes_ok(p: &Policy) -> Result<(), ModelError> {
+    if p.token_shapes.len() > usize::from(u16::MAX) {
+        return Err(bad("token_shapes", "too many token shapes"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, s) in p.token_shapes.iter().enumerate() {
+        let builtin =
+            s.name() == "token" || crate::tokens::TokenKind::from_keyword(s.name()).is_some();
+        if builtin || !seen.insert(s.name()) {
+            return Err(bad(
+                format!("token_shapes[{i}].name"),
+                format!("`{}` is a built-in token kind or declared twice", s.name()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that a compiled policy is internally consistent: every index
 /// (tool, parameter, agent, sink, set, fact, level, category, ...) points
 /// into its list, names are unique, the delegation chain has a root and no
@@ -85,6 +105,20 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         }
         Ok(())
     };
+    shapes_ok(p)?;
+    let kinds_ok = |what: String, kinds: Vec<crate::tokens::TokenKind>| {
+        for k in kinds {
+            if let crate::tokens::TokenKind::Declared(i) = k {
+                index(
+                    what.clone(),
+                    usize::from(i),
+                    p.token_shapes.len(),
+                    "token shapes",
+                )?;
+            }
+        }
+        Ok(())
+    };
     let cond_ok = |what: String, c: &Cond<usize>, params: usize| -> Result<(), ModelError> {
         for (param, op) in c.tests() {
             index(format!("{what}.param"), *param, params, "parameters")?;
@@ -94,6 +128,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
             index(format!("{what}.param"), *param, params, "parameters")?;
             origins_ok(format!("{what}.from"), from)?;
         }
+        kinds_ok(format!("{what}.kind"), c.token_kinds())?;
         agents_ok(format!("{what}.agent"), c.agents())
     };
     let named_cond_ok = |what: String, c: &Cond<String>| -> Result<(), ModelError> {
@@ -103,6 +138,7 @@ pub fn validate(p: &Policy) -> Result<(), ModelError> {
         for (_, from) in c.token_tests() {
             origins_ok(format!("{what}.from"), from)?;
         }
+        kinds_ok(format!("{what}.kind"), c.token_kinds())?;
         agents_ok(format!("{what}.agent"), c.agents())
     };
     let effect_ok = |what: String, effect: crate::policy::FlowEffect| match effect {
@@ -699,6 +735,49 @@ mod tests {
         assert_eq!(err.what, "grants[0].args[0].op");
         let err = validate(&policy_with(Cond::Agent(vec![0, 5]))).unwrap_err();
         assert_eq!(err.what, "grants[0].args[0].agent");
+    }
+
+    #[test]
+    fn declared_token_kinds_are_checked() {
+        use crate::policy::{CallRule, RuleEffect};
+        use crate::token_shapes::{CharClass, ShapePart, TokenShape};
+        use crate::tokens::{TokenKind, TokenOrigin as O};
+        let shape = |name: &str| {
+            TokenShape::new(
+                name,
+                vec![ShapePart::Class {
+                    class: CharClass::Digit,
+                    min: 2,
+                    max: 2,
+                }],
+            )
+            .unwrap()
+        };
+        let with = |shapes: Vec<TokenShape>, kind: u16| {
+            let mut p = policy_with(Cond::TRUE);
+            p.token_shapes = shapes;
+            p.call_rules.push(CallRule {
+                name: "r".into(),
+                effect: RuleEffect::Deny,
+                tool: 0,
+                when: Cond::Tokens {
+                    param: 0,
+                    quant: crate::value::Quant::Any,
+                    kind: Some(TokenKind::Declared(kind)),
+                    from: vec![O::Elsewhere],
+                },
+            });
+            validate(&p)
+        };
+        assert!(with(vec![shape("a"), shape("b")], 1).is_ok());
+        let err = with(vec![shape("a")], 1).unwrap_err();
+        assert_eq!(err.what, "call_rules[0].when.kind");
+        let err = with(vec![shape("a"), shape("a")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[1].name");
+        let err = with(vec![shape("url")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[0].name");
+        let err = with(vec![shape("token")], 0).unwrap_err();
+        assert_eq!(err.what, "token_shapes[0].name");
     }
 
     #[test]

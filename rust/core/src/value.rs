@@ -8,7 +8,9 @@
 
 use crate::ids::AgentId;
 use crate::pattern::Pattern;
-use crate::tokens::{text_tokens, NoSources, Token, TokenJudge, TokenKind, TokenOrigin};
+use crate::tokens::{
+    text_tokens_with, NoSources, Token, TokenJudge, TokenKind, TokenOrigin, TokenShape,
+};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -149,15 +151,21 @@ pub struct TypeMismatch {
 
 impl Value {
     /// The typed tokens of an argument (`crate::tokens`): of a string, or
-    /// of each string of a list; other values carry none.
+    /// of each string of a list; other values carry none. Built-in kinds
+    /// only: [`Value::tokens_with`] adds declared shapes.
     pub fn tokens(&self) -> Vec<Token> {
+        self.tokens_with(&[])
+    }
+
+    /// [`Value::tokens`], with the tokens of the policy's declared shapes.
+    pub fn tokens_with(&self, shapes: &[TokenShape]) -> Vec<Token> {
         let mut out = Vec::new();
         match self {
-            Value::Str(s) => text_tokens(s, &mut out),
+            Value::Str(s) => text_tokens_with(s, shapes, &mut out),
             Value::List(items) => {
                 for i in items {
                     if let Value::Str(s) = i {
-                        text_tokens(s, &mut out);
+                        text_tokens_with(s, shapes, &mut out);
                     }
                 }
             }
@@ -638,6 +646,17 @@ impl<P> Cond<P> {
         out
     }
 
+    /// The kind of every token test that names one.
+    pub fn token_kinds(&self) -> Vec<TokenKind> {
+        let mut out = Vec::new();
+        self.walk(&mut |c| {
+            if let Cond::Tokens { kind: Some(k), .. } = c {
+                out.push(*k);
+            }
+        });
+        out
+    }
+
     /// Whether the condition has a token test (`any url in body from ...`).
     pub fn has_tokens(&self) -> bool {
         let mut found = false;
@@ -704,7 +723,7 @@ impl ArgCond {
             } => match args.get(*param) {
                 None | Some(Value::Null) => false,
                 Some(v) => {
-                    let tokens = v.tokens();
+                    let tokens = v.tokens_with(judge.shapes());
                     let mut of_kind = tokens.iter().filter(|t| kind.is_none_or(|k| t.kind == k));
                     let accepted = |t: &Token| from.contains(&judge.origin(t));
                     match quant {

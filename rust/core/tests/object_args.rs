@@ -90,6 +90,7 @@ fn policy() -> Policy {
         renewals: vec![],
         count_windows: vec![],
         output_fields: vec![],
+        token_shapes: vec![],
     };
     p.grants.push(Grant {
         name: "g".into(),

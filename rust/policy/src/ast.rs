@@ -193,6 +193,31 @@ pub enum StmtKind {
     ProvenanceByValue,
     /// `task seeds SET {, SET};`
     TaskSeeds(Vec<Ident>),
+    /// `token NAME = PART PART ...;`: a token kind of a declared shape.
+    TokenShape {
+        /// The kind's name.
+        name: Ident,
+        /// Its shape, in order (at least one part when parsed).
+        parts: Vec<ShapePartExpr>,
+        /// The whole shape, from its first part to its last.
+        span: Span,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+/// A part of a token shape: `"ORD-"`, `digit`, `digit{6}` or `alnum{2,8}`.
+pub enum ShapePartExpr {
+    /// Literal text.
+    Literal(StrLit),
+    /// A character class with its repetition (`{1}` when none is written).
+    Class {
+        /// The class's name (`digit`, `upper`, ...).
+        class: Ident,
+        /// The fewest characters.
+        min: IntLit,
+        /// The most characters (`None`: exactly `min`).
+        max: Option<IntLit>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

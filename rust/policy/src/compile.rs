@@ -23,6 +23,7 @@ use agenra_core::{
 pub use crate::source_map::SourceMap;
 
 mod fields;
+mod token_shapes;
 use fields::Operand;
 
 /// The most sensitivity levels a policy may declare (a `Level` is a `u8`).
@@ -82,6 +83,10 @@ struct Compiler<'a> {
     agent_decls: Vec<(&'a Ident, &'a Ident, Option<&'a Ident>, bool)>,
     grants: Names,
     rules: Names,
+    /// Token kinds: the built-in ones, then the declared ones.
+    token_kinds: Names,
+    /// Each declared kind's shape (`None`: it had an error).
+    token_shapes: Vec<Option<agenra_core::tokens::TokenShape>>,
     /// Conditions (negation, per-element tests, per-parameter provenance):
     /// what the condition being lowered does when it holds.
     neg: NegState,
@@ -170,6 +175,8 @@ impl<'a> Compiler<'a> {
             agent_decls: Vec::new(),
             grants: Names::new("grant"),
             rules: Names::new("rule"),
+            token_kinds: Names::with_builtins("token kind", &token_shapes::BUILTIN_KINDS),
+            token_shapes: Vec::new(),
             neg: NegState::default(),
         }
     }
@@ -284,6 +291,9 @@ impl<'a> Compiler<'a> {
                 | StmtKind::CallRule(CallRuleDecl { name, .. }) => {
                     self.rules.declare(name, &mut self.d);
                 }
+                StmtKind::TokenShape { name, parts, span } => {
+                    self.declare_token_shape(name, parts, *span);
+                }
                 StmtKind::Resource { .. }
                 | StmtKind::ProvenanceByValue
                 | StmtKind::TaskSeeds(_) => {}
@@ -298,6 +308,7 @@ impl<'a> Compiler<'a> {
         policy.categories = self.categories.to_vec();
         policy.sinks = self.sinks.to_vec();
         policy.sets = self.sets.to_vec();
+        policy.token_shapes = self.token_shapes.iter().flatten().cloned().collect();
         policy.facts = self.facts.to_vec();
         map.sets = (0..self.sets.len())
             .map(|i| self.sets.span(i).unwrap_or_default())
@@ -461,6 +472,7 @@ impl<'a> Compiler<'a> {
                     policy.obligations.push(obligation);
                 }
                 StmtKind::ProvenanceByValue => policy.provenance_by_value = true,
+                StmtKind::TokenShape { .. } => {} // lowered in the first pass
                 StmtKind::TaskSeeds(sets) => {
                     for set in sets {
                         if let Some(id) = self.sets.resolve(set, &mut self.d) {
@@ -1240,7 +1252,7 @@ impl<'a> Compiler<'a> {
         t: &TokensExpr,
         param: &mut dyn FnMut(&mut Self, &Pred, &mut ArgOp) -> Option<P>,
     ) -> Cond<P> {
-        use agenra_core::tokens::{TokenKind, TokenOrigin as O};
+        use agenra_core::tokens::TokenOrigin as O;
         if self.neg.in_grant {
             self.d.error(
                 t.span,
@@ -1248,24 +1260,8 @@ impl<'a> Compiler<'a> {
             );
             return Cond::FALSE;
         }
-        let kind = match t.kind.name.as_str() {
-            "token" => None,
-            k => match TokenKind::from_keyword(k) {
-                Some(k) => Some(k),
-                None => {
-                    self.d.error(
-                        t.kind.span,
-                        format!(
-                            "unknown token kind `{k}`: `url`, `email`, `iban`, `phone`, `quantity` or `token`{}",
-                            crate::diagnostic::did_you_mean(
-                                k,
-                                ["url", "email", "iban", "phone", "quantity", "token"]
-                            )
-                        ),
-                    );
-                    return Cond::FALSE;
-                }
-            },
+        let Ok(kind) = self.token_kind(&t.kind) else {
+            return Cond::FALSE;
         };
         let from: Vec<O> = match (t.source.name.as_str(), t.negated) {
             ("user", false) => vec![O::Task],

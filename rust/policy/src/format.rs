@@ -170,6 +170,18 @@ fn statement(kind: &StmtKind) -> String {
         }
         StmtKind::ProvenanceByValue => "provenance by value;".into(),
         StmtKind::TaskSeeds(sets) => format!("task seeds {};", names(sets, ", ")),
+        StmtKind::TokenShape { name, parts, .. } => {
+            let part = |p: &ShapePartExpr| match p {
+                ShapePartExpr::Literal(l) => quote(&l.value),
+                ShapePartExpr::Class { class, min, max } => match max {
+                    Some(max) => format!("{}{{{},{}}}", class.name, min.value, max.value),
+                    None if min.span == class.span => class.name.clone(),
+                    None => format!("{}{{{}}}", class.name, min.value),
+                },
+            };
+            let parts: Vec<String> = parts.iter().map(part).collect();
+            format!("token {} = {};", n(name), parts.join(" "))
+        }
         StmtKind::CallRule(c) => format!(
             "{} call {}: {} when {};",
             c.effect.keyword(),

@@ -53,6 +53,19 @@ impl Names {
         }
     }
 
+    /// A table holding built-in names (the built-in token kinds).
+    pub fn with_builtins(kind: &'static str, names: &[&str]) -> Names {
+        Names {
+            kind,
+            entries: names.iter().map(|n| (n.to_string(), None)).collect(),
+            index: names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.to_string(), i))
+                .collect(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }

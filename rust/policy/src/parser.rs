@@ -49,6 +49,7 @@ const STATEMENTS: &[&str] = &[
     "obligation",
     "provenance",
     "task",
+    "token",
 ];
 
 /// Parses a whole file. The file is complete (every statement parsed) when
@@ -458,6 +459,7 @@ impl Parser {
                 self.expect_semi_or("`,`")?;
                 Ok(StmtKind::TaskSeeds(sets))
             }
+            "token" => self.token_shape(),
             other => Err(Diagnostic::error(
                 tok.span,
                 format!(
@@ -469,6 +471,51 @@ impl Parser {
     }
 
     /// `;`, or an error that also names what else could have come here.
+    /// `token NAME = PART PART ...;`, each part a string or
+    /// `CLASS[{N}|{MIN,MAX}]`.
+    fn token_shape(&mut self) -> PResult<StmtKind> {
+        self.bump();
+        let name = self.ident("a token kind name")?;
+        self.expect_punct(Punct::Assign)?;
+        let mut parts = Vec::new();
+        let mut span: Option<Span> = None;
+        loop {
+            let start = self.peek().span;
+            let part = match &self.peek().kind {
+                TokenKind::Str(_) => ShapePartExpr::Literal(self.string("a literal")?),
+                TokenKind::Ident(_) => {
+                    let class = self.bare_ident("a character class")?;
+                    let (min, max) = if self.eat_punct(Punct::LBrace).is_some() {
+                        let min = self.int("a repetition count")?;
+                        let max = match self.eat_punct(Punct::Comma) {
+                            Some(_) => Some(self.int("the most repetitions")?),
+                            None => None,
+                        };
+                        self.expect_punct(Punct::RBrace)?;
+                        (min, max)
+                    } else {
+                        let one = IntLit {
+                            value: 1,
+                            span: class.span,
+                        };
+                        (one, None)
+                    };
+                    ShapePartExpr::Class { class, min, max }
+                }
+                _ if parts.is_empty() => {
+                    return Err(self.unexpected("a string or a character class (`digit`, `upper`, `lower`, `letter`, `alnum`, `hex`)"))
+                }
+                _ => break,
+            };
+            let at = start.to(self.prev);
+            span = Some(span.map_or(at, |s: Span| s.to(at)));
+            parts.push(part);
+        }
+        self.expect_semi_or("a string or a character class")?;
+        let span = span.unwrap_or(name.span);
+        Ok(StmtKind::TokenShape { name, parts, span })
+    }
+
     fn expect_semi_or(&mut self, alternative: &str) -> PResult<Span> {
         match self.eat_punct(Punct::Semi) {
             Some(s) => Ok(s),

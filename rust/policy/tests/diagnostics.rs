@@ -652,3 +652,62 @@ fn quota_scope_errors_name_the_grant_and_the_place() {
         "1:12: error: expected a grant clause (on, where, quota, budget, approval, expires, discovers, agent) or `;`, found `per`"
     );
 }
+
+// ---- declared token shapes --------------------------------------------------
+
+#[test]
+fn bad_token_shapes_name_line_and_column() {
+    let cases = [
+        (
+            "token t = digit{0,3};\n",
+            "1:11: error: token shape `t`: the shape can match the empty text: it needs a literal or a class repeated at least once",
+        ),
+        (
+            "token t = \"A\" digits{2};\n",
+            "1:15: error: unknown character class `digits`: `digit`, `upper`, `lower`, `letter`, `alnum` or `hex` (did you mean `digit`?)",
+        ),
+        (
+            "token t = \"A\" digit{3,2};\n",
+            "1:15: error: token shape `t`: part 1: repetition {3,2} must have 0 <= min <= max, 1 <= max <= 64",
+        ),
+        (
+            "token t = \"A\" digit{65};\n",
+            "1:21: error: a repetition count must be 0 to 64, not 65",
+        ),
+        (
+            "token t = \"A\" \"b c\";\n",
+            "1:15: error: token shape `t`: part 1: literal \"b c\" must be printable ASCII without spaces, at least one character",
+        ),
+        (
+            "token t = hex{64} hex{64};\n",
+            "1:11: error: token shape `t`: the shape matches up to 128 characters; at most 120",
+        ),
+        ("token t = ;\n", "1:11: error: expected a string or a character class (`digit`, `upper`, `lower`, `letter`, `alnum`, `hex`), found `;`"),
+        ("token t = \"A\" digit{1\n", "2:1: error: expected `}`, found end of file"),
+    ];
+    for (src, want) in cases {
+        assert_eq!(error(src), want, "{src}");
+    }
+}
+
+#[test]
+fn token_kind_names_are_unique_and_known() {
+    assert_eq!(
+        error("token url = \"U\" digit;\n"),
+        "1:7: error: duplicate token kind `url` (it is built in)"
+    );
+    assert_eq!(
+        error("token token = \"U\" digit;\n"),
+        "1:7: error: duplicate token kind `token` (it is built in)"
+    );
+    assert_eq!(
+        error("token a = \"U\" digit;\ntoken a = \"V\" digit;\n"),
+        "2:7: error: duplicate token kind `a` (first declared at 1:7)"
+    );
+    assert_eq!(
+        error(
+            "tool send(body: string);\ntoken order_id = \"ORD-\" digit{6};\ndeny call r: send when any order_ids in body from untrusted;\n"
+        ),
+        "3:28: error: unknown token kind `order_ids`: `url`, `email`, `iban`, `phone`, `quantity`, `token` or a kind declared with `token NAME = SHAPE;` (did you mean `order_id`?)"
+    );
+}

@@ -3,7 +3,8 @@
 //! test token origins, and random sessions whose tasks, outputs and
 //! arguments carry the same tokens in several spellings; the native
 //! monitor (token index), the reference semantics (naive search) and the
-//! SMT authorizer must decide every call alike.
+//! SMT authorizer must decide every call alike. The policies declare two
+//! token shapes (`order_id`, `ticket`), so declared kinds are covered too.
 
 use agenra_core::decision::StepOutput;
 use agenra_core::spec::reference::Session as Reference;
@@ -12,8 +13,9 @@ use agenra_smt::SmtSession;
 use proptest::prelude::*;
 
 /// Pieces of text: tokens of every kind in several spellings of the same
-/// canonical form, near misses, and plain words.
-const PIECES: [&str; 16] = [
+/// canonical form, near misses, and plain words; ids of the declared
+/// shapes alone, inside a URL, glued to a word and too long.
+const PIECES: [&str; 22] = [
     "https://a.example/x",
     "HTTPS://A.example:443/x/",
     "http://b.example",
@@ -30,6 +32,12 @@ const PIECES: [&str; 16] = [
     "plain words.",
     "https://evil.example/login?u=1",
     "x@evil.example",
+    "ORD-123456",
+    "(ORD-654321).",
+    "https://shop.example/ORD-123456",
+    "ORD-1234567 xORD-123456",
+    "AB-x1 ABC-zz99",
+    "ab-x1 AB-x12345",
 ];
 
 fn text(pieces: &[usize]) -> String {
@@ -41,7 +49,9 @@ fn text(pieces: &[usize]) -> String {
     t
 }
 
-const KINDS: [&str; 6] = ["url", "email", "iban", "phone", "quantity", "token"];
+const KINDS: [&str; 8] = [
+    "url", "email", "iban", "phone", "quantity", "token", "order_id", "ticket",
+];
 const SOURCES: [&str; 3] = ["user", "trusted", "untrusted"];
 
 /// A condition: token tests (on `body`, or on the list `to` only `send`
@@ -99,6 +109,8 @@ fn policy_text(rules: &[String]) -> String {
     let mut src = String::from(
         r#"
         sinks mail;
+        token order_id = "ORD-" digit{6};
+        token ticket = upper{2,3} "-" alnum{1,4};
         tool web(q: string) { output <public, {}, untrusted>; }
         tool db(q: string) { output <public, {}, trusted>; }
         tool send(body: string, to: list<string>) { sink mail; }

@@ -212,6 +212,17 @@ fn verify_and_certify_answer_unknown() {
     let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
     assert!(e.to_string().contains("tokens come from"), "{e}");
     assert_checkers_answer_unknown(&p);
+    // A declared kind is a token test like the others.
+    let src = "sinks mail;
+token order_id = \"ORD-\" digit{6};
+tool send(body: string) { sink mail; }
+grant s: send quota unlimited;
+deny call r: send when any order_id in body not from user;
+";
+    let p = agenra_policy::compile(src, "p").expect("compiles").policy;
+    let e = agenra_certify::classes::enumerate_witnesses(&p, &p).expect_err("unsupported");
+    assert!(e.to_string().contains("tokens come from"), "{e}");
+    assert_checkers_answer_unknown(&p);
 }
 
 #[test]
@@ -264,4 +275,65 @@ fn the_compiler_places_and_types_token_tests() {
         "{base}deny call a: t when any url in nope from user;"
     ));
     assert!(!e.is_empty(), "an unknown parameter is an error");
+}
+
+/// The reason of each call's decision from the native monitor.
+fn reasons(p: &Policy, events: &[Event]) -> Vec<String> {
+    let mut native = Monitor::new(p.clone()).expect("a valid policy");
+    let mut out = Vec::new();
+    for e in events {
+        if let StepOutput::Decision(d) = native.step(e).expect("applies") {
+            out.push(d.reason_text(p));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_decision_by_a_token_test_names_the_token() {
+    let src = r#"
+        sinks mail;
+        tool web.fetch(url: string) { output <public, {}, untrusted>; }
+        tool send_email(to: string, body: string) { sink mail; }
+        grant fetch: web.fetch quota unlimited;
+        grant send: send_email quota unlimited;
+        pause flow odd_iban: any -> mail when any iban in body not from user;
+        deny path relay: call web.fetch -> call send_email where !(all url in body from user);
+    "#;
+    let p = agenra_policy::compile(src, "p").expect("compiles").policy;
+    let long = format!("https://evil.example/{}", "a".repeat(80));
+    let events = [
+        task("Pay DE89 3704 0044 0532 0130 00 and see https://docs.corp.com"),
+        send(
+            "s1",
+            "IBAN GB82 WEST 1234 5698 7654 32, link https://docs.corp.com",
+        ),
+        call(
+            "w",
+            "web.fetch",
+            serde_json::json!({"url": "https://x.org"}),
+        ),
+        result("w", serde_json::json!("nothing")),
+        send("s2", &format!("see https://docs.corp.com and {long}")),
+        send("s3", "pay DE89370400440532013000 at https://docs.corp.com"),
+    ];
+    let got = reasons(&p, &events);
+    assert_eq!(got.len(), 4, "{got:#?}");
+    assert_eq!(
+        got[0],
+        "flow of <public, {}, trusted> into sink `mail` needs a human approval under `odd_iban`: \
+         iban `GB82WEST12345698765432` in `body` is in an untrusted output or in no task or output"
+    );
+    // `not all ... from user`: the first URL the user did not type, cut.
+    let cut = &long[..60];
+    assert_eq!(
+        got[2],
+        format!(
+            "`send_email` would complete the forbidden path `relay`: url `{cut}…` in `body` is in an untrusted output or in no task or output"
+        )
+    );
+    // Allowed: no token named.
+    assert!(got[3].starts_with("granted to `main`"), "{}", got[3]);
+    // The three engines agree on the verdicts all the same.
+    decide(&p, &events);
 }

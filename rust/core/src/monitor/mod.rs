@@ -66,6 +66,8 @@ struct Evaluation {
     /// The call's label without the tool's `output` label (its sanitized
     /// inputs and resource labels), which declared output fields join.
     field_base: Label,
+    /// The token that made a token test stop the call, if one did.
+    token: Option<Box<crate::token_evidence::TokenEvidence>>,
 }
 
 impl Evaluation {
@@ -88,6 +90,7 @@ impl Evaluation {
             resolved: None,
             stops,
             field_base: Label::BOTTOM,
+            token: None,
         }
     }
 }
@@ -242,7 +245,7 @@ impl SessionState {
             last_by_agent: Slots::default(),
             agent_contexts: Slots::default(),
             values: values::ValueIndex::default(),
-            tokens: token_index::TokenIndex::default(),
+            tokens: token_index::TokenIndex::new(&policy.token_shapes),
             task_scope: None,
             seeded: Vec::new(),
             seq: 0,
@@ -725,7 +728,9 @@ impl Session {
             Reason::Granted { agent, .. } => Reason::Granted { agent, left },
             other => other,
         };
-        self.decide(e.verdict, e.rule, reason, e.node, e.tool, e.path, e.grants)
+        let mut d = self.decide(e.verdict, e.rule, reason, e.node, e.tool, e.path, e.grants);
+        d.token = e.token;
+        d
     }
 
     /// What is needed to undo a speculative call (`check`).
@@ -898,9 +903,10 @@ impl Session {
         }
         if let Some(v) = denied {
             self.set_status(node, Status::Denied);
-            return Ok(Evaluation::deny(
-                v.rule, v.reason, node, tool, v.path, stops,
-            ));
+            let token = self.token_evidence(v.rule, &resolved);
+            let mut e = Evaluation::deny(v.rule, v.reason, node, tool, v.path, stops);
+            e.token = token;
+            return Ok(e);
         }
         let own = grants.first().copied().unwrap_or_default();
         let (verdict, rule, reason, path) = match (pause, approval) {
@@ -921,6 +927,10 @@ impl Session {
                 DecisionPath::default(),
             ),
         };
+        let token = match verdict {
+            Verdict::Pause => self.token_evidence(rule, &resolved),
+            _ => None,
+        };
         Ok(Evaluation {
             verdict,
             rule,
@@ -932,7 +942,27 @@ impl Session {
             resolved: Some(resolved),
             stops,
             field_base,
+            token,
         })
+    }
+
+    /// The token that made `rule` stop the call (only for policies with
+    /// token tests; off the hot path: the call is already stopped).
+    fn token_evidence(
+        &self,
+        rule: Rule,
+        r: &Resolved,
+    ) -> Option<Box<crate::token_evidence::TokenEvidence>> {
+        if !self.shared.0.index.has_token_tests {
+            return None;
+        }
+        crate::token_evidence::evidence(
+            &self.shared.0.policy,
+            rule,
+            r.req.tool,
+            &r.req.args,
+            &self.state.tokens,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -956,6 +986,7 @@ impl Session {
             grants,
             refunded: vec![],
             ledger_hash: self.state.ledger_hash(),
+            token: None,
         }
     }
 

@@ -5,8 +5,8 @@
 
 use crate::fields::OutputLabels;
 use crate::tokens::{
-    labelled_output_tokens, output_tokens, text_tokens, Token, TokenJudge, TokenOrigin,
-    MAX_OUTPUT_TOKENS,
+    labelled_output_tokens, output_tokens, text_tokens_with, Token, TokenJudge, TokenOrigin,
+    TokenShape, MAX_OUTPUT_TOKENS,
 };
 // Tokens come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::{HashMap, HashSet};
@@ -19,12 +19,22 @@ pub(crate) struct TokenIndex {
     outputs: HashMap<Token, bool>,
     /// An untrusted output had more than `MAX_OUTPUT_TOKENS` tokens.
     overflow: bool,
+    /// The policy's declared token shapes (texts are cut with them too).
+    shapes: Vec<TokenShape>,
 }
 
 impl TokenIndex {
+    /// An empty index that also finds the tokens of `shapes`.
+    pub fn new(shapes: &[TokenShape]) -> TokenIndex {
+        TokenIndex {
+            shapes: shapes.to_vec(),
+            ..TokenIndex::default()
+        }
+    }
+
     pub fn add_task(&mut self, text: &str) {
         let mut ts = Vec::new();
-        text_tokens(text, &mut ts);
+        text_tokens_with(text, &self.shapes, &mut ts);
         self.task.extend(ts);
     }
 
@@ -35,7 +45,7 @@ impl TokenIndex {
         if labels.fields.is_empty() {
             let untrusted = !labels.whole.trusted;
             let mut ts = Vec::new();
-            output_tokens(output, &mut ts);
+            output_tokens(output, &self.shapes, &mut ts);
             if ts.len() > MAX_OUTPUT_TOKENS {
                 self.overflow |= untrusted;
                 ts.truncate(MAX_OUTPUT_TOKENS);
@@ -46,7 +56,7 @@ impl TokenIndex {
             return;
         }
         let mut ts = Vec::new();
-        labelled_output_tokens(output, labels, &mut ts);
+        labelled_output_tokens(output, labels, &self.shapes, &mut ts);
         if ts.len() > MAX_OUTPUT_TOKENS {
             self.overflow |= ts.iter().any(|(_, trusted)| !trusted);
             ts.truncate(MAX_OUTPUT_TOKENS);
@@ -67,6 +77,10 @@ impl TokenJudge for TokenIndex {
             TokenOrigin::Elsewhere
         }
     }
+
+    fn shapes(&self) -> &[TokenShape] {
+        &self.shapes
+    }
 }
 
 #[cfg(test)]
@@ -83,7 +97,7 @@ mod tests {
 
     fn token(text: &str) -> Token {
         let mut ts = Vec::new();
-        text_tokens(text, &mut ts);
+        crate::tokens::text_tokens(text, &mut ts);
         assert_eq!(ts.len(), 1, "{text}");
         ts.remove(0)
     }

@@ -85,6 +85,8 @@ pub struct Session {
     /// (`docs/semantics.md`, "Per-field output labels"); a missing or empty
     /// entry: the output is labelled as a whole.
     pub output_fields: Vec<Vec<FieldLabel>>,
+    /// The policy's declared token shapes (token tests cut texts with them).
+    pub token_shapes: Vec<crate::tokens::TokenShape>,
     /// The scope the latest task opened.
     pub task_scope: Option<crate::event::TaskScope>,
     /// The number of events applied so far (the current event's sequence
@@ -149,6 +151,7 @@ impl Session {
             tasks: Vec::new(),
             outputs: Vec::new(),
             output_fields: Vec::new(),
+            token_shapes: policy.token_shapes.clone(),
             task_scope: None,
             seq: 0,
             time: 0,
@@ -325,6 +328,7 @@ impl Session {
             tasks: &self.tasks,
             outputs: &self.outputs,
             fields: &self.output_fields,
+            shapes: &self.token_shapes,
         }
     }
 
@@ -585,6 +589,7 @@ impl Session {
                 tasks: &self.tasks[..tasks],
                 outputs: &self.outputs[..outputs],
                 fields: &self.output_fields[..outputs.min(self.output_fields.len())],
+                shapes: &self.token_shapes,
             };
             step_holds(
                 s,
@@ -928,6 +933,8 @@ pub struct Sources<'a> {
     /// Per output, its declared fields with their labels (missing or
     /// empty: labelled as a whole).
     pub fields: &'a [Vec<FieldLabel>],
+    /// The policy's declared token shapes.
+    pub shapes: &'a [crate::tokens::TokenShape],
 }
 
 impl TokenJudge for Sources<'_> {
@@ -937,10 +944,10 @@ impl TokenJudge for Sources<'_> {
     /// [`MAX_OUTPUT_TOKENS`](crate::tokens::MAX_OUTPUT_TOKENS) tokens (only
     /// the first that many of an output count); else elsewhere.
     fn origin(&self, token: &Token) -> TokenOrigin {
-        use crate::tokens::{labelled_output_tokens, text_tokens, MAX_OUTPUT_TOKENS};
+        use crate::tokens::{labelled_output_tokens, text_tokens_with, MAX_OUTPUT_TOKENS};
         let in_task = self.tasks.iter().any(|t| {
             let mut ts = Vec::new();
-            text_tokens(t, &mut ts);
+            text_tokens_with(t, self.shapes, &mut ts);
             ts.contains(token)
         });
         if in_task {
@@ -953,7 +960,7 @@ impl TokenJudge for Sources<'_> {
                 fields: self.fields.get(i).cloned().unwrap_or_default(),
             };
             let mut ts = Vec::new();
-            labelled_output_tokens(o, &labels, &mut ts);
+            labelled_output_tokens(o, &labels, self.shapes, &mut ts);
             if ts.len() > MAX_OUTPUT_TOKENS && ts.iter().any(|(_, t)| !t) {
                 return TokenOrigin::Elsewhere;
             }
@@ -972,6 +979,10 @@ impl TokenJudge for Sources<'_> {
         } else {
             TokenOrigin::Elsewhere
         }
+    }
+
+    fn shapes(&self) -> &[crate::tokens::TokenShape] {
+        self.shapes
     }
 }
 
