@@ -37,7 +37,7 @@ pub use checkpoint::{
     generate_key_file, CheckpointSigner, CheckpointSummary, CheckpointVerifier, Checkpoints, Every,
     KeyError, PublicKey,
 };
-pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
+pub use commit::{CatchUp, CommitStats, Committer, Decide, Done, LogReader, ReadLog};
 pub use part_commit::{PartCatchUp, PartCommitter, PartDecide};
 pub use parts::{
     pool_partition, session_partition, MemoryParts, PartBackend, PartLog, PartSummary,
@@ -458,6 +458,16 @@ impl Log {
     /// does not check is an error; none after it is visited).
     pub fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
         self.read(from, f).map(|_| ())
+    }
+
+    /// Calls `f` with the records at sequence numbers `seqs` (ascending),
+    /// in that order, reading only those where the backend can (the
+    /// embedded store, the in-memory one): a session reloaded after
+    /// eviction reads its own records, not the log. The chain is not
+    /// checked again here (it was when the log was opened, and redb
+    /// checksums its pages); a number with no record is an error.
+    pub fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        self.backend.get(seqs, f)
     }
 
     /// Checks the whole chain, and that it ends at the stored head (this is
