@@ -26,7 +26,7 @@ mod close;
 mod evict;
 mod parts;
 pub use close::ClosedView;
-pub use evict::{EvictionStats, DEFAULT_EVICT_IDLE_SECS};
+pub use evict::{parse_idle, EvictionStats, IdleError, DEFAULT_EVICT_IDLE_SECS};
 use parts::{pooled_policy, Writer};
 
 /// The tenant used when a request names none.
@@ -722,8 +722,7 @@ impl Entry {
         meta: Meta,
     ) -> Result<(Event, Outcome), String> {
         // As recorded: a log from before ids were checked replays.
-        let event =
-            Event::from_recorded(recorded).map_err(|e| format!("unreadable event: {e}"))?;
+        let event = Event::from_recorded(recorded).map_err(|e| format!("unreadable event: {e}"))?;
         let (outcome, _) = self
             .apply(&event, meta)
             .map_err(|e| format!("the event no longer applies: {e}"))?;
@@ -922,17 +921,8 @@ impl Shared {
     fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
         self.check_not_closed(tenant, session)?;
         let key: Key = (tenant.to_string(), session.to_string());
-        let live = self
-            .sessions
-            .read()
-            .map_err(|_| ApiError::new(500, "session table poisoned"))?
-            .get(&key)
-            .cloned();
-        let live = match live {
-            Some(e) => Some(e),
-            None => self.reload(&key)?,
-        };
-        live.ok_or_else(|| {
+        // Reloaded from the log if it was evicted.
+        self.reload(&key)?.ok_or_else(|| {
                 ApiError::field(
                     404,
                     "session",

@@ -33,6 +33,33 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 /// short enough that a fleet of finished sessions does not pile up.
 pub const DEFAULT_EVICT_IDLE_SECS: u64 = 600;
 
+/// A `--evict-idle` value: `0` or `off` (never), `N` or `Ns` seconds,
+/// `Nm` minutes, `Nh` hours.
+pub fn parse_idle(text: &str) -> Result<std::time::Duration, IdleError> {
+    let t = text.trim();
+    if t == "off" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: u64 = digits.parse().map_err(|_| IdleError(text.to_string()))?;
+    let secs = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        _ => None,
+    }
+    .ok_or_else(|| IdleError(text.to_string()))?;
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// A `--evict-idle` value that is not a duration.
+#[derive(Debug, thiserror::Error)]
+#[error("--evict-idle: `{0}` is not a duration (`0`/`off`, `90`, `90s`, `10m`, `2h`)")]
+pub struct IdleError(String);
+
 /// A session's record numbers in ascending order, each stored as its
 /// distance from the one before in LEB128 (7 bits a byte): 1 to 3 bytes a
 /// record while sessions interleave in the log.
@@ -152,7 +179,9 @@ fn not_reloaded(tenant: &str, session: &str, why: impl std::fmt::Display) -> Api
     ApiError::field(
         503,
         "session",
-        format!("session `{session}` of tenant `{tenant}` was evicted and cannot be reloaded: {why}"),
+        format!(
+            "session `{session}` of tenant `{tenant}` was evicted and cannot be reloaded: {why}"
+        ),
     )
 }
 
@@ -303,27 +332,25 @@ impl Shared {
     }
 
     /// The live entry of `key`, reloaded from its records when it was
-    /// evicted (`None`: neither live nor evicted).
+    /// evicted (`None`: neither live nor evicted). Both tables are read
+    /// under the session table's lock, which the sweep and a reload hold to
+    /// move a session from one to the other.
     pub(super) fn reload(&self, key: &Key) -> Result<Option<Arc<Mutex<Entry>>>, ApiError> {
-        if !self.evict.is_evicted(key) {
-            return Ok(None);
+        match self.find(key)? {
+            Found::Live(e) => return Ok(Some(e)),
+            Found::Neither => return Ok(None),
+            Found::Evicted(_) => {}
         }
         let _one = self
             .evict
             .reloading
             .lock()
             .map_err(|_| poisoned("reload lock"))?;
-        // Reloaded meanwhile by another request.
-        let Some(policy) = self
-            .evict
-            .evicted
-            .lock()
-            .map_err(|_| poisoned("evicted table"))?
-            .get(key)
-            .cloned()
-        else {
-            let live = self.sessions.read().map_err(|_| poisoned("session table"))?;
-            return Ok(live.get(key).cloned());
+        // Reloaded meanwhile by another request, or closed.
+        let policy = match self.find(key)? {
+            Found::Live(e) => return Ok(Some(e)),
+            Found::Neither => return Ok(None),
+            Found::Evicted(policy) => policy,
         };
         let (tenant, session) = key;
         let records = self
@@ -334,7 +361,10 @@ impl Shared {
             .rebuild(&policy, records)
             .map_err(|why| not_reloaded(tenant, session, why))?;
         let entry = Arc::new(Mutex::new(entry));
-        let mut live = self.sessions.write().map_err(|_| poisoned("session table"))?;
+        let mut live = self
+            .sessions
+            .write()
+            .map_err(|_| poisoned("session table"))?;
         live.insert(key.clone(), Arc::clone(&entry));
         self.evict
             .evicted
@@ -343,6 +373,25 @@ impl Shared {
             .remove(key);
         self.evict.reloads.fetch_add(1, Ordering::Relaxed);
         Ok(Some(entry))
+    }
+
+    fn find(&self, key: &Key) -> Result<Found, ApiError> {
+        let live = self
+            .sessions
+            .read()
+            .map_err(|_| poisoned("session table"))?;
+        if let Some(e) = live.get(key) {
+            return Ok(Found::Live(Arc::clone(e)));
+        }
+        let evicted = self
+            .evict
+            .evicted
+            .lock()
+            .map_err(|_| poisoned("evicted table"))?;
+        Ok(match evicted.get(key) {
+            Some(policy) => Found::Evicted(policy.clone()),
+            None => Found::Neither,
+        })
     }
 
     /// Rebuilds one session from its records, in log order: its `session`
@@ -375,7 +424,12 @@ impl Shared {
             }
             let ev = r.event.ok_or("event record without its event")?;
             entry
-                .replay_event(ev, r.verdict.as_deref(), r.ledger_hash.as_deref(), Meta::default())
+                .replay_event(
+                    ev,
+                    r.verdict.as_deref(),
+                    r.ledger_hash.as_deref(),
+                    Meta::default(),
+                )
                 .map_err(|why| format!("record {}: {why}", r.seq))?;
         }
         if !may_evict(&entry) {
@@ -383,6 +437,15 @@ impl Shared {
         }
         Ok(entry)
     }
+}
+
+/// Where a session is.
+enum Found {
+    Live(Arc<Mutex<Entry>>),
+    /// Evicted, with the policy it runs.
+    Evicted(CompiledPolicy),
+    /// Not open.
+    Neither,
 }
 
 /// A 503 when `e` was evicted while the request waited for its lock
