@@ -380,3 +380,35 @@ fn idle_durations_parse_and_junk_is_refused() {
         assert!(e.contains("--evict-idle"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn metrics_count_evictions_and_reloads() {
+    use agenra_gateway::client::Client;
+    use agenra_gateway::{Perimeter, Server};
+    let gw = Arc::new(open(&store("metrics")));
+    session(&gw, "s");
+    assert_eq!(gw.evict_all_idle(), 1);
+    call(&gw, "s", "r1", "fs.read", "").unwrap();
+    assert_eq!(gw.evict_all_idle(), 0, "r1 is running");
+    report(&gw, "s", "r1");
+    assert_eq!(gw.evict_all_idle(), 1);
+    let server = Server::spawn(
+        Arc::clone(&gw),
+        Arc::new(Perimeter::insecure(vec![])),
+        "127.0.0.1:0",
+    )
+    .unwrap();
+    let mut c = Client::connect(server.addr()).unwrap();
+    let (status, body) = c.request("GET", "/metrics", b"").unwrap();
+    let text = String::from_utf8(body).unwrap();
+    assert_eq!(status, 200);
+    for line in [
+        "agenra_sessions 0",
+        "agenra_sessions_evicted 1",
+        "agenra_session_evictions 2",
+        "agenra_session_reloads 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}: {text}");
+    }
+    assert!(text.contains("agenra_session_index_bytes "), "{text}");
+}

@@ -469,4 +469,28 @@ mod tests {
         assert_eq!(s.records, 200);
         assert!(s.commits >= 1 && s.commits <= 200);
     }
+
+    #[test]
+    fn a_read_sees_every_record_submitted_before_it() {
+        let log = Log::open(Box::new(MemoryBackend::default())).unwrap();
+        let c = Committer::start(log, 64);
+        let reader = c.reader();
+        for i in 0..100u64 {
+            // Not waited for: the read must still come after it.
+            let r = Record {
+                kind: Kind::Event,
+                reason: Some(i.to_string()),
+                ..Record::default()
+            };
+            c.submit(r, Box::new(|_| {}));
+            let (tx, rx) = mpsc::channel();
+            assert!(reader.read(Box::new(move |log| {
+                let _ = tx.send(log.head().seq);
+            })));
+            assert_eq!(rx.recv().unwrap(), i + 1);
+        }
+        c.shutdown();
+        // The writer is gone: a read is refused, never left waiting.
+        assert!(!reader.read(Box::new(|_| {})));
+    }
 }

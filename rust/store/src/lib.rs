@@ -574,6 +574,67 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
     }
 
+    /// The reasons of the records `log.get` reads at `seqs`.
+    fn got(log: &Log, seqs: &[u64]) -> Result<Vec<(u64, String)>, StoreError> {
+        let mut seen = Vec::new();
+        log.get(seqs, &mut |seq, line| {
+            let r: Record = serde_json::from_slice(line).unwrap();
+            seen.push((seq, r.reason.unwrap()));
+            Ok(())
+        })?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn get_reads_the_records_named_and_refuses_a_missing_one() {
+        let path = std::env::temp_dir().join(format!("agenra-get-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let logs = [
+            Log::open(Box::new(MemoryBackend::default())).unwrap(),
+            Log::open_redb(&path).unwrap(),
+        ];
+        for mut log in logs {
+            log.append(&mut [event("a"), event("b"), event("c"), event("d")])
+                .unwrap();
+            let want = vec![(1, "a".to_string()), (3, "c".to_string()), (4, "d".into())];
+            assert_eq!(got(&log, &[1, 3, 4]).unwrap(), want);
+            assert_eq!(got(&log, &[]).unwrap(), vec![]);
+            for bad in [vec![2, 5], vec![0]] {
+                let e = got(&log, &bad).unwrap_err().to_string();
+                assert!(e.contains("not in the log"), "{bad:?}: {e}");
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A backend with no keyed read: the default `get` (a scan).
+    struct ScanOnly(MemoryBackend);
+
+    impl Backend for ScanOnly {
+        fn append(&mut self, first: u64, lines: &[Vec<u8>], head: &Head) -> Result<(), StoreError> {
+            self.0.append(first, lines, head)
+        }
+        fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
+            self.0.scan(from, f)
+        }
+        fn head(&self) -> Result<Head, StoreError> {
+            self.0.head()
+        }
+    }
+
+    #[test]
+    fn the_default_get_scans_from_the_first_number() {
+        let mut log = Log::open(Box::new(ScanOnly(MemoryBackend::default()))).unwrap();
+        log.append(&mut [event("a"), event("b"), event("c")])
+            .unwrap();
+        assert_eq!(
+            got(&log, &[2, 3]).unwrap(),
+            vec![(2, "b".to_string()), (3, "c".to_string())]
+        );
+        let e = got(&log, &[3, 7]).unwrap_err().to_string();
+        assert!(e.contains("record 7") || e.contains("7"), "{e}");
+    }
+
     #[test]
     fn a_head_that_does_not_match_the_chain_fails_verification() {
         let mut backend = MemoryBackend::default();
