@@ -259,15 +259,17 @@ struct Entry {
     /// The tenant's pool and order lock (shared with its other sessions).
     lane: TenantLane,
     /// The answer given to each recent or still open call, for retries
-    /// (see [`Entry::trim_answers`]).
-    answers: HashMap<String, Answer>,
+    /// (see [`Entry::trim_answers`]). Boxed: the table keeps 2 to 4 times
+    /// as many slots as answers, and an answer is about 350 bytes (inline,
+    /// that was 10 KB a session).
+    answers: HashMap<String, Box<Answer>>,
     /// A keyed 64-bit hash of every call id the session has used: a call
     /// id whose answer is no longer kept is still refused (409), never
     /// decided twice.
     used: std::collections::HashSet<u64>,
-    /// The number of answers at which they are trimmed next (twice what
-    /// the last trim kept: calls left open for ever do not make each call
-    /// scan them all).
+    /// The number of answers at which they are trimmed next (half again
+    /// what the last trim kept: calls left open for ever do not make each
+    /// call scan them all).
     trim_at: usize,
     /// When it last applied an event (ms, the server's clock): idle
     /// eviction reads it.
@@ -282,8 +284,11 @@ struct Entry {
 pub const RECENT_ANSWERS: usize = 8;
 
 /// Graph nodes a new session keeps in memory by default
-/// (`--compact-window`; 0 keeps the whole graph).
-pub const DEFAULT_COMPACT_WINDOW: usize = 64;
+/// (`--compact-window`; 0 keeps the whole graph): 32, so between 32 and 64
+/// nodes. Lineage naming a call older than that is denied as unknown (fail
+/// closed); 64 cost about 100 bytes more per call at 100 calls a session,
+/// over the 200 the issue allows (`docs/store.md`, "Memory").
+pub const DEFAULT_COMPACT_WINDOW: usize = 32;
 
 /// The hasher of call ids in [`Entry::used`]: keyed once per process (the
 /// set is rebuilt by recovery, never stored).
@@ -786,10 +791,10 @@ impl Entry {
             };
             self.answers.insert(
                 c.id.clone(),
-                Answer {
+                Box::new(Answer {
                     fingerprint: fingerprint(c),
                     outcome: kept,
-                },
+                }),
             );
             self.trim_answers();
         }
@@ -797,12 +802,13 @@ impl Entry {
     }
 
     /// Keeps the answers of open (running or paused) calls and of the
-    /// [`RECENT_ANSWERS`] newest others, once twice that many are held (so
-    /// the cost is amortized). What the answers serve besides retries (the
+    /// [`RECENT_ANSWERS`] newest others, once half as many again are held
+    /// (so the cost is amortized: a trim of `n` answers comes `n / 2` calls
+    /// after the last). What the answers serve besides retries (the
     /// pending list, `calls`, the recent calls of the approvals page) reads
     /// open or recent calls only.
     fn trim_answers(&mut self) {
-        if self.answers.len() < self.trim_at.max(2 * RECENT_ANSWERS) {
+        if self.answers.len() < self.trim_at.max(RECENT_ANSWERS + RECENT_ANSWERS / 2) {
             return;
         }
         use agenra_core::graph::Status;
@@ -827,7 +833,8 @@ impl Entry {
         for id in gone {
             self.answers.remove(&id);
         }
-        self.trim_at = 2 * self.answers.len();
+        let kept = self.answers.len();
+        self.trim_at = kept + kept / 2;
     }
 
     /// The recorded answer to call `id`, as it was given.
