@@ -412,3 +412,19 @@ fn metrics_count_evictions_and_reloads() {
     }
     assert!(text.contains("agenra_session_index_bytes "), "{text}");
 }
+
+#[test]
+fn a_store_without_a_reader_refuses_eviction_but_not_zero() {
+    // The partitioned log (as on PostgreSQL; here in memory): other
+    // replicas' records are not indexed here.
+    let log = agenra_store::PartLog::open(Box::new(agenra_store::MemoryParts::default()));
+    let compiled = agenra_policy::compile(POLICY, "evict").unwrap();
+    let policy = CompiledPolicy::new(compiled.policy).unwrap();
+    let gw = Gateway::open_parts(log, policy, "evict.agr", false, None).unwrap();
+    let e = gw.set_evict_idle(Duration::from_secs(60)).unwrap_err();
+    assert!(e.contains("--evict-idle needs the embedded store"), "{e}");
+    gw.set_evict_idle(Duration::ZERO).unwrap();
+    session(&gw, "s");
+    assert_eq!(gw.evict_all_idle(), 0);
+    assert_eq!(gw.session_count(), 1);
+}

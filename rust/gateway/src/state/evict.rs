@@ -526,3 +526,85 @@ impl super::Gateway {
         self.shared.evict.stats()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agenra_core::event::{Call, Event};
+
+    #[test]
+    fn a_seq_list_gives_back_what_was_pushed_in_few_bytes() {
+        let mut l = SeqList::default();
+        let seqs = [1u64, 2, 129, 130, 20_000, 20_001, 1 << 40, (1 << 40) + 3];
+        for &s in &seqs {
+            l.push(s);
+        }
+        // Not above the last: ignored.
+        l.push(5);
+        assert_eq!(l.to_vec(), seqs);
+        // Deltas 1, 1, 127, 1 (a byte each: under 128), 19,870 (3 bytes:
+        // 16,384 or more), 1, about 2^40 (6 bytes), 3.
+        assert_eq!(l.bytes.len(), 1 + 1 + 1 + 1 + 3 + 1 + 6 + 1);
+    }
+
+    fn shared() -> (Shared, CompiledPolicy) {
+        let text = "tool fs.read(path: string) { resource path; }\n\
+                    grant read: fs.read quota 2;\n";
+        let p = agenra_policy::compile(text, "t").unwrap().policy;
+        let c = CompiledPolicy::new(p).unwrap();
+        (Shared::new(&c), c)
+    }
+
+    fn opened(c: &CompiledPolicy) -> Record {
+        Record {
+            kind: Kind::Session,
+            tenant: Some("t".into()),
+            session: Some("s".into()),
+            policy_hash: c.hash().to_string(),
+            ..Record::default()
+        }
+    }
+
+    /// The record of call `id`, decided on `entry` (as the gateway wrote it).
+    fn decided(entry: &mut Entry, id: &str) -> Record {
+        let call: Call = serde_json::from_value(serde_json::json!({
+            "id": id, "time": 0, "tool": "fs.read", "args": {"path": "/a"}}))
+        .unwrap();
+        let (_, mut r) = entry.apply(&Event::Call(call), Meta::default()).unwrap();
+        r.seq = 2;
+        r
+    }
+
+    #[test]
+    fn a_rebuild_replays_and_refuses_what_does_not_replay() {
+        let (shared, c) = shared();
+        let mut live = shared.rebuild(&c, vec![opened(&c)]).unwrap();
+        let first = decided(&mut live, "c1");
+        // Open calls keep a session in memory: not rebuilt as evictable.
+        let e = shared.rebuild(&c, vec![opened(&c), first.clone()]);
+        assert_eq!(e.err().unwrap(), "it has an open call");
+
+        let mut tampered = first.clone();
+        tampered.verdict = Some("DENY".into());
+        let e = shared
+            .rebuild(&c, vec![opened(&c), tampered])
+            .err()
+            .unwrap();
+        assert!(e.contains("record 2: replaying gives ALLOW"), "{e}");
+
+        let e = shared.rebuild(&c, vec![first.clone()]).err().unwrap();
+        assert!(e.contains("not its `session` record"), "{e}");
+        let e = shared.rebuild(&c, vec![]).err().unwrap();
+        assert_eq!(e, "no records");
+
+        let mut other = opened(&c);
+        other.policy_hash = "sha256:00".into();
+        let e = shared.rebuild(&c, vec![other]).err().unwrap();
+        assert!(e.contains("names policy sha256:00"), "{e}");
+
+        let mut closed = first;
+        closed.kind = Kind::Closed;
+        let e = shared.rebuild(&c, vec![opened(&c), closed]).err().unwrap();
+        assert!(e.contains("not an event of the session"), "{e}");
+    }
+}
