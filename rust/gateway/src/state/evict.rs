@@ -287,7 +287,7 @@ impl Shared {
         }
         let key = (record.tenant.clone()?, record.session.clone()?);
         let index = Arc::clone(&self.evict.index);
-        let kind = record.kind.clone();
+        let kind = record.kind;
         Some(Box::new(move |seq| note(&index, &kind, key, seq)))
     }
 
