@@ -98,6 +98,12 @@ pub struct ServeArgs {
     /// with, across restarts (its record says it).
     #[arg(long, value_name = "N", default_value_t = agenra_gateway::state::DEFAULT_COMPACT_WINDOW as u64)]
     compact_window: u64,
+    /// Drop a session from memory after this long with no event and no open call (`10m`,
+    /// `90s`, `2h`; `0` or `off`: never); its next request reloads it from its records in
+    /// the store. Default 10m on the embedded store; a shared (PostgreSQL) store does not
+    /// evict. Paused sessions and sessions drawing on tenant pools are never evicted.
+    #[arg(long, value_name = "DURATION", value_parser = agenra_gateway::state::parse_idle)]
+    evict_idle: Option<std::time::Duration>,
     /// Refuse a policy revision that `agenra certify` does not certify against the running
     /// one, or that may allow what the running one did not (unless allowed, see below).
     #[arg(long)]
@@ -157,6 +163,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.pause_timeout = args.pause_timeout;
     config.max_clock_skew = args.max_clock_skew;
     config.compact_window = args.compact_window;
+    config.evict_idle = args.evict_idle;
     config.limits = args.limits.limits();
     config.partitioned = args.partitioned_log;
     if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {

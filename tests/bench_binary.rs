@@ -83,8 +83,15 @@ fn bench_memory_measures_the_gateway_and_its_restart() {
         "rss_bytes_per_call",
         "restart_seconds",
         "closing_frees_bytes_per_session",
+        "evicting_frees_bytes_per_session",
+        "evict_index_bytes_per_record",
     ] {
         assert!(f[key].is_number(), "{key} in {f}");
     }
     assert!(f["heap_bytes_per_call"].as_f64().unwrap() > 0.0, "{f}");
+    // Evicting the three idle sessions gives their memory back.
+    assert!(
+        f["evicting_frees_bytes_per_session"].as_f64().unwrap() > 1000.0,
+        "{f}"
+    );
 }

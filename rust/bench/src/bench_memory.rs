@@ -48,6 +48,12 @@ pub struct Figures {
     pub monitor_heap_bytes_per_call: f64,
     /// Live heap bytes per call of the gateway recovered by a restart.
     pub restart_heap_bytes_per_call: f64,
+    /// Live heap bytes per session that evicting every session (`serve
+    /// --evict-idle`) frees, right after the calls.
+    pub evicting_frees_bytes_per_session: f64,
+    /// Heap bytes of the index eviction keeps (each session's record
+    /// numbers), per record.
+    pub evict_index_bytes_per_record: f64,
     /// Live heap bytes per session that closing every session
     /// (`DELETE /v1/sessions/{id}`, on the restarted gateway) frees.
     pub closing_frees_bytes_per_session: f64,
@@ -165,6 +171,10 @@ fn run(
     let decide_seconds = start.elapsed().as_secs_f64();
     let (heap1, rss1) = (live(), rss_bytes());
     let records = gw.store_stats().records;
+    let index_bytes = gw.eviction_stats().index_bytes;
+    gw.set_evict_idle(std::time::Duration::from_secs(3600))?;
+    gw.evict_all_idle();
+    let evicting_frees_bytes_per_session = (heap1 as f64 - live() as f64) / sessions as f64;
     drop(gw);
     let heap_dropped = live();
     let start = Instant::now();
@@ -194,6 +204,8 @@ fn run(
         rss_bytes_per_call: per(rss1 - rss0),
         restart_heap_bytes_per_call: per(heap_restarted as f64 - heap_dropped as f64),
         closing_frees_bytes_per_session,
+        evicting_frees_bytes_per_session,
+        evict_index_bytes_per_record: index_bytes as f64 / records.max(1) as f64,
         restart_heap_bytes_per_session,
         restart_seconds,
         restart_us_per_record: restart_seconds * 1e6 / records.max(1) as f64,
@@ -240,7 +252,8 @@ pub fn run_bench(
          per open session: {:.0} heap bytes\n\
          per decided call: {:.0} heap bytes ({:.0} of them the monitor's sessions), {:.0} RSS bytes\n\
          restart: {:.2} s ({:.1} µs per record), then {:.0} heap bytes per call\n\
-         closing every session frees {:.0} of the {:.0} heap bytes per session it held\n{line}",
+         closing every session frees {:.0} of the {:.0} heap bytes per session it held\n\
+         evicting every session frees {:.0} heap bytes per session; its index: {:.2} bytes per record\n{line}",
         f.decisions,
         f.sessions,
         f.window,
@@ -255,5 +268,7 @@ pub fn run_bench(
         f.restart_heap_bytes_per_call,
         f.closing_frees_bytes_per_session,
         f.restart_heap_bytes_per_session,
+        f.evicting_frees_bytes_per_session,
+        f.evict_index_bytes_per_record,
     ))
 }

@@ -152,11 +152,32 @@ async fn metrics(State(gw): State<Arc<Gateway>>, Extension(p): Extension<Princip
             ),
         ];
     }
+    let evict = gw.eviction_stats();
     let mut gauges = vec![
         (
             "agenra_sessions",
-            "Open sessions.",
+            "Open sessions held in memory (evicted ones are not counted).",
             gw.session_count() as f64,
+        ),
+        (
+            "agenra_sessions_evicted",
+            "Open sessions evicted from memory (--evict-idle), reloaded on their next request.",
+            evict.evicted as f64,
+        ),
+        (
+            "agenra_session_evictions",
+            "Sessions evicted since start.",
+            evict.evictions as f64,
+        ),
+        (
+            "agenra_session_reloads",
+            "Evicted sessions reloaded from the store since start.",
+            evict.reloads as f64,
+        ),
+        (
+            "agenra_session_index_bytes",
+            "Heap bytes of the index of each session's record numbers (for reloads).",
+            evict.index_bytes as f64,
         ),
         (
             "agenra_pending_approvals",

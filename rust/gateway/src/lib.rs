@@ -72,6 +72,10 @@ pub struct ServeConfig {
     /// Graph nodes each new session keeps in memory (`--compact-window`;
     /// 0: the whole graph).
     pub compact_window: u64,
+    /// How long a session may stay idle before it leaves memory
+    /// (`--evict-idle`; `None`: [`state::DEFAULT_EVICT_IDLE_SECS`] on the
+    /// embedded store, never on a shared one; zero: never).
+    pub evict_idle: Option<std::time::Duration>,
     /// Limits on connections and the time to read a request
     /// ([`conn`], `docs/http-api.md`).
     pub limits: Limits,
@@ -104,6 +108,7 @@ impl ServeConfig {
             pause_timeout: state::DEFAULT_PAUSE_TIMEOUT,
             max_clock_skew: state::DEFAULT_MAX_SKEW,
             compact_window: state::DEFAULT_COMPACT_WINDOW as u64,
+            evict_idle: None,
             limits: Limits::default(),
             notify: None,
             checkpoints: None,
@@ -150,6 +155,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("pause_timeout", &self.pause_timeout)
             .field("max_clock_skew", &self.max_clock_skew)
             .field("compact_window", &self.compact_window)
+            .field("evict_idle", &self.evict_idle)
             .field("limits", &self.limits)
             .field("notify", &self.notify)
             .field("checkpoints", &self.checkpoints)
@@ -172,6 +178,9 @@ pub enum ServeError {
     /// The webhook (`--notify-url`, `--notify-secret-file`).
     #[error(transparent)]
     Notify(#[from] notify::NotifyError),
+    /// `--evict-idle` on a store it cannot serve (a shared one).
+    #[error("{0}")]
+    Evict(String),
     /// Sockets, the runtime.
     #[error("{what}: {source}")]
     Io {
@@ -460,6 +469,15 @@ pub fn run(
     gateway.set_pause_timeout(config.pause_timeout);
     gateway.set_max_clock_skew(config.max_clock_skew);
     gateway.set_compact_window(config.compact_window);
+    match config.evict_idle {
+        Some(idle) => gateway.set_evict_idle(idle).map_err(ServeError::Evict)?,
+        // The default where it applies: the embedded store.
+        None if !gateway.is_replicated() => {
+            let idle = std::time::Duration::from_secs(state::DEFAULT_EVICT_IDLE_SECS);
+            gateway.set_evict_idle(idle).map_err(ServeError::Evict)?;
+        }
+        None => {}
+    }
     if let Some(n) = &config.notify {
         gateway.set_notifier(notify::Notifier::spawn(n.clone())?);
     }
@@ -512,7 +530,12 @@ pub fn run(
                 }
                 _ = tick.tick() => {
                     let gw = Arc::clone(&gateway);
-                    let _ = tokio::task::spawn_blocking(move || gw.expire_pauses()).await;
+                    // Idle sessions leave memory within a second too.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        gw.expire_pauses();
+                        gw.evict_idle();
+                    })
+                    .await;
                 }
                 _ = term.recv() => break,
                 _ = int.recv() => break,

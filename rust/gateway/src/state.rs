@@ -23,9 +23,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::oneshot;
 
 mod close;
+mod evict;
 mod parts;
 pub use close::ClosedView;
-use parts::Writer;
+pub use evict::{parse_idle, EvictionStats, IdleError, DEFAULT_EVICT_IDLE_SECS};
+use parts::{pooled_policy, Writer};
 
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
@@ -257,16 +259,24 @@ struct Entry {
     /// The tenant's pool and order lock (shared with its other sessions).
     lane: TenantLane,
     /// The answer given to each recent or still open call, for retries
-    /// (see [`Entry::trim_answers`]).
-    answers: HashMap<String, Answer>,
+    /// (see [`Entry::trim_answers`]). Boxed: the table keeps 2 to 4 times
+    /// as many slots as answers, and an answer is about 350 bytes (inline,
+    /// that was 10 KB a session).
+    answers: HashMap<String, Box<Answer>>,
     /// A keyed 64-bit hash of every call id the session has used: a call
     /// id whose answer is no longer kept is still refused (409), never
     /// decided twice.
     used: std::collections::HashSet<u64>,
-    /// The number of answers at which they are trimmed next (twice what
-    /// the last trim kept: calls left open for ever do not make each call
-    /// scan them all).
+    /// The number of answers at which they are trimmed next (half again
+    /// what the last trim kept: calls left open for ever do not make each
+    /// call scan them all).
     trim_at: usize,
+    /// When it last applied an event (ms, the server's clock): idle
+    /// eviction reads it.
+    last_ms: u64,
+    /// Evicted while a request waited for its lock: that request looks the
+    /// session up again (see `state/evict.rs`).
+    evicted: bool,
 }
 
 /// Answers of finished calls kept per session, for retries (the newest
@@ -274,8 +284,11 @@ struct Entry {
 pub const RECENT_ANSWERS: usize = 8;
 
 /// Graph nodes a new session keeps in memory by default
-/// (`--compact-window`; 0 keeps the whole graph).
-pub const DEFAULT_COMPACT_WINDOW: usize = 64;
+/// (`--compact-window`; 0 keeps the whole graph): 32, so between 32 and 64
+/// nodes. Lineage naming a call older than that is denied as unknown (fail
+/// closed); 64 cost about 100 bytes more per call at 100 calls a session,
+/// over the 200 the issue allows (`docs/store.md`, "Memory").
+pub const DEFAULT_COMPACT_WINDOW: usize = 32;
 
 /// The hasher of call ids in [`Entry::used`]: keyed once per process (the
 /// set is rebuilt by recovery, never stored).
@@ -374,6 +387,8 @@ struct Shared {
     /// Graph nodes a new session keeps in memory (0: the whole graph). A
     /// session keeps the window it was opened with: its record says which.
     compact_window: AtomicU64,
+    /// Idle-session eviction (`--evict-idle`) and its index.
+    evict: evict::Evictor,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -678,10 +693,61 @@ pub fn describe(
 }
 
 impl Entry {
+    /// A session just opened (or replayed from its `session` record) under
+    /// `compiled`, keeping `window` graph nodes, drawing on `lane`.
+    fn opened(
+        tenant: String,
+        id: String,
+        agent: Option<String>,
+        compiled: &CompiledPolicy,
+        window: Option<u64>,
+        lane: TenantLane,
+    ) -> Entry {
+        Entry {
+            tenant,
+            id,
+            agent,
+            session: compiled.session_with(session_options(window, &lane.pool)),
+            lane,
+            answers: HashMap::new(),
+            used: Default::default(),
+            trim_at: 0,
+            last_ms: now_ms(),
+            evicted: false,
+        }
+    }
+
+    /// Replays a recorded event: it must give the recorded decision
+    /// (`verdict`) and ledger hash, as when it was decided.
+    fn replay_event(
+        &mut self,
+        recorded: serde_json::Value,
+        verdict: Option<&str>,
+        ledger_hash: Option<&str>,
+        meta: Meta,
+    ) -> Result<(Event, Outcome), String> {
+        // As recorded: a log from before ids were checked replays.
+        let event = Event::from_recorded(recorded).map_err(|e| format!("unreadable event: {e}"))?;
+        let (outcome, _) = self
+            .apply(&event, meta)
+            .map_err(|e| format!("the event no longer applies: {e}"))?;
+        if outcome.decision != verdict || Some(outcome.ledger_hash.as_str()) != ledger_hash {
+            return Err(format!(
+                "replaying gives {} with ledger {}, the record says {} with ledger {}",
+                outcome.decision.unwrap_or("no decision"),
+                outcome.ledger_hash,
+                verdict.unwrap_or("no decision"),
+                ledger_hash.unwrap_or("none")
+            ));
+        }
+        Ok((event, outcome))
+    }
+
     /// Applies `event` and describes it (the answer, and the audit record
     /// without its position).
     fn apply(&mut self, event: &Event, meta: Meta) -> Result<(Outcome, Record), StepError> {
         let out = self.session.step(event)?;
+        self.last_ms = now_ms();
         let outcome = describe(&self.session, &self.tenant, &self.id, event, &out);
         let mut stored = event.clone();
         match &mut stored {
@@ -725,10 +791,10 @@ impl Entry {
             };
             self.answers.insert(
                 c.id.clone(),
-                Answer {
+                Box::new(Answer {
                     fingerprint: fingerprint(c),
                     outcome: kept,
-                },
+                }),
             );
             self.trim_answers();
         }
@@ -736,12 +802,13 @@ impl Entry {
     }
 
     /// Keeps the answers of open (running or paused) calls and of the
-    /// [`RECENT_ANSWERS`] newest others, once twice that many are held (so
-    /// the cost is amortized). What the answers serve besides retries (the
+    /// [`RECENT_ANSWERS`] newest others, once half as many again are held
+    /// (so the cost is amortized: a trim of `n` answers comes `n / 2` calls
+    /// after the last). What the answers serve besides retries (the
     /// pending list, `calls`, the recent calls of the approvals page) reads
     /// open or recent calls only.
     fn trim_answers(&mut self) {
-        if self.answers.len() < self.trim_at.max(2 * RECENT_ANSWERS) {
+        if self.answers.len() < self.trim_at.max(RECENT_ANSWERS + RECENT_ANSWERS / 2) {
             return;
         }
         use agenra_core::graph::Status;
@@ -766,7 +833,8 @@ impl Entry {
         for id in gone {
             self.answers.remove(&id);
         }
-        self.trim_at = 2 * self.answers.len();
+        let kept = self.answers.len();
+        self.trim_at = kept + kept / 2;
     }
 
     /// The recorded answer to call `id`, as it was given.
@@ -859,12 +927,9 @@ impl Shared {
 
     fn entry(&self, tenant: &str, session: &str) -> Result<Arc<Mutex<Entry>>, ApiError> {
         self.check_not_closed(tenant, session)?;
-        self.sessions
-            .read()
-            .map_err(|_| ApiError::new(500, "session table poisoned"))?
-            .get(&(tenant.to_string(), session.to_string()))
-            .cloned()
-            .ok_or_else(|| {
+        let key: Key = (tenant.to_string(), session.to_string());
+        // Reloaded from the log if it was evicted.
+        self.reload(&key)?.ok_or_else(|| {
                 ApiError::field(
                     404,
                     "session",
@@ -887,12 +952,15 @@ impl Shared {
         id: String,
         agent: Option<String>,
     ) -> Result<Emit<SessionView>, ApiError> {
+        let key = (tenant.clone(), id.clone());
+        // An evicted session is open: found, never opened a second time.
+        self.reload(&key)?;
         let mut sessions = self
             .sessions
             .write()
             .map_err(|_| ApiError::new(500, "session table poisoned"))?;
-        let key = (tenant.clone(), id.clone());
         self.check_not_closed(&tenant, &id)?;
+        evict::check_not_evicted(&self.evict, &key)?;
         if let Some(existing) = sessions.get(&key) {
             let e = existing
                 .lock()
@@ -919,16 +987,14 @@ impl Shared {
         let compiled = policies.current.clone();
         let lane = self.lane(&tenant);
         let window = Some(self.compact_window.load(Ordering::Relaxed)).filter(|&w| w > 0);
-        let entry = Entry {
-            tenant: tenant.clone(),
-            id: id.clone(),
-            agent: agent.clone(),
-            session: compiled.session_with(session_options(window, &lane.pool)),
+        let entry = Entry::opened(
+            tenant.clone(),
+            id.clone(),
+            agent.clone(),
+            &compiled,
+            window,
             lane,
-            answers: HashMap::new(),
-            used: Default::default(),
-            trim_at: 0,
-        };
+        );
         let view = entry.view(true);
         sessions.insert(key, Arc::new(Mutex::new(entry)));
         let record = Record {
@@ -955,12 +1021,13 @@ impl Shared {
         session: &str,
         make: impl FnOnce(&Entry) -> Result<Step, ApiError>,
     ) -> Result<Emit<Outcome>, ApiError> {
-        let entry = self.entry(tenant, session)?;
+        let entry = self.unevicted_entry(tenant, session)?;
         let mut e = entry
             .lock()
             .map_err(|_| ApiError::new(500, "session poisoned"))?;
-        // Closed while this request waited for the session's lock.
+        // Closed or evicted while this request waited for the session's lock.
         self.check_not_closed(tenant, session)?;
+        evict::check_live(&e)?;
         let (event, meta) = match make(&e)? {
             Step::Apply(event, meta) => {
                 crate::api::check_identifiers(&event)?;
@@ -1032,6 +1099,7 @@ impl Shared {
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
             notify: std::sync::OnceLock::new(),
             compact_window: AtomicU64::new(DEFAULT_COMPACT_WINDOW as u64),
+            evict: evict::Evictor::default(),
         }
     }
 }
@@ -1075,16 +1143,14 @@ impl Shared {
                 };
                 let lane = self.lane(&tenant);
                 // With the window it was opened with: its decisions replay.
-                let entry = Entry {
-                    tenant: tenant.clone(),
-                    id: id.clone(),
-                    agent: r.agent,
-                    session: compiled.session_with(session_options(r.window, &lane.pool)),
+                let entry = Entry::opened(
+                    tenant.clone(),
+                    id.clone(),
+                    r.agent,
+                    &compiled,
+                    r.window,
                     lane,
-                    answers: HashMap::new(),
-                    used: Default::default(),
-                    trim_at: 0,
-                };
+                );
                 self.sessions
                     .write()
                     .map_err(|_| "poisoned")?
@@ -1095,9 +1161,6 @@ impl Shared {
                 let (Some(tenant), Some(id), Some(ev)) = (r.tenant, r.session, r.event) else {
                     return Err("event record without tenant, session or event".into());
                 };
-                // As recorded: a log from before ids were checked replays.
-                let event =
-                    Event::from_recorded(ev).map_err(|e| format!("unreadable event: {e}"))?;
                 let entry = self
                     .sessions
                     .read()
@@ -1106,20 +1169,12 @@ impl Shared {
                     .cloned()
                     .ok_or_else(|| format!("event of unknown session {tenant}/{id}"))?;
                 let mut entry = entry.lock().map_err(|_| "poisoned")?;
-                let (outcome, _) = entry
-                    .apply(&event, Meta::default())
-                    .map_err(|e| format!("the event no longer applies: {e}"))?;
-                if outcome.decision.map(str::to_string) != r.verdict
-                    || Some(&outcome.ledger_hash) != r.ledger_hash.as_ref()
-                {
-                    return Err(format!(
-                        "replaying gives {} with ledger {}, the record says {} with ledger {}",
-                        outcome.decision.unwrap_or("no decision"),
-                        outcome.ledger_hash,
-                        r.verdict.as_deref().unwrap_or("no decision"),
-                        r.ledger_hash.as_deref().unwrap_or("none")
-                    ));
-                }
+                let (event, outcome) = entry.replay_event(
+                    ev,
+                    r.verdict.as_deref(),
+                    r.ledger_hash.as_deref(),
+                    Meta::default(),
+                )?;
                 let mut pending = self.pending.lock().map_err(|_| "poisoned")?;
                 let timeout = self.pause_timeout.load(Ordering::Relaxed);
                 track_pending(&mut pending, &event, &outcome, timeout);
@@ -1203,6 +1258,7 @@ impl Gateway {
             if seq > head.seq {
                 return Ok(());
             }
+            shared.evict.note_line(seq, line);
             shared
                 .replay(line, true)
                 .map(|_| ())
@@ -1279,6 +1335,9 @@ impl Gateway {
         } else if let Some(r) = shared.adopt(&policy, source, certification)? {
             committer.submit_wait(r)?;
         }
+        if let (false, Writer::Chain(c)) = (replicated, &committer) {
+            shared.evict.attach(c.reader());
+        }
         Ok(Gateway {
             shared,
             replicated,
@@ -1320,10 +1379,14 @@ impl Gateway {
     fn submit<T>(&self, record: Record, value: T) -> Pending<T> {
         let (tx, rx) = oneshot::channel();
         let failed = Arc::clone(&self.failed);
+        let noted = self.shared.index_note(&record);
         self.committer.submit(
             record,
             Box::new(move |r| {
                 mark_failed(&failed, &r);
+                if let (Some(note), Ok(head)) = (noted, &r) {
+                    note(head.seq);
+                }
                 let _ = tx.send(r);
             }),
         );

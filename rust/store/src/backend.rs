@@ -23,6 +23,26 @@ pub trait Backend: Send {
     fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError>;
     /// The head recorded by the last append (the empty log's head at first).
     fn head(&self) -> Result<Head, StoreError>;
+    /// Calls `f` with the lines at the sequence numbers `seqs` (ascending),
+    /// in that order; a number with no line is an error. The default scans
+    /// from the first of them; a backend with keyed reads reads only those.
+    fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        let Some(&first) = seqs.first() else {
+            return Ok(());
+        };
+        let mut want = seqs.iter().copied().peekable();
+        self.scan(first, &mut |seq, line| {
+            if want.peek() == Some(&seq) {
+                want.next();
+                f(seq, line)?;
+            }
+            Ok(())
+        })?;
+        match want.next() {
+            None => Ok(()),
+            Some(seq) => Err(missing(seq)),
+        }
+    }
     /// Whether other processes append to this log too (replicas): then
     /// every write goes through [`begin`](Backend::begin) and
     /// [`commit`](Backend::commit). False for an embedded, locked file.
@@ -43,6 +63,14 @@ pub trait Backend: Send {
     }
     /// Abandons the transaction [`begin`](Backend::begin) opened.
     fn rollback(&mut self) {}
+}
+
+/// A record a session's index names is not in the log.
+fn missing(seq: u64) -> StoreError {
+    StoreError::Chain(crate::VerifyError {
+        seq,
+        reason: "the record is not in the log".into(),
+    })
 }
 
 const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
@@ -429,6 +457,25 @@ impl Backend for RedbBackend {
         scanned
     }
 
+    fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        // Read first, then visit: the caller's code runs outside the guard.
+        let lines = self.guard(|db| {
+            let e = self.path.as_str();
+            let txn = db.begin_read().eng(e)?;
+            let log = txn.open_table(LOG).eng(e)?;
+            let mut lines = Vec::with_capacity(seqs.len());
+            for &seq in seqs {
+                let line = log.get(seq).eng(e)?.ok_or_else(|| missing(seq))?;
+                lines.push(line.value().to_vec());
+            }
+            Ok(lines)
+        })?;
+        for (&seq, line) in seqs.iter().zip(&lines) {
+            f(seq, line)?;
+        }
+        Ok(())
+    }
+
     fn head(&self) -> Result<Head, StoreError> {
         self.guard(|db| {
             let e = self.path.as_str();
@@ -472,6 +519,15 @@ impl Backend for MemoryBackend {
             .skip(from.saturating_sub(1) as usize)
         {
             f(i as u64 + 1, line)?;
+        }
+        Ok(())
+    }
+
+    fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        for &seq in seqs {
+            let i = usize::try_from(seq.wrapping_sub(1)).map_err(|_| missing(seq))?;
+            let line = self.lines.get(i).ok_or_else(|| missing(seq))?;
+            f(seq, line)?;
         }
         Ok(())
     }

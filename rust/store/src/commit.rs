@@ -20,10 +20,17 @@ pub type Decide = Box<dyn FnOnce() -> (Option<Record>, Done) + Send>;
 /// error means this process can no longer follow the log.
 pub type CatchUp = Box<dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send>;
 
+/// Reads the log on the writer thread, once every record submitted before
+/// it is durable (see [`LogReader`]).
+pub type ReadLog = Box<dyn FnOnce(&Log) + Send>;
+
 struct Job {
     /// `None`: a barrier, answered once everything submitted before it is
     /// durable.
     record: Option<Record>,
+    /// A read, run after the batch's commit (then `record` and `decide`
+    /// are `None` and `done` does nothing).
+    read: Option<ReadLog>,
     /// Decides the record inside the transaction (replacing `record` and
     /// `done`); `done` is then only called if the transaction cannot begin.
     decide: Option<Decide>,
@@ -91,6 +98,9 @@ impl Counters {
 /// state from the log).
 pub struct Committer {
     tx: Option<mpsc::Sender<Job>>,
+    /// The sender [`LogReader`]s use, dropped when the writer stops (a
+    /// reader must not keep the writer's queue open).
+    reads: Arc<std::sync::Mutex<Option<mpsc::Sender<Job>>>>,
     thread: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
 }
@@ -119,9 +129,18 @@ impl Committer {
             .spawn(move || writer(log, rx, max_batch.max(1), &c, catch_up))
             .ok();
         Committer {
+            reads: Arc::new(std::sync::Mutex::new(Some(tx.clone()))),
             tx: Some(tx),
             thread,
             counters,
+        }
+    }
+
+    /// A handle that reads the log on the writer thread (see
+    /// [`LogReader::read`]).
+    pub fn reader(&self) -> LogReader {
+        LogReader {
+            tx: Arc::clone(&self.reads),
         }
     }
 
@@ -129,6 +148,7 @@ impl Committer {
     pub fn submit(&self, record: Record, done: Done) {
         self.send(Job {
             record: Some(record),
+            read: None,
             decide: None,
             done,
         });
@@ -140,6 +160,7 @@ impl Committer {
     pub fn decide(&self, decide: Decide, refused: Done) {
         self.send(Job {
             record: None,
+            read: None,
             decide: Some(decide),
             done: refused,
         });
@@ -150,6 +171,7 @@ impl Committer {
     pub fn barrier(&self, done: Done) {
         self.send(Job {
             record: None,
+            read: None,
             decide: None,
             done,
         });
@@ -190,10 +212,41 @@ impl Committer {
     }
 
     fn stop(&mut self) {
+        if let Ok(mut reads) = self.reads.lock() {
+            *reads = None;
+        }
         self.tx = None;
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Reads the log on the writer thread of a [`Committer`] (which owns it).
+#[derive(Clone)]
+pub struct LogReader {
+    tx: Arc<std::sync::Mutex<Option<mpsc::Sender<Job>>>>,
+}
+
+impl LogReader {
+    /// Runs `read` on the writer thread once every record submitted before
+    /// this call is durable (and its `done` called). Returns false when
+    /// the writer is gone (`read` is then dropped, never run); a writer
+    /// that failed drops it too.
+    pub fn read(&self, read: ReadLog) -> bool {
+        let Ok(tx) = self.tx.lock() else {
+            return false;
+        };
+        let Some(tx) = tx.as_ref() else {
+            return false;
+        };
+        tx.send(Job {
+            record: None,
+            read: Some(read),
+            decide: None,
+            done: Box::new(|_| {}),
+        })
+        .is_ok()
     }
 }
 
@@ -215,6 +268,7 @@ fn writer(
     let mut records = Vec::with_capacity(max_batch);
     // Each callback, and whether its job carried a record.
     let mut dones: Vec<(Done, bool)> = Vec::with_capacity(max_batch);
+    let mut reads: Vec<ReadLog> = Vec::new();
     loop {
         let first = match next_job(&rx, log.checkpoint_tick()) {
             Next::Job(job) => job,
@@ -259,6 +313,10 @@ fn writer(
             continue;
         }
         for job in jobs.drain(..) {
+            if let Some(read) = job.read {
+                reads.push(read);
+                continue;
+            }
             let (record, done) = match job.decide {
                 Some(decide) => decide(),
                 None => (job.record, job.done),
@@ -294,9 +352,15 @@ fn writer(
                     let head = at.clone().unwrap_or_else(|| last.clone());
                     done(Ok(head));
                 }
+                // After the commit: a read sees every record submitted
+                // before it.
+                for read in reads.drain(..) {
+                    read(&log);
+                }
             }
             Err(e) => {
                 log.rollback();
+                reads.clear();
                 let why = e.to_string();
                 for (done, _) in dones.drain(..) {
                     done(Err(StoreError::Stopped(why.clone())));
@@ -424,5 +488,29 @@ mod tests {
         let s = c.stats();
         assert_eq!(s.records, 200);
         assert!(s.commits >= 1 && s.commits <= 200);
+    }
+
+    #[test]
+    fn a_read_sees_every_record_submitted_before_it() {
+        let log = Log::open(Box::new(MemoryBackend::default())).unwrap();
+        let c = Committer::start(log, 64);
+        let reader = c.reader();
+        for i in 0..100u64 {
+            // Not waited for: the read must still come after it.
+            let r = Record {
+                kind: Kind::Event,
+                reason: Some(i.to_string()),
+                ..Record::default()
+            };
+            c.submit(r, Box::new(|_| {}));
+            let (tx, rx) = mpsc::channel();
+            assert!(reader.read(Box::new(move |log| {
+                let _ = tx.send(log.head().seq);
+            })));
+            assert_eq!(rx.recv().unwrap(), i + 1);
+        }
+        c.shutdown();
+        // The writer is gone: a read is refused, never left waiting.
+        assert!(!reader.read(Box::new(|_| {})));
     }
 }

@@ -37,7 +37,7 @@ pub use checkpoint::{
     generate_key_file, CheckpointSigner, CheckpointSummary, CheckpointVerifier, Checkpoints, Every,
     KeyError, PublicKey,
 };
-pub use commit::{CatchUp, CommitStats, Committer, Decide, Done};
+pub use commit::{CatchUp, CommitStats, Committer, Decide, Done, LogReader, ReadLog};
 pub use part_commit::{PartCatchUp, PartCommitter, PartDecide};
 pub use parts::{
     pool_partition, session_partition, MemoryParts, PartBackend, PartLog, PartSummary,
@@ -443,6 +443,16 @@ impl Log {
         self.read(from, f).map(|_| ())
     }
 
+    /// Calls `f` with the records at sequence numbers `seqs` (ascending),
+    /// in that order, reading only those where the backend can (the
+    /// embedded store, the in-memory one): a session reloaded after
+    /// eviction reads its own records, not the log. The chain is not
+    /// checked again here (it was when the log was opened, and redb
+    /// checksums its pages); a number with no record is an error.
+    pub fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        self.backend.get(seqs, f)
+    }
+
     /// Checks the whole chain, and that it ends at the stored head (this is
     /// [`Log::read`] visiting nothing). On a shared log, records appended
     /// after this log's head was read (by other replicas, meanwhile) are
@@ -545,6 +555,67 @@ mod tests {
         assert_eq!(seen, vec![(2, "b".to_string()), (3, "c".to_string())]);
         drop(log);
         let _ = std::fs::remove_file(&dir);
+    }
+
+    /// The reasons of the records `log.get` reads at `seqs`.
+    fn got(log: &Log, seqs: &[u64]) -> Result<Vec<(u64, String)>, StoreError> {
+        let mut seen = Vec::new();
+        log.get(seqs, &mut |seq, line| {
+            let r: Record = serde_json::from_slice(line).unwrap();
+            seen.push((seq, r.reason.unwrap()));
+            Ok(())
+        })?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn get_reads_the_records_named_and_refuses_a_missing_one() {
+        let path = std::env::temp_dir().join(format!("agenra-get-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let logs = [
+            Log::open(Box::new(MemoryBackend::default())).unwrap(),
+            Log::open_redb(&path).unwrap(),
+        ];
+        for mut log in logs {
+            log.append(&mut [event("a"), event("b"), event("c"), event("d")])
+                .unwrap();
+            let want = vec![(1, "a".to_string()), (3, "c".to_string()), (4, "d".into())];
+            assert_eq!(got(&log, &[1, 3, 4]).unwrap(), want);
+            assert_eq!(got(&log, &[]).unwrap(), vec![]);
+            for bad in [vec![2, 5], vec![0]] {
+                let e = got(&log, &bad).unwrap_err().to_string();
+                assert!(e.contains("not in the log"), "{bad:?}: {e}");
+            }
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A backend with no keyed read: the default `get` (a scan).
+    struct ScanOnly(MemoryBackend);
+
+    impl Backend for ScanOnly {
+        fn append(&mut self, first: u64, lines: &[Vec<u8>], head: &Head) -> Result<(), StoreError> {
+            self.0.append(first, lines, head)
+        }
+        fn scan(&self, from: u64, f: Visit<'_>) -> Result<(), StoreError> {
+            self.0.scan(from, f)
+        }
+        fn head(&self) -> Result<Head, StoreError> {
+            self.0.head()
+        }
+    }
+
+    #[test]
+    fn the_default_get_scans_from_the_first_number() {
+        let mut log = Log::open(Box::new(ScanOnly(MemoryBackend::default()))).unwrap();
+        log.append(&mut [event("a"), event("b"), event("c")])
+            .unwrap();
+        assert_eq!(
+            got(&log, &[2, 3]).unwrap(),
+            vec![(2, "b".to_string()), (3, "c".to_string())]
+        );
+        let e = got(&log, &[3, 7]).unwrap_err().to_string();
+        assert!(e.contains("record 7") || e.contains("7"), "{e}");
     }
 
     #[test]

@@ -99,13 +99,16 @@ impl Shared {
         id: String,
         actor: String,
     ) -> Result<Emit<ClosedView>, ApiError> {
+        let key: Key = (tenant.clone(), id.clone());
+        // An evicted session is closed like a live one: reloaded first.
+        self.reload(&key)?;
         // Under the table's write lock: no request finds the entry between
         // the record and its removal.
         let mut sessions = self
             .sessions
             .write()
             .map_err(|_| ApiError::new(500, "session table poisoned"))?;
-        let key: Key = (tenant.clone(), id.clone());
+        super::evict::check_not_evicted(&self.evict, &key)?;
         let already = self
             .closed
             .read()
