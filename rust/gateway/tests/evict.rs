@@ -420,7 +420,7 @@ fn a_store_without_a_reader_refuses_eviction_but_not_zero() {
     let log = agenra_store::PartLog::open(Box::new(agenra_store::MemoryParts::default()));
     let compiled = agenra_policy::compile(POLICY, "evict").unwrap();
     let policy = CompiledPolicy::new(compiled.policy).unwrap();
-    let gw = Gateway::open_parts(log, policy, "evict.agr", false, None).unwrap();
+    let gw = Gateway::open_parts(log, policy, "evict.agr", false).unwrap();
     let e = gw.set_evict_idle(Duration::from_secs(60)).unwrap_err();
     assert!(e.contains("--evict-idle needs the embedded store"), "{e}");
     gw.set_evict_idle(Duration::ZERO).unwrap();
