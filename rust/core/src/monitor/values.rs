@@ -22,7 +22,7 @@ use std::collections::HashMap;
 pub(crate) use crate::provenance::MAX_OUTPUT_WORDS;
 
 /// What outputs contain a word.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Seen {
     /// The join of the labels of the trusted outputs that contain it, and
     /// the first of them.
@@ -30,7 +30,7 @@ struct Seen {
     untrusted: bool,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ValueIndex {
     /// Word or number -> the first task whose text contains it.
     task_words: HashMap<Key, NodeId>,
