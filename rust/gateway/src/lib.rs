@@ -84,6 +84,10 @@ pub struct ServeConfig {
     /// `--partitioned-log`: on PostgreSQL, the log partitioned by session
     /// (`docs/store.md`, "A log partitioned by session").
     pub partitioned: bool,
+    /// Events between two snapshots of a session (`--snapshot-every`; 0:
+    /// never; `None`: [`state::DEFAULT_SNAPSHOT_EVERY`] on the single
+    /// chain, none on the partitioned log, which refuses them).
+    pub snapshot_every: Option<u64>,
 }
 
 impl ServeConfig {
@@ -108,6 +112,7 @@ impl ServeConfig {
             notify: None,
             checkpoints: None,
             partitioned: false,
+            snapshot_every: None,
         }
     }
 
@@ -153,6 +158,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("limits", &self.limits)
             .field("notify", &self.notify)
             .field("checkpoints", &self.checkpoints)
+            .field("snapshot_every", &self.snapshot_every)
             .finish()
     }
 }
@@ -172,6 +178,9 @@ pub enum ServeError {
     /// The webhook (`--notify-url`, `--notify-secret-file`).
     #[error(transparent)]
     Notify(#[from] notify::NotifyError),
+    /// `--snapshot-every` on a log that cannot hold snapshots.
+    #[error("{0}")]
+    Snapshot(String),
     /// Sockets, the runtime.
     #[error("{what}: {source}")]
     Io {
@@ -473,6 +482,15 @@ pub fn run(
     gateway.set_pause_timeout(config.pause_timeout);
     gateway.set_max_clock_skew(config.max_clock_skew);
     gateway.set_compact_window(config.compact_window);
+    match config.snapshot_every {
+        Some(n) => gateway
+            .set_snapshot_every(n)
+            .map_err(ServeError::Snapshot)?,
+        // The default where snapshots can be written.
+        None => {
+            let _ = gateway.set_snapshot_every(state::DEFAULT_SNAPSHOT_EVERY);
+        }
+    }
     if let Some(n) = &config.notify {
         gateway.set_notifier(notify::Notifier::spawn(n.clone())?);
     }

@@ -24,8 +24,11 @@ use tokio::sync::oneshot;
 
 mod close;
 mod parts;
+mod snapshot;
+
 pub use close::ClosedView;
 use parts::Writer;
+pub use snapshot::{SnapshotRecovery, DEFAULT_SNAPSHOT_EVERY};
 
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
@@ -374,6 +377,11 @@ struct Shared {
     /// Graph nodes a new session keeps in memory (0: the whole graph). A
     /// session keeps the window it was opened with: its record says which.
     compact_window: AtomicU64,
+    /// Events between two snapshots of a session (0: never; see
+    /// `snapshot`), and the sessions whose snapshot is due.
+    snapshot_every: AtomicU64,
+    snapshots_due: Mutex<Vec<Key>>,
+    snapshot_stats: snapshot::Counters,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -989,6 +997,7 @@ impl Shared {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))
         };
         let (outcome, record) = e.apply(&event, meta).map_err(step_error)?;
+        self.note_snapshot_due(&e);
         if let Ok(mut p) = self.pending.lock() {
             let timeout = self.pause_timeout.load(Ordering::Relaxed);
             track_pending(&mut p, &event, &outcome, timeout);
@@ -1032,6 +1041,9 @@ impl Shared {
             pause_timeout: AtomicU64::new(DEFAULT_PAUSE_TIMEOUT),
             notify: std::sync::OnceLock::new(),
             compact_window: AtomicU64::new(DEFAULT_COMPACT_WINDOW as u64),
+            snapshot_every: AtomicU64::new(0),
+            snapshots_due: Mutex::new(Vec::new()),
+            snapshot_stats: Default::default(),
         }
     }
 }
@@ -1126,7 +1138,9 @@ impl Shared {
                 Ok(None)
             }
             // Nothing was decided.
-            Kind::Refused | Kind::Checkpoint => Ok(None),
+            // Nothing was decided; a snapshot is read by recovery only
+            // (`snapshot`): this process already holds the session.
+            Kind::Refused | Kind::Checkpoint | Kind::Snapshot => Ok(None),
             Kind::Closed => {
                 let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
                     return Err("closed record without tenant or session".into());
@@ -1197,6 +1211,8 @@ impl Gateway {
         let certification = certification.into();
         let head = log.verify()?;
         let shared = Arc::new(Shared::new(&policy));
+        // Each session from its last good snapshot, if it has one.
+        let mut plan = snapshot::plan(&log, head.seq)?;
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
         log.scan(1, &mut |seq, line| {
@@ -1204,8 +1220,7 @@ impl Gateway {
                 return Ok(());
             }
             shared
-                .replay(line, true)
-                .map(|_| ())
+                .recover_line(&mut plan, seq, line)
                 .map_err(|reason| StoreError::Diverged { seq, reason })
         })
         .map_err(|e| match e {
@@ -1504,9 +1519,11 @@ impl Gateway {
     ) -> Result<Pending<Outcome>, ApiError> {
         let (tenant, session) = (tenant.to_string(), session.to_string());
         let target = Some((tenant.clone(), session.clone()));
-        self.exec_on(target, move |shared, sink| {
+        let pending = self.exec_on(target, move |shared, sink| {
             shared.run(sink, &tenant, &session, make)
-        })
+        });
+        self.write_due_snapshots();
+        pending
     }
 
     fn tenant(tenant: Option<String>) -> Result<String, ApiError> {
