@@ -222,6 +222,27 @@ fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags()
             err.contains("--checkpoint-every Ns is not supported"),
             "{err}"
         );
+        // Session snapshots are records of the single chain only.
+        let out = Command::new(BIN)
+            .args([
+                "serve",
+                "--insecure-no-auth",
+                "--partitioned-log",
+                "--policy",
+            ])
+            .arg(&policy)
+            .args(["--store", &url, "--listen", "127.0.0.1:0"])
+            .args(["--snapshot-every", "10"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(
+                "--snapshot-every: the log partitioned by session has no snapshot records"
+            ),
+            "{err}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -68,7 +68,7 @@ fn round(gw: &Gateway, s: &str, i: usize) -> Vec<String> {
         done(gw, s, &format!("m{i}"));
     }
     out.push(format!("{:?} {} {}", m.decision, m.reason, m.ledger_hash));
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         let p = authorize(gw, s, &format!("p{i}"), "pay.send", json!({"to": "eve"}));
         out.push(format!("{:?} {}", p.decision, p.ledger_hash));
     }

@@ -486,3 +486,58 @@ impl Gateway {
         matches!(self.committer, super::Writer::Parts(_))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(events: u64, bytes: &[u8]) -> Snapshot {
+        Snapshot {
+            events,
+            format: SNAPSHOT_FORMAT,
+            state: hex(bytes),
+            sha256: sha256(bytes),
+        }
+    }
+
+    fn seen(events: u64, ledger: &str) -> Seen {
+        Seen {
+            events,
+            ledger_hash: Some(ledger.into()),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_that_does_not_match_its_records_is_not_used() {
+        let good = snapshot(3, b"state");
+        assert!(matches(&good, Some("L"), Some(&seen(3, "L"))).is_ok());
+        // Another number of the session's events before it.
+        let e = matches(&good, Some("L"), Some(&seen(4, "L"))).unwrap_err();
+        assert!(e.contains("covers 3 events, 4"), "{e}");
+        assert!(matches(&good, Some("L"), None).is_err());
+        assert!(matches(&snapshot(0, b"s"), Some("L"), Some(&seen(0, "L"))).is_err());
+        // Another ledger hash than the last event's.
+        let e = matches(&good, Some("M"), Some(&seen(3, "L"))).unwrap_err();
+        assert!(e.contains("ledger hash M"), "{e}");
+        assert!(matches(&good, None, Some(&seen(3, "L"))).is_err());
+        // Bytes that do not hash as named, or are not hex.
+        let mut changed = good.clone();
+        changed.state = hex(b"other");
+        let e = matches(&changed, Some("L"), Some(&seen(3, "L"))).unwrap_err();
+        assert!(e.contains("do not hash"), "{e}");
+        changed.state = "zz".into();
+        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        changed.state = "abc".into();
+        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        // Another format.
+        let mut other = good.clone();
+        other.format += 1;
+        assert!(matches(&other, Some("L"), Some(&seen(3, "L"))).is_err());
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(state_bytes(&snapshot(1, &bytes)).unwrap(), bytes);
+    }
+}
