@@ -28,9 +28,13 @@ fn store(name: &str) -> PathBuf {
 }
 
 fn open(path: &Path, every: u64) -> Gateway {
+    open_log(Log::open_redb(path).unwrap(), every)
+}
+
+fn open_log(log: Log, every: u64) -> Gateway {
     let compiled = agenra_policy::compile(POLICY, "snap").unwrap();
     let policy = CompiledPolicy::new(compiled.policy).unwrap();
-    let gw = Gateway::open(Log::open_redb(path).unwrap(), policy, "snap.agr", false).unwrap();
+    let gw = Gateway::open(log, policy, "snap.agr", false).unwrap();
     gw.set_compact_window(4);
     gw.set_snapshot_every(every).unwrap();
     gw
@@ -221,4 +225,38 @@ fn a_bad_snapshot_falls_back_to_the_full_replay_of_its_session() {
     let gw = open(&path, 0);
     assert_eq!(gw.snapshot_recovery().restored, 1);
     assert_eq!(view(&gw, "s"), before);
+}
+
+/// On PostgreSQL's single chain (a replicated log) a snapshot is its own
+/// transaction, decided inside it; a restart restores from it.
+#[test]
+fn snapshots_on_the_postgresql_single_chain() {
+    let Some(url) = agenra_store::test_database("gw_snapshots") else {
+        return;
+    };
+    let before = {
+        let gw = open_log(Log::open_pg(&url).unwrap(), 5);
+        assert!(gw.is_replicated());
+        gw.create_session(None, Some("s".into()), None)
+            .unwrap()
+            .wait()
+            .unwrap();
+        for i in 0..13 {
+            round(&gw, "s", i);
+        }
+        view(&gw, "s")
+    };
+    let log = Log::open_pg(&url).unwrap();
+    let mut snapshots = 0;
+    log.scan(1, &mut |_, line| {
+        let r: Record = serde_json::from_slice(line).unwrap();
+        snapshots += usize::from(r.kind == Kind::Snapshot);
+        Ok(())
+    })
+    .unwrap();
+    assert!(snapshots >= 3, "{snapshots} snapshot records");
+    let gw = open_log(log, 5);
+    assert_eq!(gw.snapshot_recovery().restored, 1);
+    assert_eq!(view(&gw, "s"), before);
+    assert_eq!(round(&gw, "s", 13).len(), 2);
 }
