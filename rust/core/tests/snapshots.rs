@@ -6,25 +6,9 @@
 mod common;
 
 use agenra_core::monitor::{CompiledPolicy, Session, SessionOptions, SnapshotError};
-use agenra_core::Event;
 use common::*;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-
-fn options(window: Option<usize>) -> SessionOptions {
-    window.map_or_else(SessionOptions::default, SessionOptions::compact)
-}
-
-/// Steps `session` through `events`, each output and ledger hash as text.
-fn run(session: &mut Session, events: &[Event]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| {
-            let out = session.step(e);
-            format!("{out:?} ledger {}", session.state().ledger_hash())
-        })
-        .collect()
-}
 
 proptest! {
     #![proptest_config(ProptestConfig {
@@ -43,21 +27,7 @@ proptest! {
         (Just(p), steps(agents), any::<prop::sample::Index>(), prop_oneof![Just(None), (1usize..6).prop_map(Some)])
     })) {
         let events = events(&policy, &steps);
-        let compiled = CompiledPolicy::new(policy).expect("valid policy");
-        let mut original = compiled.session_with(options(window));
-        let cut = cut.index(events.len() + 1);
-        run(&mut original, &events[..cut]);
-        let bytes = original.snapshot().expect("encodes");
-        let mut restored = Session::from_snapshot(&compiled, options(window), &bytes)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        prop_assert_eq!(restored.state().seq, original.state().seq);
-        prop_assert_eq!(restored.state().ledger_hash(), original.state().ledger_hash());
-        let again = restored.snapshot().expect("encodes");
-        let mut twice = Session::from_snapshot(&compiled, options(window), &again)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let expected = run(&mut original, &events[cut..]);
-        prop_assert_eq!(&run(&mut restored, &events[cut..]), &expected);
-        prop_assert_eq!(&run(&mut twice, &events[cut..]), &expected);
+        snapshot_agrees(&policy, &events, cut.index(events.len() + 1), window)?;
     }
 
     /// Damaged bytes (truncated, or one byte changed) never restore a
@@ -71,9 +41,10 @@ proptest! {
     })) {
         let events = events(&policy, &steps);
         let compiled = CompiledPolicy::new(policy).expect("valid policy");
-        let half = events.len() / 2;
         let mut original = compiled.session();
-        run(&mut original, &events[..half]);
+        for e in &events[..events.len() / 2] {
+            let _ = original.step(e);
+        }
         let bytes = original.snapshot().expect("encodes");
         let at = at.index(bytes.len());
         prop_assert!(Session::from_snapshot(&compiled, SessionOptions::default(), &bytes[..at]).is_err());
