@@ -174,21 +174,28 @@ fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags()
     )
     .unwrap();
     let store = dir.join("store.redb");
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--insecure-no-auth",
-            "--partitioned-log",
-            "--policy",
-        ])
-        .arg(&policy)
-        .arg("--store")
-        .arg(&store)
-        .args(["--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // `serve --partitioned-log` with `args` on `store`: its exit code and
+    // standard error.
+    let serve = |store: &std::ffi::OsStr, args: &[&std::ffi::OsStr]| {
+        let out = Command::new(BIN)
+            .args([
+                "serve",
+                "--insecure-no-auth",
+                "--partitioned-log",
+                "--policy",
+            ])
+            .arg(&policy)
+            .arg("--store")
+            .arg(store)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    let (code, err) = serve(store.as_os_str(), &[]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("--partitioned-log: it needs a PostgreSQL store"),
         "{err}"
@@ -197,46 +204,18 @@ fn partitioned_log_refuses_the_embedded_store_and_unsupported_checkpoint_flags()
     if let Some(url) = agenra_store::test_database("serve_partitioned_flags") {
         let key = dir.join("checkpoint.key");
         agenra_store::generate_key_file(&key).unwrap();
-        let out = Command::new(BIN)
-            .args([
-                "serve",
-                "--insecure-no-auth",
-                "--partitioned-log",
-                "--policy",
-            ])
-            .arg(&policy)
-            .args([
-                "--store",
-                &url,
-                "--listen",
-                "127.0.0.1:0",
-                "--checkpoint-key",
-            ])
-            .arg(&key)
-            .args(["--checkpoint-every", "5s"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let url = std::ffi::OsStr::new(&url);
+        let flags = ["--checkpoint-key".as_ref(), key.as_os_str()];
+        let every = ["--checkpoint-every".as_ref(), "5s".as_ref()];
+        let (code, err) = serve(url, &[flags[0], flags[1], every[0], every[1]]);
+        assert_eq!(code, Some(1), "{err}");
         assert!(
             err.contains("--checkpoint-every Ns is not supported"),
             "{err}"
         );
         // Session snapshots are records of the single chain only.
-        let out = Command::new(BIN)
-            .args([
-                "serve",
-                "--insecure-no-auth",
-                "--partitioned-log",
-                "--policy",
-            ])
-            .arg(&policy)
-            .args(["--store", &url, "--listen", "127.0.0.1:0"])
-            .args(["--snapshot-every", "10"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        let (code, err) = serve(url, &["--snapshot-every".as_ref(), "10".as_ref()]);
+        assert_eq!(code, Some(1), "{err}");
         assert!(
             err.contains(
                 "--snapshot-every: the log partitioned by session has no snapshot records"

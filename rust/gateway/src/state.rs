@@ -635,13 +635,7 @@ pub fn describe(
             .filter_map(|&g| policy.grants.get(g).map(|g| g.name.clone()))
             .collect()
     };
-    let (call, kind) = match event {
-        Event::Call(c) => (c.id.clone(), "call"),
-        Event::Result(r) => (r.call.clone(), "result"),
-        Event::Approve(a) => (a.call.clone(), "approve"),
-        Event::Reject(a) => (a.call.clone(), "reject"),
-        Event::Task(t) => (t.id.clone(), "task"),
-    };
+    let (call, kind) = call_and_kind(event);
     let mut outcome = Outcome {
         tenant: tenant.to_string(),
         session: id.to_string(),
@@ -683,6 +677,17 @@ pub fn describe(
         }
     }
     outcome
+}
+
+/// The call (or task) an event is about, and its kind as answers name it.
+fn call_and_kind(event: &Event) -> (String, &'static str) {
+    match event {
+        Event::Call(c) => (c.id.clone(), "call"),
+        Event::Result(r) => (r.call.clone(), "result"),
+        Event::Approve(a) => (a.call.clone(), "approve"),
+        Event::Reject(a) => (a.call.clone(), "reject"),
+        Event::Task(t) => (t.id.clone(), "task"),
+    }
 }
 
 impl Entry {

@@ -372,13 +372,7 @@ impl Shared {
 /// The answer an event record holds (what `left` a call had is not
 /// recorded, so it is absent).
 fn recorded_outcome(r: &Record, event: &Event, e: &Entry) -> Outcome {
-    let (call, kind) = match event {
-        Event::Call(c) => (c.id.clone(), "call"),
-        Event::Result(x) => (x.call.clone(), "result"),
-        Event::Approve(a) => (a.call.clone(), "approve"),
-        Event::Reject(a) => (a.call.clone(), "reject"),
-        Event::Task(t) => (t.id.clone(), "task"),
-    };
+    let (call, kind) = super::call_and_kind(event);
     let decision = [Verdict::Allow, Verdict::Deny, Verdict::Pause]
         .into_iter()
         .map(|v| v.as_str())
