@@ -1214,10 +1214,9 @@ impl Gateway {
         certification: impl Into<Certification>,
     ) -> Result<Gateway, OpenError> {
         let certification = certification.into();
-        let head = log.verify()?;
+        // The chain checked, and each session's last good snapshot chosen.
+        let (head, mut plan) = snapshot::plan(&log)?;
         let shared = Arc::new(Shared::new(&policy));
-        // Each session from its last good snapshot, if it has one.
-        let mut plan = snapshot::plan(&log, head.seq)?;
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
         log.scan(1, &mut |seq, line| {

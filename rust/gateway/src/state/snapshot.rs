@@ -3,8 +3,8 @@
 //! restart restores each session from its last good snapshot and replays
 //! only the session's events after it (`docs/store.md`, "Snapshots").
 //!
-//! Recovery reads the log twice: [`plan`] finds each session's last
-//! snapshot that matches the records before it (its event count, the last
+//! Recovery reads the log twice: [`plan`], while it verifies the chain,
+//! finds each session's last snapshot that matches the records before it (its event count, the last
 //! event's ledger hash, its bytes' SHA-256); [`Shared::recover_line`] then
 //! restores the session at its `session` record and skips its events up
 //! to the snapshot (keeping what the gateway itself needs of them: the
@@ -67,7 +67,8 @@ struct Chosen {
     policy_hash: String,
 }
 
-/// The fields of a record that planning reads (the others are skipped).
+/// The fields of a record that planning and skipping read (the others
+/// are passed over).
 #[derive(Deserialize)]
 struct Header {
     kind: Kind,
@@ -77,15 +78,11 @@ struct Header {
     #[serde(default)]
     policy_hash: String,
     snapshot: Option<Snapshot>,
+    verdict: Option<String>,
+    event: Option<SkippedEvent>,
 }
 
 /// What a skipped event record leaves behind, for most records.
-#[derive(Deserialize)]
-struct Skipped {
-    verdict: Option<String>,
-    event: SkippedEvent,
-}
-
 #[derive(Deserialize)]
 struct SkippedEvent {
     kind: String,
@@ -100,14 +97,12 @@ struct Seen {
     ledger_hash: Option<String>,
 }
 
-/// Reads the log up to `head` and chooses each session's snapshot.
-pub(super) fn plan(log: &Log, head: u64) -> Result<Plan, StoreError> {
+/// Verifies the chain (as [`Log::verify`]) and chooses each session's
+/// snapshot on the way; returns the head the chain ends at.
+pub(super) fn plan(log: &Log) -> Result<(agenra_store::Head, Plan), StoreError> {
     let mut seen: HashMap<Key, Seen> = HashMap::new();
     let mut chosen: HashMap<Key, Chosen> = HashMap::new();
-    log.scan(1, &mut |seq, line| {
-        if seq > head {
-            return Ok(());
-        }
+    let head = log.read(1, &mut |seq, line| {
         // An unreadable record is the replay's to report.
         let Ok(h) = serde_json::from_slice::<Header>(line) else {
             return Ok(());
@@ -148,10 +143,11 @@ pub(super) fn plan(log: &Log, head: u64) -> Result<Plan, StoreError> {
         }
         Ok(())
     })?;
-    Ok(Plan {
+    let plan = Plan {
         chosen,
         skipping: HashMap::new(),
-    })
+    };
+    Ok((head, plan))
 }
 
 /// Whether `snapshot` (with the record's `ledger_hash`) is the state after
@@ -281,7 +277,7 @@ impl Shared {
             }
             Kind::Event if plan.skipping.get(&key).is_some_and(|&upto| seq < upto) => {
                 self.snapshot_stats.skipped.fetch_add(1, Ordering::Relaxed);
-                self.skip(&key, line)
+                self.skip(&key, h, line)
             }
             Kind::Snapshot => {
                 if plan.skipping.get(&key) == Some(&seq) {
@@ -324,14 +320,13 @@ impl Shared {
     /// An event record the snapshot covers: not replayed; what the gateway
     /// keeps besides the monitor's state is rebuilt from the record (the
     /// call id as used; a paused call's answer and approval entry).
-    fn skip(&self, key: &Key, line: &[u8]) -> Result<(), String> {
+    fn skip(&self, key: &Key, h: Header, line: &[u8]) -> Result<(), String> {
         // Most skipped records are admitted or denied calls and results:
-        // read only what they leave behind (the call id), not the record.
-        let light: Skipped =
-            serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
-        match (light.event.kind.as_str(), light.verdict.as_deref()) {
+        // what they leave behind (the call id) is in the header already.
+        let event = h.event.ok_or("event record without its event")?;
+        match (event.kind.as_str(), h.verdict.as_deref()) {
             ("call", v) if v != Some(Verdict::Pause.as_str()) => {
-                let id = light.event.id.ok_or("a call without its id")?;
+                let id = event.id.ok_or("a call without its id")?;
                 let entry = self.entry_of(key)?;
                 let mut e = entry.lock().map_err(|_| "poisoned")?;
                 e.used.insert(id_hash(&id));
