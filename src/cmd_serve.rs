@@ -144,6 +144,11 @@ pub struct ServeArgs {
     /// holds one layout: the single chain and the partitioned log refuse each other.
     #[arg(long)]
     partitioned_log: bool,
+    /// Every N events of a session, record a snapshot of its state, so that a restart
+    /// replays only the events after a session's last snapshot (0: never). Default 1000
+    /// on the single chain; the partitioned log has none and refuses the flag.
+    #[arg(long, value_name = "N")]
+    snapshot_every: Option<u64>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -166,6 +171,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failed> {
     config.evict_idle = args.evict_idle;
     config.limits = args.limits.limits();
     config.partitioned = args.partitioned_log;
+    config.snapshot_every = args.snapshot_every;
     if let (Some(url), Some(secret)) = (&args.notify_url, &args.notify_secret_file) {
         config.notify = Some(agenra_gateway::notify::NotifyConfig::new(url, secret).map_err(fail)?);
     }

@@ -169,7 +169,7 @@ fn partitioned_replicas_verify_and_recover() {
 }
 
 #[test]
-fn partitioned_log_refuses_the_embedded_store() {
+fn partitioned_log_refuses_the_embedded_store_and_snapshots() {
     let dir = std::env::temp_dir().join(format!("agenra-serve-parts-flags-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -180,26 +180,45 @@ fn partitioned_log_refuses_the_embedded_store() {
     )
     .unwrap();
     let store = dir.join("store.redb");
-    let out = Command::new(BIN)
-        .args([
-            "serve",
-            "--insecure-no-auth",
-            "--partitioned-log",
-            "--policy",
-        ])
-        .arg(&policy)
-        .arg("--store")
-        .arg(&store)
-        .args(["--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // `serve --partitioned-log` with `args` on `store`: its exit code and
+    // standard error.
+    let serve = |store: &std::ffi::OsStr, args: &[&std::ffi::OsStr]| {
+        let out = Command::new(BIN)
+            .args([
+                "serve",
+                "--insecure-no-auth",
+                "--partitioned-log",
+                "--policy",
+            ])
+            .arg(&policy)
+            .arg("--store")
+            .arg(store)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), err)
+    };
+    let (code, err) = serve(store.as_os_str(), &[]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("--partitioned-log: it needs a PostgreSQL store"),
         "{err}"
     );
     assert!(!store.exists(), "nothing created");
+    if let Some(url) = agenra_store::test_database("serve_partitioned_flags") {
+        let url = std::ffi::OsStr::new(&url);
+        // Session snapshots are records of the single chain only.
+        let (code, err) = serve(url, &["--snapshot-every".as_ref(), "10".as_ref()]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(
+            err.contains(
+                "--snapshot-every: the log partitioned by session has no snapshot records"
+            ),
+            "{err}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -138,6 +138,10 @@ enum BenchKind {
         /// the whole graph). Default: serve's.
         #[arg(long)]
         window: Option<u64>,
+        /// Events between two snapshots of a session (`serve
+        /// --snapshot-every`; 0: none). Default: serve's.
+        #[arg(long)]
+        snapshot_every: Option<u64>,
     },
     /// How costs grow: µs per event and peak RSS for sessions of 10^3 to
     /// 10^5 events (10^6 with --full), with and without flow DENYs, with
@@ -233,7 +237,14 @@ fn main() -> ExitCode {
             sessions,
             decisions,
             window,
-        } => bench_memory::run_bench(json, (sessions, decisions), window, &live_bytes).map(print),
+            snapshot_every,
+        } => bench_memory::run_bench(
+            json,
+            (sessions, decisions),
+            (window, snapshot_every),
+            &live_bytes,
+        )
+        .map(print),
         BenchKind::Authorizer { json } => bench_authorizer::run_bench(json).map(print),
         BenchKind::Verify { json } => bench_verify::run_bench(json).map(print),
         BenchKind::Certify { json, corpus } => {

@@ -64,6 +64,13 @@ pub struct Figures {
     pub restart_seconds: f64,
     /// Microseconds of restart per record.
     pub restart_us_per_record: f64,
+    /// Events between two snapshots of a session (`serve
+    /// --snapshot-every`; 0: none).
+    pub snapshot_every: u64,
+    /// Sessions the restart restored from a snapshot.
+    pub restored_sessions: u64,
+    /// Event records the restart did not replay (snapshots covered them).
+    pub skipped_records: u64,
 }
 
 /// The resident set of this process (Linux `VmRSS`), in bytes.
@@ -115,14 +122,15 @@ fn report(session: &str, id: &str) -> Result<agenra_gateway::api::ReportIn, Stri
 pub fn measure(
     sessions: u64,
     decisions: u64,
-    window: Option<u64>,
+    (window, snapshot_every): (Option<u64>, Option<u64>),
     live: &dyn Fn() -> usize,
 ) -> Result<Figures, String> {
     let dir = std::env::temp_dir().join(format!("agenra-bench-memory-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join("store.redb");
-    let result = run(&path, (sessions.max(1), decisions), window, live);
+    let every = snapshot_every.unwrap_or(agenra_gateway::state::DEFAULT_SNAPSHOT_EVERY);
+    let result = run(&path, (sessions.max(1), decisions), (window, every), live);
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
@@ -130,13 +138,14 @@ pub fn measure(
 fn run(
     path: &std::path::Path,
     (sessions, decisions): (u64, u64),
-    window: Option<u64>,
+    (window, snapshot_every): (Option<u64>, u64),
     live: &dyn Fn() -> usize,
 ) -> Result<Figures, String> {
     let names: Vec<String> = (0..sessions).map(|s| format!("m-{s}")).collect();
     let gw = open(path)?;
     let window = window.unwrap_or(agenra_gateway::state::DEFAULT_COMPACT_WINDOW as u64);
     gw.set_compact_window(window);
+    gw.set_snapshot_every(snapshot_every)?;
     let empty = live();
     for name in &names {
         gw.create_session(None, Some(name.clone()), None)
@@ -180,6 +189,7 @@ fn run(
     let start = Instant::now();
     let gw = open(path)?;
     let restart_seconds = start.elapsed().as_secs_f64();
+    let recovery = gw.snapshot_recovery();
     let heap_restarted = live();
     for name in &names {
         gw.close_session(None, name, "operator:bench".into())
@@ -209,6 +219,9 @@ fn run(
         restart_heap_bytes_per_session,
         restart_seconds,
         restart_us_per_record: restart_seconds * 1e6 / records.max(1) as f64,
+        snapshot_every,
+        restored_sessions: recovery.restored,
+        skipped_records: recovery.skipped,
     })
 }
 
@@ -239,10 +252,10 @@ fn monitor_bytes(sessions: u64, decisions: u64, live: &dyn Fn() -> usize) -> Res
 pub fn run_bench(
     json: bool,
     (sessions, decisions): (u64, u64),
-    window: Option<u64>,
+    options: (Option<u64>, Option<u64>),
     live: &dyn Fn() -> usize,
 ) -> Result<String, String> {
-    let f = measure(sessions, decisions, window, live)?;
+    let f = measure(sessions, decisions, options, live)?;
     let line = serde_json::to_string(&f).map_err(|e| e.to_string())? + "\n";
     if json {
         return Ok(line);
@@ -251,7 +264,7 @@ pub fn run_bench(
         "gateway memory: {} decided calls (each with its result) over {} sessions (window {}), {} records, {:.1} s\n\
          per open session: {:.0} heap bytes\n\
          per decided call: {:.0} heap bytes ({:.0} of them the monitor's sessions), {:.0} RSS bytes\n\
-         restart: {:.2} s ({:.1} µs per record), then {:.0} heap bytes per call\n\
+         restart: {:.2} s ({:.1} µs per record; snapshots every {} events: {} sessions restored, {} records not replayed), then {:.0} heap bytes per call\n\
          closing every session frees {:.0} of the {:.0} heap bytes per session it held\n\
          evicting every session frees {:.0} heap bytes per session; its index: {:.2} bytes per record\n{line}",
         f.decisions,
@@ -265,6 +278,9 @@ pub fn run_bench(
         f.rss_bytes_per_call,
         f.restart_seconds,
         f.restart_us_per_record,
+        f.snapshot_every,
+        f.restored_sessions,
+        f.skipped_records,
         f.restart_heap_bytes_per_call,
         f.closing_frees_bytes_per_session,
         f.restart_heap_bytes_per_session,

@@ -8,12 +8,12 @@
 //! edge 12, so a session of thousands of events stays small.
 
 use crate::label::Label;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A node's id in its session graph, printed as `n<id>`. Ids are handed out
 /// in order from 0 (the shared context) and never reused or changed, even
 /// when a compact session forgets old nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NodeId(pub u32);
 
@@ -26,7 +26,7 @@ impl std::fmt::Display for NodeId {
 /// What a node stands for. For a call, set from its tool's declaration
 /// when the node is appended: a sink if the tool reaches one, else a source
 /// if its output can carry a label, else a plain tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     /// What the agent has read: the conservative source of every argument
@@ -43,7 +43,7 @@ pub enum NodeKind {
 }
 
 /// What an edge records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EdgeKind {
     /// Data flows from `from` into `to`: lineage of an argument, the
@@ -60,7 +60,7 @@ pub enum EdgeKind {
 /// How an edge is known. Inferred edges are kept for audit but never used to
 /// narrow a flow: an argument with only inferred lineage still gets the
 /// conservative edge from the context.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Trust {
     /// Reported by the adapter or the event itself: lineage the call names,
@@ -78,7 +78,7 @@ pub enum Trust {
 }
 
 /// What a node's label rests on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Evidence {
     /// Source rules and resource labels of the policy, joined with inputs.
@@ -91,7 +91,7 @@ pub enum Evidence {
 
 /// Where a node stands: for a call, the state of its life cycle (decided,
 /// then possibly resolved by a human, then finished by a result).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// The call was denied (kept for the audit trail; nothing merged).
@@ -117,7 +117,7 @@ pub enum Status {
 
 /// `tool` is an index into `Policy::tools`, or `NO_TOOL` for the context
 /// node and for calls naming an unknown tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
     /// What the node stands for.
     pub kind: NodeKind,
@@ -148,7 +148,7 @@ pub const NO_TOOL: u32 = u32::MAX;
 /// A typed edge of the session graph, from an earlier node to a later one
 /// (or into a context). Edges are never removed, except by a compact
 /// session forgetting old nodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edge {
     /// Where the data (or precedence, or delegation) comes from.
     pub from: NodeId,
@@ -169,7 +169,7 @@ pub const NO_PARAM: u16 = u16::MAX;
 /// One merge into a context node: the edge, where it came from, and the
 /// context's label right after it (labels only rise, so these are
 /// increasing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Merge {
     /// The absolute index of the merging edge.
     pub edge: u32,
@@ -191,7 +191,7 @@ const MERGE_SCAN: usize = 64;
 /// ([`Graph::explain_path`]). Nodes and edges are addressed by absolute id
 /// and index, which stay valid when a compact session forgets old ones
 /// (lookups of forgotten items return `None`).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Graph {
     /// The nodes from `base` on (all of them, unless the session is
     /// compact), indexed by `id - base`.

@@ -672,6 +672,63 @@ impl PartialEq for SessionLedger {
 
 impl Eq for SessionLedger {}
 
+/// What a session changed of its ledger, as a snapshot stores it: the
+/// counts, the amounts held of budgets and renewing limits. The hash tree
+/// is not stored: [`SessionLedger::restore`] rehashes it from the counts.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct LedgerParts {
+    counts: BTreeMap<GrantId, u64>,
+    spent: Spent,
+    windows: crate::window::Windows,
+}
+
+/// Why stored ledger parts do not fit a policy's ledger.
+#[derive(Debug, thiserror::Error)]
+#[error("grant {grant} is not a limited grant of the policy's {len} grants")]
+pub struct PartsError {
+    /// The grant named.
+    pub grant: GrantId,
+    /// How many grants the policy has.
+    pub len: usize,
+}
+
+impl SessionLedger {
+    /// What this session changed (see [`LedgerParts`]).
+    pub fn parts(&self) -> LedgerParts {
+        LedgerParts {
+            counts: self.counts.clone(),
+            spent: self.spent.clone(),
+            windows: self.windows.clone(),
+        }
+    }
+
+    /// The ledger `base` becomes with `parts`: every count set (and its
+    /// tree path rehashed) as the session once set it. A count of a grant
+    /// that is not a limited grant of the policy is refused.
+    pub fn restore(
+        base: Arc<Ledger>,
+        base_tree: Arc<LedgerTree>,
+        parts: LedgerParts,
+    ) -> Result<SessionLedger, PartsError> {
+        let mut ledger = SessionLedger::new(base, base_tree);
+        let len = ledger.len();
+        let bad_count = parts.counts.keys().find(|&&g| !ledger.is_limited(g));
+        let bad_spent = parts.spent.keys().find(|&&g| g >= len);
+        if let Some(&grant) = bad_count.or(bad_spent) {
+            return Err(PartsError { grant, len });
+        }
+        for (g, n) in parts.counts {
+            ledger.set(g, n);
+        }
+        for (g, amount) in parts.spent {
+            ledger.set_spent(g, amount);
+        }
+        ledger.windows = parts.windows;
+        ledger.windows_hash = windows_digest(&ledger.windows);
+        Ok(ledger)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

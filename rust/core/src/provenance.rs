@@ -105,7 +105,7 @@ fn is_one_word(s: &str) -> bool {
 
 /// What a word or value is compared by: its canonical form, or its exact
 /// number (numbers are kept apart from strings).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Key {
     /// A word (or one-word string value) in canonical form: e-mail
     /// addresses and URL schemes and hosts in lower case, IBANs compact and

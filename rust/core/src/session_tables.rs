@@ -373,7 +373,7 @@ impl<V> NodeTable<V> {
 
 /// The grants a paused or running call holds units of: a slice, stored
 /// inline when it is one grant (the usual case) instead of in a heap block.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum GrantList {
     /// No grant.
     #[default]
@@ -403,6 +403,53 @@ impl From<&[GrantId]> for GrantList {
             [g] => GrantList::One([*g]),
             many => GrantList::Many(Box::new(many.into())),
         }
+    }
+}
+
+// Snapshots (`monitor::snapshot`) store the tables by content: the ids in
+// insertion order, the held values in node order. The hashing key and the
+// table layout are rebuilt, so a restored table answers what the original
+// did.
+
+impl serde::Serialize for CallIds {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CallIds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CallIds, D::Error> {
+        let ids = Vec::<(String, NodeId)>::deserialize(d)?;
+        let mut table = CallIds::default();
+        for (id, node) in ids {
+            if table.insert(&id, node).is_some() {
+                return Err(serde::de::Error::custom(format!("call id `{id}` twice")));
+            }
+        }
+        Ok(table)
+    }
+}
+
+impl<V: serde::Serialize> serde::Serialize for NodeTable<V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.entries
+                .iter()
+                .filter_map(|(n, v)| v.as_ref().map(|v| (n, v))),
+        )
+    }
+}
+
+impl<'de, V: serde::Deserialize<'de>> serde::Deserialize<'de> for NodeTable<V> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NodeTable<V>, D::Error> {
+        let entries = Vec::<(NodeId, V)>::deserialize(d)?;
+        if entries.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(serde::de::Error::custom("held calls out of node order"));
+        }
+        Ok(NodeTable {
+            live: entries.len(),
+            entries: entries.into_iter().map(|(n, v)| (n, Some(v))).collect(),
+        })
     }
 }
 

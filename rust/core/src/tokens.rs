@@ -83,7 +83,7 @@ pub enum TokenOrigin {
 }
 
 /// One typed token in canonical form.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Token {
     /// Its kind.
     pub kind: TokenKind,

@@ -199,6 +199,13 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
+    /// A session restored from a snapshot at a random point decides the
+    /// rest as the original (`docs/store.md`, "Snapshots").
+    #[test]
+    fn a_restored_session_decides_as_the_original(((policy, events), cut) in (scenario(), any::<prop::sample::Index>())) {
+        snapshot_agrees(&policy, &events, cut.index(events.len() + 1), None)?;
+    }
+
     /// One session: the monitor agrees with `spec::step_books` on every
     /// decision, on the units and amounts held and on the ledger hash; the
     /// books balance after every event; a denied call reserves nothing and

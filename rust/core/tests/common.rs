@@ -856,3 +856,45 @@ pub fn spec_event(policy: &Policy, e: &Event) -> agenra_core::spec::Event {
         },
     }
 }
+
+/// Runs `events` on a session with compact `window` (`None`: whole graph),
+/// snapshots it after the first `cut` of them, restores the snapshot, and
+/// checks that the restored session answers every later event (output and
+/// ledger hash) exactly as the original does (`Session::snapshot`).
+pub fn snapshot_agrees(
+    policy: &Policy,
+    events: &[Event],
+    cut: usize,
+    window: Option<usize>,
+) -> Result<(), TestCaseError> {
+    use agenra_core::monitor::{CompiledPolicy, Session, SessionOptions};
+    let options = || window.map_or_else(SessionOptions::default, SessionOptions::compact);
+    let run = |session: &mut Session, events: &[Event]| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| {
+                let out = session.step(e);
+                format!("{out:?} ledger {}", session.state().ledger_hash())
+            })
+            .collect()
+    };
+    let compiled = CompiledPolicy::new(policy.clone()).expect("valid policy");
+    let mut original = compiled.session_with(options());
+    let cut = cut.min(events.len());
+    run(&mut original, &events[..cut]);
+    let bytes = original.snapshot().expect("encodes");
+    let mut restored = Session::from_snapshot(&compiled, options(), &bytes)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(restored.state().seq, original.state().seq);
+    prop_assert_eq!(
+        restored.state().ledger_hash(),
+        original.state().ledger_hash()
+    );
+    let again = restored.snapshot().expect("encodes");
+    let mut twice = Session::from_snapshot(&compiled, options(), &again)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let expected = run(&mut original, &events[cut..]);
+    prop_assert_eq!(&run(&mut restored, &events[cut..]), &expected);
+    prop_assert_eq!(&run(&mut twice, &events[cut..]), &expected);
+    Ok(())
+}

@@ -107,6 +107,8 @@ proptest! {
         (p, e)
     })) {
         monitor_and_reference_agree(&policy, &events)?;
+        // Snapshots keep each count window's admission times.
+        snapshot_agrees(&policy, &events, events.len() / 2, Some(4))?;
     }
 }
 

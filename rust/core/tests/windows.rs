@@ -314,6 +314,13 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
+    /// A session restored from a snapshot at a random point decides the
+    /// rest as the original (`docs/store.md`, "Snapshots").
+    #[test]
+    fn a_restored_session_decides_as_the_original(((policy, events), cut) in (scenario(), any::<prop::sample::Index>())) {
+        snapshot_agrees(&policy, &events, cut.index(events.len() + 1), None)?;
+    }
+
     /// One session: the monitor agrees with `spec::step_books` on every
     /// decision, the windows held and the ledger hash; the windows balance
     /// after every event.

@@ -88,6 +88,10 @@ pub struct ServeConfig {
     /// `--partitioned-log`: on PostgreSQL, the log partitioned by session
     /// (`docs/store.md`, "A log partitioned by session").
     pub partitioned: bool,
+    /// Events between two snapshots of a session (`--snapshot-every`; 0:
+    /// never; `None`: [`state::DEFAULT_SNAPSHOT_EVERY`] on the single
+    /// chain, none on the partitioned log, which refuses them).
+    pub snapshot_every: Option<u64>,
 }
 
 impl ServeConfig {
@@ -113,6 +117,7 @@ impl ServeConfig {
             notify: None,
             checkpoints: None,
             partitioned: false,
+            snapshot_every: None,
         }
     }
 
@@ -159,6 +164,7 @@ impl std::fmt::Debug for ServeConfig {
             .field("limits", &self.limits)
             .field("notify", &self.notify)
             .field("checkpoints", &self.checkpoints)
+            .field("snapshot_every", &self.snapshot_every)
             .finish()
     }
 }
@@ -181,6 +187,9 @@ pub enum ServeError {
     /// `--evict-idle` on a store it cannot serve (a shared one).
     #[error("{0}")]
     Evict(String),
+    /// `--snapshot-every` on a log that cannot hold snapshots.
+    #[error("{0}")]
+    Snapshot(String),
     /// Sockets, the runtime.
     #[error("{what}: {source}")]
     Io {
@@ -477,6 +486,15 @@ pub fn run(
             gateway.set_evict_idle(idle).map_err(ServeError::Evict)?;
         }
         None => {}
+    }
+    match config.snapshot_every {
+        Some(n) => gateway
+            .set_snapshot_every(n)
+            .map_err(ServeError::Snapshot)?,
+        // The default where snapshots can be written.
+        None => {
+            let _ = gateway.set_snapshot_every(state::DEFAULT_SNAPSHOT_EVERY);
+        }
     }
     if let Some(n) = &config.notify {
         gateway.set_notifier(notify::Notifier::spawn(n.clone())?);

@@ -25,9 +25,12 @@ use tokio::sync::oneshot;
 mod close;
 mod evict;
 mod parts;
+mod snapshot;
+
 pub use close::ClosedView;
 pub use evict::{parse_idle, EvictionStats, IdleError, DEFAULT_EVICT_IDLE_SECS};
 use parts::{pooled_policy, Writer};
+pub use snapshot::{SnapshotRecovery, DEFAULT_SNAPSHOT_EVERY};
 
 /// The tenant used when a request names none.
 pub const DEFAULT_TENANT: &str = "default";
@@ -389,6 +392,11 @@ struct Shared {
     compact_window: AtomicU64,
     /// Idle-session eviction (`--evict-idle`) and its index.
     evict: evict::Evictor,
+    /// Events between two snapshots of a session (0: never; see
+    /// `snapshot`), and the sessions whose snapshot is due.
+    snapshot_every: AtomicU64,
+    snapshots_due: Mutex<Vec<Key>>,
+    snapshot_stats: snapshot::Counters,
 }
 
 /// A tenant's pool, and the lock that keeps its sessions' events in the
@@ -642,13 +650,7 @@ pub fn describe(
             .filter_map(|&g| policy.grants.get(g).map(|g| g.name.clone()))
             .collect()
     };
-    let (call, kind) = match event {
-        Event::Call(c) => (c.id.clone(), "call"),
-        Event::Result(r) => (r.call.clone(), "result"),
-        Event::Approve(a) => (a.call.clone(), "approve"),
-        Event::Reject(a) => (a.call.clone(), "reject"),
-        Event::Task(t) => (t.id.clone(), "task"),
-    };
+    let (call, kind) = call_and_kind(event);
     let mut outcome = Outcome {
         tenant: tenant.to_string(),
         session: id.to_string(),
@@ -690,6 +692,17 @@ pub fn describe(
         }
     }
     outcome
+}
+
+/// The call (or task) an event is about, and its kind as answers name it.
+fn call_and_kind(event: &Event) -> (String, &'static str) {
+    match event {
+        Event::Call(c) => (c.id.clone(), "call"),
+        Event::Result(r) => (r.call.clone(), "result"),
+        Event::Approve(a) => (a.call.clone(), "approve"),
+        Event::Reject(a) => (a.call.clone(), "reject"),
+        Event::Task(t) => (t.id.clone(), "task"),
+    }
 }
 
 impl Entry {
@@ -1056,6 +1069,7 @@ impl Shared {
             Some(order.lock().unwrap_or_else(|p| p.into_inner()))
         };
         let (outcome, record) = e.apply(&event, meta).map_err(step_error)?;
+        self.note_snapshot_due(&e);
         if let Ok(mut p) = self.pending.lock() {
             let timeout = self.pause_timeout.load(Ordering::Relaxed);
             track_pending(&mut p, &event, &outcome, timeout);
@@ -1100,6 +1114,9 @@ impl Shared {
             notify: std::sync::OnceLock::new(),
             compact_window: AtomicU64::new(DEFAULT_COMPACT_WINDOW as u64),
             evict: evict::Evictor::default(),
+            snapshot_every: AtomicU64::new(0),
+            snapshots_due: Mutex::new(Vec::new()),
+            snapshot_stats: Default::default(),
         }
     }
 }
@@ -1181,7 +1198,9 @@ impl Shared {
                 Ok(None)
             }
             // Nothing was decided.
-            Kind::Refused | Kind::Checkpoint => Ok(None),
+            // Nothing was decided; a snapshot is read by recovery only
+            // (`snapshot`): this process already holds the session.
+            Kind::Refused | Kind::Checkpoint | Kind::Snapshot => Ok(None),
             Kind::Closed => {
                 let (Some(tenant), Some(id)) = (r.tenant, r.session) else {
                     return Err("closed record without tenant or session".into());
@@ -1250,7 +1269,8 @@ impl Gateway {
         certification: impl Into<Certification>,
     ) -> Result<Gateway, OpenError> {
         let certification = certification.into();
-        let head = log.verify()?;
+        // The chain checked, and each session's last good snapshot chosen.
+        let (head, mut plan) = snapshot::plan(&log)?;
         let shared = Arc::new(Shared::new(&policy));
         // Up to the verified head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
@@ -1260,8 +1280,7 @@ impl Gateway {
             }
             shared.evict.note_line(seq, line);
             shared
-                .replay(line, true)
-                .map(|_| ())
+                .recover_line(&mut plan, seq, line)
                 .map_err(|reason| StoreError::Diverged { seq, reason })
         })
         .map_err(|e| match e {
@@ -1567,9 +1586,11 @@ impl Gateway {
     ) -> Result<Pending<Outcome>, ApiError> {
         let (tenant, session) = (tenant.to_string(), session.to_string());
         let target = Some((tenant.clone(), session.clone()));
-        self.exec_on(target, move |shared, sink| {
+        let pending = self.exec_on(target, move |shared, sink| {
             shared.run(sink, &tenant, &session, make)
-        })
+        });
+        self.write_due_snapshots();
+        pending
     }
 
     fn tenant(tenant: Option<String>) -> Result<String, ApiError> {

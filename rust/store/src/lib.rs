@@ -44,7 +44,9 @@ pub use parts::{
 };
 pub use pg::{create_database, is_postgres_url, redact, test_database, PgBackend};
 pub use pg_parts::{is_partitioned_pg, PgParts};
-pub use record::{chain_line, split_line, verify_lines, Head, Kind, Record, VerifyError, GENESIS};
+pub use record::{
+    chain_line, split_line, verify_lines, Head, Kind, Record, Snapshot, VerifyError, GENESIS,
+};
 
 /// Called with each stored line and its sequence number, in order.
 pub type Visit<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>;

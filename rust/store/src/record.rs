@@ -42,6 +42,10 @@ pub enum Kind {
     /// A session was closed (`DELETE /v1/sessions/{id}`): no event is
     /// applied to it afterwards; its units stay spent.
     Closed,
+    /// A session's state after its latest event (`serve --snapshot-every`,
+    /// `docs/store.md`, "Snapshots"): recovery restores it and replays
+    /// only the session's later events. Nothing was decided.
+    Snapshot,
 }
 
 /// One audit record. Fields that do not apply to a kind are absent.
@@ -142,6 +146,24 @@ pub struct Record {
     /// single chain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
+    /// For a snapshot record: the session's encoded state (its
+    /// `ledger_hash` and `policy_hash` are the record's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<Snapshot>,
+}
+
+/// A session's state in a snapshot record ([`Kind::Snapshot`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The session's events it covers: the state is the one after the
+    /// session's `events`-th event record, which precedes it in the log.
+    pub events: u64,
+    /// The snapshot format (`agenra_core::monitor::SNAPSHOT_FORMAT`).
+    pub format: u32,
+    /// The state's bytes (CBOR), in lower-case hex.
+    pub state: String,
+    /// `sha256:` of the state's bytes.
+    pub sha256: String,
 }
 
 /// A position in the log: the last record's sequence number and hash.

@@ -23,6 +23,7 @@ mod history;
 mod index;
 mod lineage;
 mod results;
+mod snapshot;
 mod tasks;
 mod token_index;
 mod typed;
@@ -44,6 +45,7 @@ use crate::session_tables::{CallIds, GrantList, NodeTable};
 use crate::validate::{validate, ModelError};
 use history::Violation;
 use index::Index;
+pub use snapshot::{SnapshotError, SNAPSHOT_FORMAT};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 pub use typed::{AgentHandle, CallArg, LookupError, ParamHandle, ToolHandle, TypedCall};
@@ -107,7 +109,7 @@ struct Mark {
 }
 
 /// Units a paused or running call holds, and when it was admitted.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Held {
     grants: GrantList,
     /// What the call holds of amount budgets (empty for most calls).
@@ -177,7 +179,7 @@ pub struct SessionState {
 
 /// Per-rule or per-agent state that costs nothing until it is first
 /// written (a new session allocates only what every session needs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Slots<T>(Vec<T>);
 
 impl<T: Clone + Default> Slots<T> {

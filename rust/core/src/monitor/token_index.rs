@@ -11,7 +11,7 @@ use crate::tokens::{
 // Tokens come from untrusted text: SipHash with a random key, not FxHash.
 use std::collections::{HashMap, HashSet};
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct TokenIndex {
     /// Tokens of task texts.
     task: HashSet<Token>,

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 pub(crate) use crate::provenance::MAX_OUTPUT_WORDS;
 
 /// Where a word occurs: the first task text, and the outputs.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Seen {
     /// The first task whose text contains it.
     task: Option<NodeId>,
@@ -35,7 +35,7 @@ struct Seen {
 /// Tasks and outputs share one entry per key, and words and numbers have
 /// a table each (words keyed by `String`, so that an argument is probed by
 /// its borrowed canonical form): looking a scalar up is one hash probe.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ValueIndex {
     /// Canonical word -> where it occurs.
     words: HashMap<String, Seen>,

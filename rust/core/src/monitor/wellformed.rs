@@ -15,7 +15,7 @@ use crate::value::{TypeMismatch, Value};
 pub(crate) type Malformed = (Rule, Reason);
 
 /// A well-formed call, resolved against the policy.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Resolved {
     /// Agent, tool, typed arguments in parameter order (`Null` for absent
     /// optional ones) and time.
@@ -31,7 +31,7 @@ pub(crate) struct Resolved {
 /// lineage for are stored, in one flat list (usually empty or a few
 /// entries, so a call allocates at most once for its lineage, never per
 /// parameter of its tool).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Lineage {
     /// The tool's parameter count.
     params: usize,

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A well-formed call, as the ledger sees it: arguments complete and typed,
 /// in the tool's parameter order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Request {
     /// The calling agent.
     pub agent: AgentId,

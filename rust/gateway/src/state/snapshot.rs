@@ -1,0 +1,560 @@
+//! Session snapshots (`serve --snapshot-every N`, issue #28): every N
+//! events of a session, a `snapshot` record of its monitor state; a
+//! restart restores each session from its last good snapshot and replays
+//! only the session's events after it (`docs/store.md`, "Snapshots").
+//!
+//! Recovery reads the log twice: [`plan`], while it verifies the chain,
+//! finds each session's last snapshot that matches the records before it (its event count, the last
+//! event's ledger hash, its bytes' SHA-256); [`Shared::recover_line`] then
+//! restores the session at its `session` record and skips its events up
+//! to the snapshot (keeping what the gateway itself needs of them: the
+//! call ids used, the paused calls). A snapshot that does not match or does
+//! not restore is reported on standard error, naming its record, and the
+//! session is replayed in full: never a silent loss.
+//!
+//! Sessions whose policy draws on a tenant's pools are not snapshotted:
+//! the pool is rebuilt by replaying every session of the tenant in order.
+
+use super::{
+    fingerprint, id_hash, now_ms, parts::pooled_policy, track_pending, Answer, Entry, Gateway, Key,
+    Pending, Shared,
+};
+use crate::api::Outcome;
+use agenra_core::decision::Verdict;
+use agenra_core::event::Event;
+use agenra_core::monitor::SNAPSHOT_FORMAT;
+use agenra_core::{CompiledPolicy, Session, SessionOptions};
+use agenra_store::{Kind, Log, Record, Snapshot, StoreError};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Events between two snapshots of a session by default
+/// (`serve --snapshot-every`; 0: never).
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 1000;
+
+/// What recovery did with snapshots ([`Gateway::snapshot_recovery`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotRecovery {
+    /// Sessions restored from a snapshot.
+    pub restored: u64,
+    /// Event records a snapshot covered (not replayed).
+    pub skipped: u64,
+}
+
+/// Counters of [`SnapshotRecovery`].
+#[derive(Default)]
+pub(super) struct Counters {
+    restored: AtomicU64,
+    skipped: AtomicU64,
+}
+
+/// What recovery does with snapshots: per session, the last good one.
+#[derive(Default)]
+pub(super) struct Plan {
+    chosen: HashMap<Key, Chosen>,
+    /// Sessions restored at their `session` record, skipping their events
+    /// up to their snapshot's record (its `seq`).
+    skipping: HashMap<Key, u64>,
+}
+
+/// A session's last snapshot that matches the records before it.
+struct Chosen {
+    seq: u64,
+    snapshot: Snapshot,
+    ledger_hash: String,
+    policy_hash: String,
+}
+
+/// The fields of a record that planning and skipping read (the others
+/// are passed over).
+#[derive(Deserialize)]
+struct Header {
+    kind: Kind,
+    tenant: Option<String>,
+    session: Option<String>,
+    ledger_hash: Option<String>,
+    #[serde(default)]
+    policy_hash: String,
+    snapshot: Option<Snapshot>,
+    verdict: Option<String>,
+    event: Option<SkippedEvent>,
+}
+
+/// What a skipped event record leaves behind, for most records.
+#[derive(Deserialize)]
+struct SkippedEvent {
+    kind: String,
+    id: Option<String>,
+}
+
+/// Per session while planning: its event records so far, the last one's
+/// ledger hash.
+#[derive(Default)]
+struct Seen {
+    events: u64,
+    ledger_hash: Option<String>,
+}
+
+/// Verifies the chain (as [`Log::verify`]) and chooses each session's
+/// snapshot on the way; returns the head the chain ends at.
+pub(super) fn plan(log: &Log) -> Result<(agenra_store::Head, Plan), StoreError> {
+    let mut seen: HashMap<Key, Seen> = HashMap::new();
+    let mut chosen: HashMap<Key, Chosen> = HashMap::new();
+    let head = log.read(1, &mut |seq, line| {
+        // An unreadable record is the replay's to report.
+        let Ok(h) = serde_json::from_slice::<Header>(line) else {
+            return Ok(());
+        };
+        let (Some(t), Some(s)) = (h.tenant, h.session) else {
+            return Ok(());
+        };
+        let key = (t, s);
+        match h.kind {
+            Kind::Event => {
+                let e = seen.entry(key).or_default();
+                e.events += 1;
+                e.ledger_hash = h.ledger_hash;
+            }
+            Kind::Snapshot => {
+                let Some(snapshot) = h.snapshot else {
+                    warn(seq, "a snapshot record without its state");
+                    return Ok(());
+                };
+                let at = seen.get(&key);
+                match matches(&snapshot, h.ledger_hash.as_deref(), at) {
+                    Ok(()) => {
+                        let c = Chosen {
+                            seq,
+                            snapshot,
+                            ledger_hash: h.ledger_hash.unwrap_or_default(),
+                            policy_hash: h.policy_hash,
+                        };
+                        chosen.insert(key, c);
+                    }
+                    Err(why) => warn(seq, &why),
+                }
+            }
+            Kind::Closed => {
+                chosen.remove(&key);
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    let plan = Plan {
+        chosen,
+        skipping: HashMap::new(),
+    };
+    Ok((head, plan))
+}
+
+/// Whether `snapshot` (with the record's `ledger_hash`) is the state after
+/// the session's event records before it (`seen`).
+fn matches(
+    snapshot: &Snapshot,
+    ledger_hash: Option<&str>,
+    seen: Option<&Seen>,
+) -> Result<(), String> {
+    let events = seen.map_or(0, |s| s.events);
+    if snapshot.events != events || events == 0 {
+        return Err(format!(
+            "the snapshot covers {} events, {events} of the session precede it",
+            snapshot.events
+        ));
+    }
+    let last = seen.and_then(|s| s.ledger_hash.as_deref());
+    if ledger_hash.is_none() || ledger_hash != last {
+        return Err(format!(
+            "the snapshot's ledger hash {} is not the last event's {}",
+            ledger_hash.unwrap_or("(none)"),
+            last.unwrap_or("(none)")
+        ));
+    }
+    if snapshot.format != SNAPSHOT_FORMAT {
+        return Err(format!("snapshot format {}", snapshot.format));
+    }
+    if sha256(&state_bytes(snapshot)?) != snapshot.sha256 {
+        return Err("the state's bytes do not hash to the snapshot's sha256".into());
+    }
+    Ok(())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut s = String::with_capacity(7 + 64);
+    s.push_str("sha256:");
+    s.push_str(&hex(&digest));
+    s
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The snapshot's state bytes (its hex decoded).
+fn state_bytes(snapshot: &Snapshot) -> Result<Vec<u8>, String> {
+    let text = snapshot.state.as_bytes();
+    if !text.len().is_multiple_of(2) {
+        return Err("the state's hex has an odd length".into());
+    }
+    text.chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| "the state is not hex".to_string())
+        })
+        .collect()
+}
+
+fn warn(seq: u64, why: &str) {
+    eprintln!(
+        "agenra serve: warning: snapshot record {seq} is not used ({why}); its session is replayed from its start"
+    );
+}
+
+/// A session rebuilt from a snapshot (`None`: a new session) under
+/// `policy`, with `options` (its window, its tenant pool): the records
+/// after the snapshot are then applied to it as they come. Recovery calls
+/// it at a session's `session` record; reloading an evicted session can
+/// call it with the session's last snapshot.
+pub(super) fn rebuild(
+    policy: &CompiledPolicy,
+    options: SessionOptions,
+    snapshot: Option<(&Snapshot, &str)>,
+) -> Result<Session, String> {
+    let Some((snapshot, ledger_hash)) = snapshot else {
+        return Ok(policy.session_with(options));
+    };
+    let bytes = state_bytes(snapshot)?;
+    let session = Session::from_snapshot(policy, options, &bytes).map_err(|e| e.to_string())?;
+    let state = session.state();
+    if state.seq != snapshot.events || state.ledger_hash().to_string() != ledger_hash {
+        return Err(format!(
+            "the state is of event {} with ledger {}, the record names event {} with ledger {ledger_hash}",
+            state.seq,
+            state.ledger_hash(),
+            snapshot.events
+        ));
+    }
+    Ok(session)
+}
+
+impl Shared {
+    /// Recovery's [`Shared::replay`], with the snapshots `plan` chose.
+    pub(super) fn recover_line(
+        &self,
+        plan: &mut Plan,
+        seq: u64,
+        line: &[u8],
+    ) -> Result<(), String> {
+        let h: Header =
+            serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
+        let key = match (&h.tenant, &h.session) {
+            (Some(t), Some(s)) => (t.clone(), s.clone()),
+            _ => return self.replay(line, true).map(|_| ()),
+        };
+        match h.kind {
+            Kind::Session => {
+                self.replay(line, true)?;
+                if let Some(c) = plan.chosen.remove(&key) {
+                    match self.restore(&key, &c, &h.policy_hash) {
+                        Ok(()) => {
+                            self.snapshot_stats.restored.fetch_add(1, Ordering::Relaxed);
+                            plan.skipping.insert(key, c.seq);
+                        }
+                        Err(why) => warn(c.seq, &why),
+                    }
+                }
+                Ok(())
+            }
+            Kind::Event if plan.skipping.get(&key).is_some_and(|&upto| seq < upto) => {
+                self.snapshot_stats.skipped.fetch_add(1, Ordering::Relaxed);
+                self.skip(&key, h, line)
+            }
+            Kind::Snapshot => {
+                if plan.skipping.get(&key) == Some(&seq) {
+                    plan.skipping.remove(&key);
+                }
+                Ok(())
+            }
+            _ => self.replay(line, true).map(|_| ()),
+        }
+    }
+
+    /// Puts the session `c` captured in place of the new session `key`.
+    fn restore(&self, key: &Key, c: &Chosen, opened_under: &str) -> Result<(), String> {
+        if c.policy_hash != opened_under {
+            return Err(format!(
+                "taken under policy {}, the session was opened under {opened_under}",
+                c.policy_hash
+            ));
+        }
+        let entry = self.entry_of(key)?;
+        let mut e = entry.lock().map_err(|_| "poisoned")?;
+        let policy = e.session.compiled();
+        if pooled_policy(policy.policy()) {
+            return Err("the session's policy draws on its tenant's pools".into());
+        }
+        let options = e.session.options().clone();
+        e.session = rebuild(&policy, options, Some((&c.snapshot, &c.ledger_hash)))?;
+        Ok(())
+    }
+
+    fn entry_of(&self, key: &Key) -> Result<std::sync::Arc<std::sync::Mutex<Entry>>, String> {
+        self.sessions
+            .read()
+            .map_err(|_| "poisoned")?
+            .get(key)
+            .cloned()
+            .ok_or_else(|| format!("event of unknown session {}/{}", key.0, key.1))
+    }
+
+    /// An event record the snapshot covers: not replayed; what the gateway
+    /// keeps besides the monitor's state is rebuilt from the record (the
+    /// call id as used; a paused call's answer and approval entry).
+    fn skip(&self, key: &Key, h: Header, line: &[u8]) -> Result<(), String> {
+        // Most skipped records are admitted or denied calls and results:
+        // what they leave behind (the call id) is in the header already.
+        let event = h.event.ok_or("event record without its event")?;
+        match (event.kind.as_str(), h.verdict.as_deref()) {
+            ("call", v) if v != Some(Verdict::Pause.as_str()) => {
+                let id = event.id.ok_or("a call without its id")?;
+                let entry = self.entry_of(key)?;
+                let mut e = entry.lock().map_err(|_| "poisoned")?;
+                e.used.insert(id_hash(&id));
+                return Ok(());
+            }
+            ("result" | "task", _) => return Ok(()),
+            _ => {}
+        }
+        let r: Record =
+            serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
+        let ev = r.event.clone().ok_or("event record without its event")?;
+        let event = Event::from_recorded(ev).map_err(|e| format!("unreadable event: {e}"))?;
+        let entry = self.entry_of(key)?;
+        let mut e = entry.lock().map_err(|_| "poisoned")?;
+        let outcome = recorded_outcome(&r, &event, &e);
+        if let Event::Call(c) = &event {
+            e.used.insert(id_hash(&c.id));
+            if outcome.decision == Some(Verdict::Pause.as_str()) {
+                let answer = Answer {
+                    fingerprint: fingerprint(c),
+                    outcome: Outcome {
+                        tenant: String::new(),
+                        session: String::new(),
+                        policy_hash: String::new(),
+                        ..outcome.clone()
+                    },
+                };
+                e.answers.insert(c.id.clone(), Box::new(answer));
+            }
+        }
+        let mut pending = self.pending.lock().map_err(|_| "poisoned")?;
+        let timeout = self.pause_timeout.load(Ordering::Relaxed);
+        track_pending(&mut pending, &event, &outcome, timeout);
+        Ok(())
+    }
+}
+
+/// The answer an event record holds (what `left` a call had is not
+/// recorded, so it is absent).
+fn recorded_outcome(r: &Record, event: &Event, e: &Entry) -> Outcome {
+    let (call, kind) = super::call_and_kind(event);
+    let decision = [Verdict::Allow, Verdict::Deny, Verdict::Pause]
+        .into_iter()
+        .map(|v| v.as_str())
+        .find(|v| r.verdict.as_deref() == Some(*v));
+    Outcome {
+        tenant: e.tenant.clone(),
+        session: e.id.clone(),
+        kind,
+        call,
+        decision,
+        rule: r.rule.clone(),
+        reason: r.reason.clone().unwrap_or_default(),
+        path: r.path.clone(),
+        grants: r.grants.clone(),
+        refunded: vec![],
+        left: None,
+        policy_hash: r.policy_hash.clone(),
+        ledger_hash: r.ledger_hash.clone().unwrap_or_default(),
+        audit_seq: None,
+        replayed: false,
+    }
+}
+
+/// The snapshot record of `e`'s session now (`None`: not snapshotted:
+/// no event yet, or a policy with tenant pools). `damage` changes the
+/// state's bytes before they are hashed (tests of the fallback only).
+fn snapshot_record(e: &Entry, damage: Option<fn(&mut Vec<u8>)>) -> Option<Record> {
+    let state = e.session.state();
+    if state.seq == 0 || pooled_policy(e.session.policy()) {
+        return None;
+    }
+    let mut bytes = match e.session.snapshot() {
+        Ok(b) => b,
+        Err(err) => {
+            eprintln!(
+                "agenra serve: warning: no snapshot of session {}/{}: {err}",
+                e.tenant, e.id
+            );
+            return None;
+        }
+    };
+    if let Some(damage) = damage {
+        damage(&mut bytes);
+    }
+    Some(Record {
+        time_ms: now_ms(),
+        kind: Kind::Snapshot,
+        tenant: Some(e.tenant.clone()),
+        session: Some(e.id.clone()),
+        policy_hash: e.session.policy_hash().to_string(),
+        ledger_hash: Some(state.ledger_hash().to_string()),
+        snapshot: Some(Snapshot {
+            events: state.seq,
+            format: SNAPSHOT_FORMAT,
+            sha256: sha256(&bytes),
+            state: hex(&bytes),
+        }),
+        ..Record::default()
+    })
+}
+
+impl Shared {
+    /// After an event of `e`'s session: whether a snapshot is due.
+    pub(super) fn note_snapshot_due(&self, e: &Entry) {
+        let every = self.snapshot_every.load(Ordering::Relaxed);
+        let seq = e.session.state().seq;
+        if every > 0 && seq.is_multiple_of(every) && !pooled_policy(e.session.policy()) {
+            if let Ok(mut due) = self.snapshots_due.lock() {
+                due.push((e.tenant.clone(), e.id.clone()));
+            }
+        }
+    }
+}
+
+impl Gateway {
+    /// Snapshots every N events of a session (0: never). Refused on a log
+    /// partitioned by session, whose chains have no snapshot records.
+    pub fn set_snapshot_every(&self, n: u64) -> Result<(), String> {
+        if n > 0 && self.is_partitioned() {
+            return Err(
+                "--snapshot-every: the log partitioned by session has no snapshot records (use --snapshot-every 0)"
+                    .into(),
+            );
+        }
+        self.shared.snapshot_every.store(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes the snapshots that events made due (each in the store's next
+    /// batch; nobody waits for them).
+    pub(super) fn write_due_snapshots(&self) {
+        let due: Vec<Key> = match self.shared.snapshots_due.lock() {
+            Ok(mut d) if !d.is_empty() => std::mem::take(&mut *d),
+            _ => return,
+        };
+        for (tenant, session) in due {
+            // Durable with the store's next batch; nobody waits for it.
+            drop(self.write_snapshot(&tenant, &session, None));
+        }
+    }
+
+    /// Writes a snapshot of `tenant`'s session `session` now, its state's
+    /// bytes changed by `damage` first (a test hook: a well-chained
+    /// snapshot whose state is bad). Nobody waits for the record.
+    #[doc(hidden)]
+    pub fn write_snapshot(
+        &self,
+        tenant: &str,
+        session: &str,
+        damage: Option<fn(&mut Vec<u8>)>,
+    ) -> Result<Pending<()>, crate::api::ApiError> {
+        let key = (tenant.to_string(), session.to_string());
+        self.exec_on(Some(key.clone()), move |shared, sink| {
+            let entry = shared.entry(&key.0, &key.1)?;
+            let e = entry
+                .lock()
+                .map_err(|_| crate::api::ApiError::new(500, "session poisoned"))?;
+            Ok(sink.emit(snapshot_record(&e, damage), ()))
+        })
+    }
+
+    /// What the last recovery did with snapshots.
+    pub fn snapshot_recovery(&self) -> SnapshotRecovery {
+        SnapshotRecovery {
+            restored: self.shared.snapshot_stats.restored.load(Ordering::Relaxed),
+            skipped: self.shared.snapshot_stats.skipped.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Gateway {
+    fn is_partitioned(&self) -> bool {
+        matches!(self.committer, super::Writer::Parts(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(events: u64, bytes: &[u8]) -> Snapshot {
+        Snapshot {
+            events,
+            format: SNAPSHOT_FORMAT,
+            state: hex(bytes),
+            sha256: sha256(bytes),
+        }
+    }
+
+    fn seen(events: u64, ledger: &str) -> Seen {
+        Seen {
+            events,
+            ledger_hash: Some(ledger.into()),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_that_does_not_match_its_records_is_not_used() {
+        let good = snapshot(3, b"state");
+        assert!(matches(&good, Some("L"), Some(&seen(3, "L"))).is_ok());
+        // Another number of the session's events before it.
+        let e = matches(&good, Some("L"), Some(&seen(4, "L"))).unwrap_err();
+        assert!(e.contains("covers 3 events, 4"), "{e}");
+        assert!(matches(&good, Some("L"), None).is_err());
+        assert!(matches(&snapshot(0, b"s"), Some("L"), Some(&seen(0, "L"))).is_err());
+        // Another ledger hash than the last event's.
+        let e = matches(&good, Some("M"), Some(&seen(3, "L"))).unwrap_err();
+        assert!(e.contains("ledger hash M"), "{e}");
+        assert!(matches(&good, None, Some(&seen(3, "L"))).is_err());
+        // Bytes that do not hash as named, or are not hex.
+        let mut changed = good.clone();
+        changed.state = hex(b"other");
+        let e = matches(&changed, Some("L"), Some(&seen(3, "L"))).unwrap_err();
+        assert!(e.contains("do not hash"), "{e}");
+        changed.state = "zz".into();
+        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        changed.state = "abc".into();
+        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        // Another format.
+        let mut other = good.clone();
+        other.format += 1;
+        assert!(matches(&other, Some("L"), Some(&seen(3, "L"))).is_err());
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(state_bytes(&snapshot(1, &bytes)).unwrap(), bytes);
+    }
+}
