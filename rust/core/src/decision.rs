@@ -7,6 +7,7 @@ use crate::graph::NodeId;
 use crate::hash::Hash;
 use crate::label::Label;
 use crate::policy::{AgentId, FactId, GrantId, Policy, SinkId, ToolId};
+use crate::tokens::{TokenKind, TokenOrigin};
 use crate::value::SetId;
 use serde::Serialize;
 
@@ -228,7 +229,7 @@ pub struct Decision {
     /// For a DENY or PAUSE by a rule with a token test: the token that
     /// made the test decide ([`crate::token_evidence`]); the reason text
     /// names it.
-    pub token: Option<Box<crate::token_evidence::TokenEvidence>>,
+    pub token: Option<Box<TokenEvidence>>,
 }
 
 /// A decision's path ([`Decision::path`]): the node ids themselves, or, for
@@ -656,6 +657,40 @@ pub enum StepError {
         /// The set's name.
         set: String,
     },
+}
+
+/// The most characters of a token a reason shows.
+pub const SHOWN_CHARS: usize = 60;
+
+/// A token that decided a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenEvidence {
+    /// Its kind.
+    pub kind: TokenKind,
+    /// Its canonical text, at most [`SHOWN_CHARS`] characters (then `…`).
+    pub text: String,
+    /// The parameter it was found in.
+    pub param: String,
+    /// Where it comes from.
+    pub origin: TokenOrigin,
+}
+
+impl TokenEvidence {
+    /// The evidence as a clause of a reason: ``url `https://evil.example/x`
+    /// in `body` is in an untrusted output or in no source``.
+    pub fn text(&self, policy: &Policy) -> String {
+        let whence = match self.origin {
+            TokenOrigin::Task => "is in a task text (from the user)",
+            TokenOrigin::TrustedOutput => "is only in trusted outputs",
+            TokenOrigin::Elsewhere => "is in an untrusted output or in no task or output",
+        };
+        format!(
+            "{} `{}` in `{}` {whence}",
+            self.kind.name(&policy.token_shapes),
+            self.text,
+            self.param
+        )
+    }
 }
 
 #[cfg(test)]

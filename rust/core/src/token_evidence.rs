@@ -8,44 +8,12 @@
 //! whose origin the test accepts (`any`, not negated) or refuses (`all`,
 //! under `not`).
 
+pub use crate::decision::{TokenEvidence, SHOWN_CHARS};
+
 use crate::decision::Rule;
 use crate::policy::{PathKind, Policy, ToolId};
-use crate::tokens::{TokenJudge, TokenKind, TokenOrigin};
+use crate::tokens::{TokenJudge, TokenOrigin};
 use crate::value::{ArgCond, Cond, Quant, Value};
-
-/// The most characters of a token a reason shows.
-pub const SHOWN_CHARS: usize = 60;
-
-/// A token that decided a call.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TokenEvidence {
-    /// Its kind.
-    pub kind: TokenKind,
-    /// Its canonical text, at most [`SHOWN_CHARS`] characters (then `…`).
-    pub text: String,
-    /// The parameter it was found in.
-    pub param: String,
-    /// Where it comes from.
-    pub origin: TokenOrigin,
-}
-
-impl TokenEvidence {
-    /// The evidence as a clause of a reason: ``url `https://evil.example/x`
-    /// in `body` is in an untrusted output or in no source``.
-    pub fn text(&self, policy: &Policy) -> String {
-        let whence = match self.origin {
-            TokenOrigin::Task => "is in a task text (from the user)",
-            TokenOrigin::TrustedOutput => "is only in trusted outputs",
-            TokenOrigin::Elsewhere => "is in an untrusted output or in no task or output",
-        };
-        format!(
-            "{} `{}` in `{}` {whence}",
-            self.kind.name(&policy.token_shapes),
-            self.text,
-            self.param
-        )
-    }
-}
 
 /// The condition of `rule` that concerns the call to `tool`, resolved to
 /// its parameters (`None`: the rule has no token test on this call).
