@@ -103,7 +103,7 @@ fn shorten(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::{NoSources, Token};
+    use crate::tokens::{NoSources, Token, TokenKind};
 
     /// Judges tokens of a task text as from the user, the rest elsewhere.
     struct Task(&'static str);
