@@ -68,12 +68,26 @@ impl Decimal {
             return Some(Decimal::normalized(i128::from(u), 0));
         }
         let f = n.as_f64().filter(|f| f.is_finite())?;
-        let text = format!("{f}");
-        let digits = text
-            .chars()
-            .filter(char::is_ascii_digit)
-            .collect::<String>();
-        let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+        // The shortest form, on the stack (a float of over 64 characters,
+        // such as 1e100 written out, is read from a `String` instead).
+        let mut buf = StackText::default();
+        let heap;
+        let text = if std::fmt::Write::write_fmt(&mut buf, format_args!("{f}")).is_ok() {
+            buf.as_str()?
+        } else {
+            heap = f.to_string();
+            heap.as_str()
+        };
+        // Digits from the first non-zero one to the last non-zero one.
+        let (mut seen, mut significant) = (0, 0);
+        for &b in text.as_bytes().iter().filter(|b| b.is_ascii_digit()) {
+            if seen > 0 || b != b'0' {
+                seen += 1;
+                if b != b'0' {
+                    significant = seen;
+                }
+            }
+        }
         if significant > 15 {
             return None;
         }
@@ -221,6 +235,37 @@ impl<'de> Deserialize<'de> for Decimal {
     }
 }
 
+/// Up to 64 bytes of text, written with `write!` without allocating.
+struct StackText {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> StackText {
+        StackText {
+            bytes: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl StackText {
+    fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.bytes[..self.len]).ok()
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let dest = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        dest.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,5 +392,31 @@ mod tests {
         assert_eq!(json, r#""98.7""#);
         assert_eq!(serde_json::from_str::<Decimal>(&json).unwrap(), d("98.7"));
         assert!(serde_json::from_str::<Decimal>(r#""1,5""#).is_err());
+    }
+
+    /// The stack-written form reads floats as the `String` form did,
+    /// including those written out beyond the 64-byte buffer (`1e100`).
+    #[test]
+    fn json_floats_read_as_their_written_form() {
+        let by_string = |f: f64| {
+            let text = format!("{f}");
+            let digits: String = text.chars().filter(char::is_ascii_digit).collect();
+            let significant = digits.trim_start_matches('0').trim_end_matches('0').len();
+            (significant <= 15)
+                .then(|| text.parse::<Decimal>().ok())
+                .flatten()
+        };
+        let mut floats = vec![0.5, -0.5, 98.7, 1e-7, 1.5e-300, 1e15, 1e100, -1e100, 1e300];
+        floats.extend((1..2000).map(|i| f64::from(i) * 0.37 - 300.0));
+        floats.extend((1..300).map(|e| 1.25 * 10f64.powi(e - 150)));
+        for f in floats {
+            let Some(n) = serde_json::Number::from_f64(f) else {
+                continue;
+            };
+            if n.as_u64().is_some() || n.as_i64().is_some() {
+                continue;
+            }
+            assert_eq!(Decimal::from_json_number(&n), by_string(f), "{f}");
+        }
     }
 }

@@ -28,7 +28,10 @@
 
 use crate::fields::OutputLabels;
 pub use crate::policy::ProvenanceMode;
-use crate::tokens::{glued_parts, is_separator, looks_like_iban, looks_like_iban_start};
+use crate::tokens::{
+    glued_parts, has_separator, is_ascii_separator, is_separator, looks_like_iban,
+    looks_like_iban_start,
+};
 use crate::value::{Decimal, Value};
 use std::borrow::Cow;
 
@@ -60,8 +63,8 @@ pub fn canonical_cow(word: &str) -> Cow<'_, str> {
         return Cow::Owned(w.to_lowercase());
     }
     // One form per kind, shared with token tests (`crate::tokens`).
-    if let Some(url) = crate::tokens::canonical_url(w) {
-        return Cow::Owned(url);
+    if let Some(url) = crate::tokens::canonical_url_cow(w) {
+        return url;
     }
     // An IBAN: two letters and two digits first, 15 to 34 characters
     // without spaces (at most 42 with the usual groups of four).
@@ -93,14 +96,14 @@ fn is_plain_word(s: &str) -> bool {
         || s.starts_with("mailto:");
     !special
         && b.iter()
-            .all(|&c| c.is_ascii() && c != b'@' && !is_separator(char::from(c)))
+            .all(|&c| c.is_ascii() && c != b'@' && !is_ascii_separator(c))
 }
 
 /// Whether a string is one word as `words` cuts text (no separator inside,
 /// no trailing sentence punctuation).
 fn is_one_word(s: &str) -> bool {
     let t = s.trim();
-    !t.is_empty() && !t.contains(is_separator) && !t.ends_with(['.', ':', '!', '?'])
+    !t.is_empty() && !has_separator(t) && !t.ends_with(['.', ':', '!', '?'])
 }
 
 /// What a word or value is compared by: its canonical form, or its exact
@@ -235,11 +238,12 @@ pub fn lookup_ref(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> Loo
             } else if phrases {
                 let mut ws = Vec::new();
                 for w in words(s) {
-                    let w = phrase_word(w);
-                    if !known(&w) {
-                        return LookupRef::Nothing;
+                    // Kept only once known: an unknown word ends the
+                    // lookup without allocating.
+                    match with_phrase_word(w, |w| known(w).then(|| w.to_string())) {
+                        Some(w) => ws.push(w),
+                        None => return LookupRef::Nothing,
                     }
-                    ws.push(w);
                 }
                 if ws.is_empty() {
                     LookupRef::Nothing
@@ -276,6 +280,21 @@ fn phrase_word(w: &str) -> String {
     } else {
         c.to_lowercase()
     }
+}
+
+/// Calls `f` with [`phrase_word`]`(w)`, built on the stack for an ASCII
+/// word of up to 64 bytes (most words).
+fn with_phrase_word<R>(w: &str, f: impl FnOnce(&str) -> R) -> R {
+    let c = canonical_cow(w);
+    let mut buf = [0u8; 64];
+    if let Some(b) = buf.get_mut(..c.len()).filter(|_| c.is_ascii()) {
+        b.copy_from_slice(c.as_bytes());
+        b.make_ascii_lowercase();
+        if let Ok(lower) = std::str::from_utf8(b) {
+            return f(lower);
+        }
+    }
+    f(&phrase_word(w))
 }
 
 /// Whether `phrase` occurs as consecutive words of `text`.
@@ -691,6 +710,16 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The phrase word built on the stack is `phrase_word`'s, for
+        /// words of any case, script and length (beyond the 64-byte buffer).
+        #[test]
+        fn stack_phrase_words_are_phrase_words(
+            w in "(mailto:|https?://|HTTP://)?[a-zA-Z0-9@.:/éÉ-]{0,80}"
+        ) {
+            let stack = with_phrase_word(&w, str::to_string);
+            proptest::prop_assert_eq!(stack, phrase_word(&w));
+        }
+
         #[test]
         fn the_fast_path_agrees_with_the_general_one(
             s in "(mailto:|https?://|HTTP://|DE89)?[a-zA-Z0-9 .,:;/@!?()-]{0,40}"

@@ -12,6 +12,7 @@
 use crate::decimal::Decimal;
 pub use crate::token_shapes::TokenShape;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// The kinds of typed token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -124,6 +125,64 @@ pub fn is_separator(c: char) -> bool {
         )
 }
 
+/// [`is_separator`] for each ASCII byte, as a table.
+const ASCII_SEPARATOR: [bool; 128] = {
+    let mut table = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = is_separator_byte(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// [`is_separator`] of an ASCII byte (`char::is_whitespace` of ASCII is
+/// space, tab, newline, vertical tab, form feed and carriage return).
+const fn is_separator_byte(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t'
+            | b'\n'
+            | 0x0b
+            | 0x0c
+            | b'\r'
+            | b','
+            | b';'
+            | b'('
+            | b')'
+            | b'['
+            | b']'
+            | b'{'
+            | b'}'
+            | b'"'
+            | b'\''
+            | b'<'
+            | b'>'
+    )
+}
+
+/// Whether `b` is an ASCII byte that is a separator.
+pub fn is_ascii_separator(b: u8) -> bool {
+    ASCII_SEPARATOR
+        .get(usize::from(b))
+        .copied()
+        .unwrap_or(false)
+}
+
+/// Whether `s` holds a separator: one byte scan while it is ASCII.
+pub fn has_separator(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    match bytes
+        .iter()
+        .position(|&b| !b.is_ascii() || is_ascii_separator(b))
+    {
+        None => false,
+        Some(i) if bytes[i].is_ascii() => true,
+        // Every byte before `i` is ASCII: `i` starts a character.
+        Some(i) => s.get(i..).is_some_and(|rest| rest.contains(is_separator)),
+    }
+}
+
 /// The parts of a word that glues sentences together (see the module
 /// doc), or `None` when it glues none (the common case: one byte scan, no
 /// allocation).
@@ -176,14 +235,29 @@ fn starts_with_ignore_case(w: &str, prefix: &str) -> bool {
 /// (`https://a.b/x/` is `https://a.b/x`; the path keeps its case).
 /// Provenance by value uses the same form.
 pub fn canonical_url(w: &str) -> Option<String> {
+    canonical_url_cow(w).map(Cow::into_owned)
+}
+
+/// [`canonical_url`], borrowing `w` when it is already in canonical form
+/// (scheme and host in lower case, no default port): most links are.
+pub fn canonical_url_cow(w: &str) -> Option<Cow<'_, str>> {
     for (scheme, port) in [("http://", ":80"), ("https://", ":443")] {
         if starts_with_ignore_case(w, scheme) {
             let rest = &w[scheme.len()..];
             let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = host.to_ascii_lowercase();
-            let host = host.strip_suffix(port).unwrap_or(&host);
             let path = path.strip_suffix('/').unwrap_or(path);
-            return (!host.is_empty()).then(|| format!("{scheme}{host}{path}"));
+            let canonical_host = host.strip_suffix(port).unwrap_or(host);
+            if canonical_host.is_empty() {
+                return None;
+            }
+            let as_is = w.starts_with(scheme)
+                && canonical_host.len() == host.len()
+                && !host.bytes().any(|b| b.is_ascii_uppercase());
+            if as_is {
+                return Some(Cow::Borrowed(&w[..scheme.len() + host.len() + path.len()]));
+            }
+            let host = canonical_host.to_ascii_lowercase();
+            return Some(Cow::Owned(format!("{scheme}{host}{path}")));
         }
     }
     None
@@ -588,7 +662,65 @@ mod tests {
         }
     }
 
+    /// The canonical form as it was computed before the borrowing path:
+    /// the oracle of the property below.
+    fn canonical_url_owned(w: &str) -> Option<String> {
+        for (scheme, port) in [("http://", ":80"), ("https://", ":443")] {
+            if starts_with_ignore_case(w, scheme) {
+                let rest = &w[scheme.len()..];
+                let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                let host = host.to_ascii_lowercase();
+                let host = host.strip_suffix(port).unwrap_or(&host);
+                let path = path.strip_suffix('/').unwrap_or(path);
+                return (!host.is_empty()).then(|| format!("{scheme}{host}{path}"));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn canonical_urls_borrow_only_when_already_canonical() {
+        let borrowed = |w: &str| matches!(canonical_url_cow(w), Some(Cow::Borrowed(_)));
+        assert!(borrowed("https://docs.example.com/r/1"));
+        assert!(borrowed("https://docs.example.com/"));
+        assert!(!borrowed("HTTPS://docs.example.com/"));
+        assert!(!borrowed("https://Docs.example.com/"));
+        assert!(!borrowed("https://docs.example.com:443/a"));
+        assert_eq!(
+            canonical_url("https://x.org:443/"),
+            Some("https://x.org".into())
+        );
+        assert_eq!(canonical_url("http://:80/a"), None);
+    }
+
+    /// The byte table answers as the character test, for every ASCII byte.
+    #[test]
+    fn the_separator_table_agrees_with_the_character_test() {
+        for b in 0u8..128 {
+            assert_eq!(is_ascii_separator(b), is_separator(char::from(b)), "{b}");
+        }
+        assert!(!is_ascii_separator(0xc3));
+    }
+
     proptest::proptest! {
+        /// Any text, ASCII or not: the scan finds a separator exactly when
+        /// the character search does.
+        #[test]
+        fn has_separator_agrees_with_the_character_search(
+            s in "[a-z0-9 ,;()<>'\"\t.é€\u{a0}\u{2003}]{0,20}"
+        ) {
+            proptest::prop_assert_eq!(has_separator(&s), s.contains(is_separator));
+        }
+
+        /// Borrowed or not, a link's canonical form is the one computed by
+        /// lower-casing and rebuilding it.
+        #[test]
+        fn canonical_url_cow_agrees_with_the_owned_form(
+            w in "(https?|HTTPS?|Http)://[a-zA-Z.:0-9]{0,12}(:80|:443)?(/[a-zA-Z0-9/]{0,8})?/?"
+        ) {
+            proptest::prop_assert_eq!(canonical_url(&w), canonical_url_owned(&w));
+        }
+
         /// Any text (ASCII punctuation, digits, `€`, `@`, letters of any
         /// case, other scripts): extraction never panics, and every token
         /// found is a fixed point: its own text extracts to itself.

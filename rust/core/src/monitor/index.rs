@@ -265,21 +265,20 @@ impl<'a> ParamCursor<'a> {
 
     /// The parameter index of `name` (as [`Index::param`] answers it).
     pub fn param(&mut self, name: &str) -> Option<usize> {
-        // Skip the names the call left out (absent optional parameters).
-        while let Some((n, _)) = self.sorted.get(self.next) {
-            if n.as_str() >= name {
-                break;
+        // Skip the names the call left out (absent optional parameters):
+        // one comparison per name passed.
+        while let Some((n, i)) = self.sorted.get(self.next) {
+            match n.as_str().cmp(name) {
+                std::cmp::Ordering::Less => self.next += 1,
+                std::cmp::Ordering::Equal => {
+                    self.next += 1;
+                    return Some(*i);
+                }
+                std::cmp::Ordering::Greater => break,
             }
-            self.next += 1;
         }
-        match self.sorted.get(self.next) {
-            Some((n, i)) if n == name => {
-                self.next += 1;
-                Some(*i)
-            }
-            // Out of order, or unknown: the table decides.
-            _ => self.index.param(self.tool, name),
-        }
+        // Out of order, or unknown: the table decides.
+        self.index.param(self.tool, name)
     }
 }
 

@@ -19,8 +19,9 @@ pub(crate) enum ArgSource {
     Observed,
     /// Everything the session has read.
     Context,
-    /// Provenance by value: the task or trusted outputs holding the value.
-    Value(Vec<NodeId>),
+    /// Provenance by value: the task or trusted outputs holding the value
+    /// (listed in [`CallLabels::by_value`]).
+    Value,
     /// An absent optional argument (or `null`) without lineage: no data.
     Absent,
 }
@@ -34,6 +35,10 @@ pub(crate) struct CallLabels {
     /// Per parameter, with provenance by value (otherwise empty: observed
     /// lineage where given, the context elsewhere).
     pub sources: Vec<ArgSource>,
+    /// (parameter, node) for each argument labelled by value: the task or
+    /// trusted outputs holding its value, in parameter order (one list per
+    /// call, not one per argument).
+    pub by_value: Vec<(u16, NodeId)>,
     /// The join over the arguments (the context's label for a tool without
     /// parameters): what a sink that takes every argument receives.
     pub input: Label,
@@ -95,12 +100,14 @@ impl Session {
             return CallLabels {
                 args: Vec::new(),
                 sources: Vec::new(),
+                by_value: Vec::new(),
                 input,
                 resource: self.resource_label(r.req.tool, &r.req.args),
             };
         }
         let mut args = Vec::with_capacity(r.lineage.len());
         let mut sources = Vec::with_capacity(r.lineage.len());
+        let mut found = Vec::new();
         for i in 0..r.lineage.len() {
             let (label, source) = match r.lineage.get(i) {
                 Some(ids) => (
@@ -116,11 +123,11 @@ impl Session {
                             .args
                             .get(i)
                             .filter(|v| crate::provenance::admits(mode, v))
-                            .and_then(|v| self.state.values.lookup(v))
+                            .and_then(|v| self.state.values.lookup(v, i as u16, &mut found))
                     })
                     .flatten()
                 {
-                    Some((label, nodes)) => (label, ArgSource::Value(nodes)),
+                    Some(label) => (label, ArgSource::Value),
                     None => (context, ArgSource::Context),
                 },
             };
@@ -135,6 +142,7 @@ impl Session {
         CallLabels {
             args,
             sources,
+            by_value: found,
             input,
             resource: self.resource_label(r.req.tool, &r.req.args),
         }
@@ -166,7 +174,7 @@ impl Session {
     /// Records a call that failed well-formedness (for the audit trail).
     pub(crate) fn append_denied(
         &mut self,
-        id: String,
+        id: &str,
         tool: Option<ToolId>,
         agent: usize,
         time: u64,
@@ -201,7 +209,7 @@ impl Session {
     /// (`sanitize(input) ⊔ resource labels`), which output fields join.
     pub(crate) fn append_call(
         &mut self,
-        id: String,
+        id: &str,
         r: &Resolved,
         labels: &CallLabels,
     ) -> (NodeId, Label) {
@@ -255,12 +263,8 @@ impl Session {
         for (param, s) in r.lineage.given() {
             graph.push_edge(s, node, EdgeKind::Data, Trust::Observed, param as u16);
         }
-        for (param, source) in labels.sources.iter().enumerate() {
-            if let ArgSource::Value(nodes) = source {
-                for s in nodes {
-                    graph.push_edge(*s, node, EdgeKind::Data, Trust::Value, param as u16);
-                }
-            }
+        for &(param, s) in &labels.by_value {
+            graph.push_edge(s, node, EdgeKind::Data, Trust::Value, param);
         }
         for &(param, s) in &r.inferred {
             graph.push_edge(s, node, EdgeKind::Data, Trust::Inferred, param);

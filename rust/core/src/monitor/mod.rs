@@ -795,7 +795,7 @@ impl Session {
         let resolved = match resolved {
             Ok(r) => r,
             Err(((rule, reason), tool, agent)) => {
-                let node = self.append_denied(id, tool, agent, time);
+                let node = self.append_denied(&id, tool, agent, time);
                 if collect {
                     stops.push(Stop::deny(rule, reason.clone(), vec![]));
                 }
@@ -813,7 +813,7 @@ impl Session {
 
         // 2. Append the call and label each argument.
         let labels = self.call_labels(&resolved);
-        let (node, field_base) = self.append_call(id, &resolved, &labels);
+        let (node, field_base) = self.append_call(&id, &resolved, &labels);
 
         // 3. Flows into every sink the call reaches.
         let flows = self.check_flows(&resolved, &labels, collect);

@@ -10,6 +10,7 @@ use crate::event::Call;
 use crate::graph::NodeId;
 use crate::policy::{AgentId, ToolId};
 use crate::value::{Decimal, ParamType, TypeMismatch, Value};
+use std::borrow::Cow;
 
 /// Identifies the policy a handle was resolved in: handles are indexes, so
 /// one used with another policy would name the wrong tool.
@@ -264,7 +265,7 @@ impl From<TypedCall> for CallArg<'_> {
     }
 }
 
-impl CallArg<'_> {
+impl<'a> CallArg<'a> {
     /// The call's id.
     pub fn id(&self) -> &str {
         match &self.0 {
@@ -318,17 +319,23 @@ impl CallArg<'_> {
     /// The call's id (moved out of an owned call) and its resolution; a
     /// call that is not well-formed comes back with its tool and agent, as
     /// far as they are known, for the record.
-    pub(crate) fn into_parts(self, session: &Session) -> (String, Result<Resolved, Failed>) {
+    pub(crate) fn into_parts(self, session: &Session) -> (Cow<'a, str>, Result<Resolved, Failed>) {
         match self.0 {
             Input::Json(c) => (
-                c.id.clone(),
+                Cow::Borrowed(c.id.as_str()),
                 session.resolve(c).map_err(|m| {
                     let agent = session.agent_of(c.agent.as_deref()).unwrap_or(0);
                     (m, session.tool_of(&c.tool), agent)
                 }),
             ),
-            Input::Typed(c) => (c.id.clone(), resolve_owned(session, c.clone())),
-            Input::Owned(mut c) => (std::mem::take(&mut c.id), resolve_owned(session, c)),
+            Input::Typed(c) => (
+                Cow::Borrowed(c.id.as_str()),
+                resolve_owned(session, c.clone()),
+            ),
+            Input::Owned(mut c) => (
+                Cow::Owned(std::mem::take(&mut c.id)),
+                resolve_owned(session, c),
+            ),
         }
     }
 }

@@ -144,18 +144,23 @@ impl ValueIndex {
         }
     }
 
-    /// The label of an argument by provenance, and the nodes it came from:
-    /// `None` unless every scalar of it (each element of a list) has one.
-    pub fn lookup(&self, v: &Value) -> Option<(Label, Vec<NodeId>)> {
+    /// The label of argument `param` by provenance, `None` unless every
+    /// scalar of it (each element of a list) has one. The nodes it came
+    /// from are pushed onto `found` as `(param, node)`, each once (nothing
+    /// is pushed on `None`).
+    pub fn lookup(&self, v: &Value, param: u16, found: &mut Vec<(u16, NodeId)>) -> Option<Label> {
+        let start = found.len();
         let mut label = Label::BOTTOM;
-        let mut sources = Vec::new();
         for s in v.scalars() {
-            let (l, node) = self.scalar(s)?;
+            let Some((l, node)) = self.scalar(s) else {
+                found.truncate(start);
+                return None;
+            };
             label = label.join(&l);
-            if !sources.contains(&node) {
-                sources.push(node);
+            if !found[start..].iter().any(|&(_, n)| n == node) {
+                found.push((param, node));
             }
         }
-        Some((label, sources))
+        Some(label)
     }
 }
