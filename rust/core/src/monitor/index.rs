@@ -268,7 +268,7 @@ impl<'a> ParamCursor<'a> {
         // Skip the names the call left out (absent optional parameters):
         // one comparison per name passed.
         while let Some((n, i)) = self.sorted.get(self.next) {
-            match n.as_str().cmp(name) {
+            match cmp_names(n.as_bytes(), name.as_bytes()) {
                 std::cmp::Ordering::Less => self.next += 1,
                 std::cmp::Ordering::Equal => {
                     self.next += 1;
@@ -282,12 +282,34 @@ impl<'a> ParamCursor<'a> {
     }
 }
 
+/// `a.cmp(b)`, deciding most pairs of parameter names by their first
+/// eight bytes as one integer instead of a call to `memcmp`.
+fn cmp_names(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    if let (Some(pa), Some(pb)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+        // Big-endian: integer order is byte order.
+        let ord = u64::from_be_bytes(*pa).cmp(&u64::from_be_bytes(*pb));
+        if ord.is_ne() {
+            return ord;
+        }
+        return a[8..].cmp(&b[8..]);
+    }
+    a.cmp(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::label::Label;
     use crate::policy::{Param, Tool};
     use crate::value::ParamType;
+
+    proptest::proptest! {
+        /// Names compare by their prefix as they compare byte by byte.
+        #[test]
+        fn names_compare_as_bytes(a in "[a-c_]{0,12}", b in "[a-c_]{0,12}") {
+            proptest::prop_assert_eq!(cmp_names(a.as_bytes(), b.as_bytes()), a.cmp(&b));
+        }
+    }
 
     fn policy(names: &[&str]) -> Policy {
         let mut p = Policy::empty("cursor");

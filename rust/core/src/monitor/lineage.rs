@@ -66,7 +66,7 @@ impl CallLabels {
 
 /// Whether argument `i` is absent (or `null`).
 fn is_absent(r: &Resolved, i: usize) -> bool {
-    r.req.args.get(i).is_some_and(|v| *v == Value::Null)
+    matches!(r.req.args.get(i), Some(Value::Null))
 }
 
 /// Whether some argument passes data: it has observed lineage or a value.
