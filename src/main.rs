@@ -16,6 +16,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// mimalloc, as `agenra-bench` (whose figures must describe this binary)
+/// uses it under its counting wrapper.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Writes to standard output; when the reader has gone away
 /// (`agenra replay ... | head -1`) the process ends quietly instead of
 /// panicking like `print!` does.

@@ -3,30 +3,31 @@
 //! installs it (two atomic operations per allocation have no place in a
 //! production binary).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
 
-/// The system allocator, counting the bytes it has handed out and not got
-/// back. Install it with `#[global_allocator]`.
-pub struct Counting;
+/// An allocator (the one the `agenra` binary installs), counting the bytes
+/// it has handed out and not got back. Install it with
+/// `#[global_allocator]`.
+pub struct Counting<A>(pub A);
 
-// SAFETY: every call is forwarded unchanged to the system allocator; the
+// SAFETY: every call is forwarded unchanged to the inner allocator; the
 // counter is only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
+unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        System.alloc(layout)
+        self.0.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.dealloc(ptr, layout)
+        self.0.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
         LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        System.realloc(ptr, layout, new_size)
+        self.0.realloc(ptr, layout, new_size)
     }
 }
 
