@@ -97,6 +97,40 @@ pub enum StoreError {
     },
 }
 
+/// Records [`Log::reread`] reads per backend call (a batch's lines are in
+/// memory together).
+const REREAD_BATCH: usize = 4096;
+
+/// Each record's hash as [`Log::read_noting`] checked it (32 bytes a
+/// record, for the length of recovery).
+#[derive(Default)]
+pub struct Noted {
+    digests: Vec<[u8; 32]>,
+}
+
+impl Noted {
+    /// Whether `line` is the record `seq` as it was checked: its bytes hash
+    /// to the same hash, and it claims that hash.
+    fn check(&self, seq: u64, line: &[u8]) -> Result<(), VerifyError> {
+        let fail = |reason: &str| VerifyError {
+            seq,
+            reason: reason.to_string(),
+        };
+        let noted = usize::try_from(seq.wrapping_sub(1))
+            .ok()
+            .and_then(|i| self.digests.get(i))
+            .ok_or_else(|| fail("it was not read when the log was checked"))?;
+        let (claimed, digest) = record::line_digest(line)
+            .ok_or_else(|| fail("the line does not end with its \"hash\" field"))?;
+        if digest != *noted || claimed != record::hex(noted) {
+            return Err(fail(
+                "it changed since the chain was checked at start (read again, its bytes differ)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// An append-only, hash-chained log on a [`Backend`].
 pub struct Log {
     backend: Box<dyn Backend>,
@@ -479,6 +513,47 @@ impl Log {
     ///
     /// Returns the head the chain ends at.
     pub fn read(&self, from: u64, f: Visit<'_>) -> Result<Head, StoreError> {
+        self.read_checked(from, &mut |seq, line, _| f(seq, line))
+    }
+
+    /// [`Log::read`] from the first record, keeping each record's hash:
+    /// [`Log::reread`] then reads some records again and refuses any whose
+    /// bytes are not the ones this read checked. Recovery reads the log
+    /// once this way (`docs/store.md`, "Recovery").
+    pub fn read_noting(&self, f: Visit<'_>) -> Result<(Head, Noted), StoreError> {
+        let mut noted = Noted::default();
+        let head = self.read_checked(1, &mut |seq, line, digest| {
+            noted.digests.push(digest);
+            f(seq, line)
+        })?;
+        Ok((head, noted))
+    }
+
+    /// Calls `f` with the records at `seqs` (ascending, each at most the
+    /// head [`Log::read_noting`] returned), in that order, each after
+    /// checking that its bytes hash to the hash that read checked: the
+    /// chain is not read again, and a record changed since is an error
+    /// naming it. Reads by key where the backend can, in batches (a
+    /// backend without keyed reads scans once).
+    pub fn reread(&self, noted: &Noted, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        let mut checked = |seq: u64, line: &[u8]| {
+            noted.check(seq, line)?;
+            f(seq, line)
+        };
+        if !self.backend.keyed_reads() {
+            return self.backend.get(seqs, &mut checked);
+        }
+        for batch in seqs.chunks(REREAD_BATCH) {
+            self.backend.get(batch, &mut checked)?;
+        }
+        Ok(())
+    }
+
+    fn read_checked(
+        &self,
+        from: u64,
+        f: &mut dyn FnMut(u64, &[u8], [u8; 32]) -> Result<(), StoreError>,
+    ) -> Result<Head, StoreError> {
         let shared = self.backend.shared();
         let limit = self.head.seq;
         let mut state = record::Verifier::default();
@@ -492,7 +567,7 @@ impl Log {
                 ended = true;
                 return Ok(());
             }
-            state.push(key, line)?;
+            let digest = state.push_digest(key, line)?;
             if key > limit {
                 return Err(VerifyError {
                     seq: key,
@@ -504,7 +579,7 @@ impl Log {
                 .into());
             }
             if key >= from {
-                f(key, line)?;
+                f(key, line, digest)?;
             }
             Ok(())
         })?;
