@@ -27,6 +27,7 @@ mod backend;
 pub mod checkpoint;
 mod commit;
 mod part_commit;
+mod pipe;
 pub mod parts;
 mod pg;
 mod pg_parts;
@@ -520,13 +521,48 @@ impl Log {
     /// [`Log::reread`] then reads some records again and refuses any whose
     /// bytes are not the ones this read checked. Recovery reads the log
     /// once this way (`docs/store.md`, "Recovery").
-    pub fn read_noting(&self, f: Visit<'_>) -> Result<(Head, Noted), StoreError> {
+    ///
+    /// Two threads share the work, in a pipeline that keeps the order:
+    /// this one reads and checks the records (as [`Log::read`]), another
+    /// calls `f` with each checked record, in order. The answer is the
+    /// sequential one: `f` sees only checked records, and an error of `f`
+    /// at a record comes before a check failing at a later one.
+    pub fn read_noting(
+        &self,
+        f: &mut (dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send),
+    ) -> Result<(Head, Noted), StoreError> {
         let mut noted = Noted::default();
-        let head = self.read_checked(1, &mut |seq, line, digest| {
-            noted.digests.push(digest);
-            f(seq, line)
-        })?;
-        Ok((head, noted))
+        let (tx, rx) = std::sync::mpsc::sync_channel::<pipe::Batch>(pipe::IN_FLIGHT);
+        std::thread::scope(|scope| {
+            let visitor = scope.spawn(move || pipe::visit(rx, f));
+            let mut batch = pipe::Batch::default();
+            let mut hung_up = false;
+            let read = self.read_checked(1, &mut |seq, line, digest| {
+                noted.digests.push(digest);
+                batch.push(seq, line);
+                if batch.is_full() {
+                    if tx.send(std::mem::take(&mut batch)).is_err() {
+                        // The visitor stopped at an error: it is the answer.
+                        hung_up = true;
+                        return Err(StoreError::Stopped("the visitor stopped".into()));
+                    }
+                }
+                Ok(())
+            });
+            // What was checked before a failing record is visited first.
+            let _ = tx.send(batch);
+            drop(tx);
+            let visited = visitor
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match (visited, read) {
+                (Err(e), _) => Err(e),
+                (Ok(()), Err(e)) if !hung_up => Err(e),
+                (Ok(()), Err(_)) => Err(StoreError::Stopped("the visitor stopped".into())),
+                (Ok(()), Ok(head)) => Ok(head),
+            }
+        })
+        .map(|head| (head, noted))
     }
 
     /// Calls `f` with the records at `seqs` (ascending, each at most the
