@@ -27,7 +27,7 @@ mod backend;
 pub mod checkpoint;
 mod commit;
 mod part_commit;
-mod pipe;
+mod reader;
 pub mod parts;
 mod pg;
 mod pg_parts;
@@ -532,37 +532,35 @@ impl Log {
         f: &mut (dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send),
     ) -> Result<(Head, Noted), StoreError> {
         let mut noted = Noted::default();
-        let (tx, rx) = std::sync::mpsc::sync_channel::<pipe::Batch>(pipe::IN_FLIGHT);
-        std::thread::scope(|scope| {
-            let visitor = scope.spawn(move || pipe::visit(rx, f));
-            let mut batch = pipe::Batch::default();
-            let mut hung_up = false;
-            let read = self.read_checked(1, &mut |seq, line, digest| {
-                noted.digests.push(digest);
-                batch.push(seq, line);
-                if batch.is_full() {
-                    if tx.send(std::mem::take(&mut batch)).is_err() {
-                        // The visitor stopped at an error: it is the answer.
-                        hung_up = true;
-                        return Err(StoreError::Stopped("the visitor stopped".into()));
-                    }
-                }
-                Ok(())
+        let check = reader::Check::new(&self.head, self.backend.shared(), 1);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<reader::Batch>(reader::IN_FLIGHT);
+        let digests = &mut noted.digests;
+        let (checked, read) = std::thread::scope(|scope| {
+            let checking = scope.spawn(move || {
+                reader::check(rx, check, &mut |seq, line, digest| {
+                    digests.push(digest);
+                    f(seq, line)
+                })
             });
-            // What was checked before a failing record is visited first.
+            let mut batch = reader::Batch::default();
+            let read = self
+                .backend
+                .scan(1, &mut |key, line| reader::send(&tx, &mut batch, key, line));
+            // What was read before a failure is checked first.
             let _ = tx.send(batch);
             drop(tx);
-            let visited = visitor
+            let checked = checking
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            match (visited, read) {
-                (Err(e), _) => Err(e),
-                (Ok(()), Err(e)) if !hung_up => Err(e),
-                (Ok(()), Err(_)) => Err(StoreError::Stopped("the visitor stopped".into())),
-                (Ok(()), Ok(head)) => Ok(head),
-            }
-        })
-        .map(|head| (head, noted))
+            (checked, read)
+        });
+        // A failure of the checking side comes first in key order; a
+        // failed read is the answer when all it read checked.
+        let head = match (checked, read) {
+            (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+            (Ok(check), Ok(())) => check.end()?,
+        };
+        Ok((head, noted))
     }
 
     /// Calls `f` with the records at `seqs` (ascending, each at most the
@@ -585,52 +583,13 @@ impl Log {
         Ok(())
     }
 
-    fn read_checked(
-        &self,
-        from: u64,
-        f: &mut dyn FnMut(u64, &[u8], [u8; 32]) -> Result<(), StoreError>,
-    ) -> Result<Head, StoreError> {
-        let shared = self.backend.shared();
-        let limit = self.head.seq;
-        let mut state = record::Verifier::default();
-        let mut ended = false;
+    fn read_checked(&self, from: u64, f: reader::Checked<'_>) -> Result<Head, StoreError> {
+        let mut check = reader::Check::new(&self.head, self.backend.shared(), from);
         self.backend.scan(1, &mut |key, line| {
-            if ended {
-                return Ok(());
-            }
-            if shared && key > limit && key == state.head().seq + 1 {
-                // Appended by another replica since this log's head was read.
-                ended = true;
-                return Ok(());
-            }
-            let digest = state.push_digest(key, line)?;
-            if key > limit {
-                return Err(VerifyError {
-                    seq: key,
-                    reason: format!(
-                        "it is past the store's head, which says {} records ending in {}",
-                        self.head.seq, self.head.hash
-                    ),
-                }
-                .into());
-            }
-            if key >= from {
-                f(key, line, digest)?;
-            }
-            Ok(())
+            let digest = record::line_digest(line).map(|(_, d)| d);
+            check.record(key, line, digest, f)
         })?;
-        let got = state.head();
-        if got != self.head {
-            return Err(VerifyError {
-                seq: got.seq + 1,
-                reason: format!(
-                    "the store's head says {} records ending in {}, the chain has {} ending in {}",
-                    self.head.seq, self.head.hash, got.seq, got.hash
-                ),
-            }
-            .into());
-        }
-        Ok(got)
+        check.end()
     }
 }
 
@@ -729,6 +688,80 @@ mod tests {
         );
         let e = got(&log, &[3, 7]).unwrap_err().to_string();
         assert!(e.contains("record 7") || e.contains("7"), "{e}");
+    }
+
+    /// A memory log of `n` records (big enough for several batches of the
+    /// pipeline) whose record `changed` (if any) has other bytes.
+    fn log_of(n: u64, changed: Option<u64>) -> Log {
+        let mut log = Log::open(Box::new(MemoryBackend::default())).unwrap();
+        let pad = "x".repeat(500);
+        let mut records: Vec<Record> = (0..n).map(|i| event(&format!("{i} {pad}"))).collect();
+        let heads = log.append(&mut records).unwrap();
+        let mut backend = MemoryBackend::default();
+        let mut lines = vec![];
+        log.scan(1, &mut |seq, line| {
+            let mut line = line.to_vec();
+            if Some(seq) == changed {
+                line = String::from_utf8(line).unwrap().replace(" x", " y").into_bytes();
+            }
+            lines.push(line);
+            Ok(())
+        })
+        .unwrap();
+        backend.append(1, &lines, &heads[heads.len() - 1]).unwrap();
+        Log::open(Box::new(backend)).unwrap()
+    }
+
+    #[test]
+    fn the_pipelined_read_answers_as_the_sequential_one() {
+        let n = 5000;
+        let intact = log_of(n, None);
+        let mut seen = vec![];
+        let (head, noted) = intact
+            .read_noting(&mut |seq, _| {
+                seen.push(seq);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(head, intact.verify().unwrap());
+        assert_eq!(seen, (1..=n).collect::<Vec<_>>());
+        // Read again by number: each must be the record checked.
+        let mut again = vec![];
+        intact
+            .reread(&noted, &[2, 4000], &mut |seq, _| {
+                again.push(seq);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(again, vec![2, 4000]);
+        let other = log_of(n, Some(4000));
+        let e = other.reread(&noted, &[4000], &mut |_, _| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("audit record 4000: it changed"), "{e}");
+
+        // A changed record: the same error as the sequential read, and
+        // nothing from it on is visited.
+        let broken = log_of(n, Some(3001));
+        let sequential = broken.verify().unwrap_err().to_string();
+        let mut last = 0;
+        let e = broken
+            .read_noting(&mut |seq, _| {
+                last = seq;
+                Ok(())
+            })
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), sequential);
+        assert!(sequential.contains("audit record 3001"), "{sequential}");
+        assert_eq!(last, 3000);
+        // The visitor failing first is the answer.
+        let e = broken
+            .read_noting(&mut |seq, _| match seq {
+                17 => Err(StoreError::Stopped("seventeen".into())),
+                _ => Ok(()),
+            })
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("seventeen"), "{e}");
     }
 
     #[test]

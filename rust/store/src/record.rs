@@ -230,6 +230,20 @@ pub fn split_line(line: &[u8]) -> Option<(&str, String)> {
 
 /// [`split_line`] with the hash the bytes have as its 32 bytes.
 pub(crate) fn line_digest(line: &[u8]) -> Option<(&str, [u8; 32])> {
+    let (claimed, body) = split_claimed(line)?;
+    let mut hasher = Sha256::new();
+    hasher.update(body);
+    hasher.update(b"}");
+    Some((claimed, hasher.finalize().into()))
+}
+
+/// The hash a line claims.
+fn claimed_hash(line: &[u8]) -> Option<&str> {
+    split_claimed(line).map(|(claimed, _)| claimed)
+}
+
+/// The hash a line claims, and its bytes before the `"hash"` field.
+fn split_claimed(line: &[u8]) -> Option<(&str, &[u8])> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let body = line.strip_suffix(b"\"}")?;
@@ -237,10 +251,7 @@ pub(crate) fn line_digest(line: &[u8]) -> Option<(&str, [u8; 32])> {
         .windows(HASH_FIELD.len())
         .rposition(|w| w == HASH_FIELD)?;
     let claimed = std::str::from_utf8(&body[at + HASH_FIELD.len()..]).ok()?;
-    let mut hasher = Sha256::new();
-    hasher.update(&body[..at]);
-    hasher.update(b"}");
-    Some((claimed, hasher.finalize().into()))
+    Some((claimed, &body[..at]))
 }
 
 /// The fields the chain check reads.
@@ -276,10 +287,27 @@ impl Verifier {
         self.push_digest(at, line).map(|_| ())
     }
 
+    /// The key the next record must be stored under.
+    pub fn next_seq(&self) -> u64 {
+        self.head.as_ref().map_or(0, |h| h.seq) + 1
+    }
+
     /// [`Verifier::push`], returning the 32 bytes of the record's hash.
     pub fn push_digest(&mut self, at: u64, line: &[u8]) -> Result<[u8; 32], VerifyError> {
+        let digest = line_digest(line).map(|(_, d)| d);
+        self.push_digested(at, line, digest)
+    }
+
+    /// [`Verifier::push_digest`] with the line's hash computed already
+    /// (`digest`: what [`line_digest`] gives for `line`).
+    pub fn push_digested(
+        &mut self,
+        at: u64,
+        line: &[u8],
+        digest: Option<[u8; 32]>,
+    ) -> Result<[u8; 32], VerifyError> {
         let head = self.head.take().unwrap_or_default();
-        match check_link(&head, at, line) {
+        match check_link(&head, at, line, digest) {
             Ok((next, digest)) => {
                 self.head = Some(next);
                 Ok(digest)
@@ -294,7 +322,12 @@ impl Verifier {
 
 /// Checks the record stored under key `at` after `head` (see
 /// [`Verifier::push`]): its head, and its hash's bytes.
-fn check_link(head: &Head, at: u64, line: &[u8]) -> Result<(Head, [u8; 32]), VerifyError> {
+fn check_link(
+    head: &Head,
+    at: u64,
+    line: &[u8],
+    digest: Option<[u8; 32]>,
+) -> Result<(Head, [u8; 32]), VerifyError> {
     let expected = head.seq + 1;
     if at != expected {
         return Err(VerifyError {
@@ -306,7 +339,7 @@ fn check_link(head: &Head, at: u64, line: &[u8]) -> Result<(Head, [u8; 32]), Ver
         });
     }
     let fail = |reason: String| VerifyError { seq: at, reason };
-    let Some((claimed, digest)) = line_digest(line) else {
+    let (Some(claimed), Some(digest)) = (claimed_hash(line), digest) else {
         return Err(fail("the line does not end with its \"hash\" field".into()));
     };
     let actual = hex(&digest);
