@@ -174,12 +174,18 @@ impl Shared {
         let mut restored = HashMap::new();
         let mut skipped = 0;
         for (key, track) in pass.tracks {
-            let session = track.chosen.as_ref().and_then(|c| {
-                self.restored_session(&key, c, track.opened.as_ref())
+            // A snapshot of a session whose `session` record does not
+            // precede it is never used (the log fails elsewhere anyway).
+            let opened = track.opened.as_ref();
+            let chosen = track
+                .chosen
+                .filter(|c| opened.is_some_and(|&(at, _, _)| at < c.seq));
+            let session = chosen.as_ref().and_then(|c| {
+                self.restored_session(&key, c, opened)
                     .map_err(|why| snapshot::warn(c.seq, &why))
                     .ok()
             });
-            let (Some(session), Some(c)) = (session, track.chosen) else {
+            let (Some(session), Some(c)) = (session, chosen) else {
                 again.extend(track.notes.iter().map(|&(seq, _)| seq));
                 continue;
             };
@@ -209,7 +215,7 @@ impl Shared {
         c: &snapshot::Chosen,
         opened: Option<&(u64, String, Option<u64>)>,
     ) -> Result<Session, String> {
-        let Some((at, opened_under, window)) = opened.filter(|o| o.0 < c.seq) else {
+        let Some((at, opened_under, window)) = opened else {
             return Err("no session record precedes it".into());
         };
         if c.policy_hash != *opened_under {
