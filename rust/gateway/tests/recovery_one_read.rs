@@ -61,7 +61,11 @@ fn kinds(lines: &[Vec<u8>]) -> Vec<String> {
         .iter()
         .map(|l| {
             let r: Record = serde_json::from_slice(l).unwrap();
-            serde_json::to_value(r.kind).unwrap().as_str().unwrap().to_string()
+            serde_json::to_value(r.kind)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
         })
         .collect()
 }
@@ -105,7 +109,10 @@ fn a_changed_record_that_a_snapshot_covers_is_still_refused() {
     let e = open(Log::open(Box::new(backend(&lines, &head))).unwrap())
         .err()
         .unwrap();
-    assert!(e.contains("audit record 4") && e.contains("was changed"), "{e}");
+    assert!(
+        e.contains("audit record 4") && e.contains("was changed"),
+        "{e}"
+    );
 }
 
 /// A backend whose keyed reads give other bytes for one record than its

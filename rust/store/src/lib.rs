@@ -27,10 +27,10 @@ mod backend;
 pub mod checkpoint;
 mod commit;
 mod part_commit;
-mod reader;
 pub mod parts;
 mod pg;
 mod pg_parts;
+mod reader;
 mod record;
 
 pub use backend::{Backend, MemoryBackend, RedbBackend};
@@ -702,7 +702,10 @@ mod tests {
         log.scan(1, &mut |seq, line| {
             let mut line = line.to_vec();
             if Some(seq) == changed {
-                line = String::from_utf8(line).unwrap().replace(" x", " y").into_bytes();
+                line = String::from_utf8(line)
+                    .unwrap()
+                    .replace(" x", " y")
+                    .into_bytes();
             }
             lines.push(line);
             Ok(())
@@ -735,8 +738,13 @@ mod tests {
             .unwrap();
         assert_eq!(again, vec![2, 4000]);
         let other = log_of(n, Some(4000));
-        let e = other.reread(&noted, &[4000], &mut |_, _| Ok(())).unwrap_err();
-        assert!(e.to_string().contains("audit record 4000: it changed"), "{e}");
+        let e = other
+            .reread(&noted, &[4000], &mut |_, _| Ok(()))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("audit record 4000: it changed"),
+            "{e}"
+        );
 
         // A changed record: the same error as the sequential read, and
         // nothing from it on is visited.

@@ -133,7 +133,9 @@ impl Shared {
                     }
                     (_, now) => track.ledger_hash = now.map(str::to_string),
                 }
-                track.notes.push((seq, leaves(g.event.as_ref(), g.verdict.as_deref())));
+                track
+                    .notes
+                    .push((seq, leaves(g.event.as_ref(), g.verdict.as_deref())));
             }
             Kind::Snapshot => {
                 let Some(snapshot) = g.snapshot else {
@@ -200,7 +202,14 @@ impl Shared {
                 skipped += u64::from(seq < c.seq);
             }
             let upto = c.seq;
-            restored.insert(key, Restored { session, upto, used });
+            restored.insert(
+                key,
+                Restored {
+                    session,
+                    upto,
+                    used,
+                },
+            );
         }
         again.sort_unstable();
         self.snapshot_stats.add(restored.len() as u64, skipped);

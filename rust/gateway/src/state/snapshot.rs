@@ -180,7 +180,10 @@ pub(super) fn rebuild(
 }
 
 impl Shared {
-    pub(super) fn entry_of(&self, key: &Key) -> Result<std::sync::Arc<std::sync::Mutex<Entry>>, String> {
+    pub(super) fn entry_of(
+        &self,
+        key: &Key,
+    ) -> Result<std::sync::Arc<std::sync::Mutex<Entry>>, String> {
         self.sessions
             .read()
             .map_err(|_| "poisoned")?
