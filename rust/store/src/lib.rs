@@ -52,6 +52,9 @@ pub use record::{
 /// Called with each stored line and its sequence number, in order.
 pub type Visit<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>;
 
+/// A [`Visit`] that may run on another thread ([`Log::read_noting`]).
+pub type SendVisit<'a> = &'a mut (dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send);
+
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -527,10 +530,7 @@ impl Log {
     /// calls `f` with each checked record, in order. The answer is the
     /// sequential one: `f` sees only checked records, and an error of `f`
     /// at a record comes before a check failing at a later one.
-    pub fn read_noting(
-        &self,
-        f: &mut (dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send),
-    ) -> Result<(Head, Noted), StoreError> {
+    pub fn read_noting(&self, f: SendVisit<'_>) -> Result<(Head, Noted), StoreError> {
         let mut noted = Noted::default();
         let check = reader::Check::new(&self.head, self.backend.shared(), 1);
         let (tx, rx) = std::sync::mpsc::sync_channel::<reader::Batch>(reader::IN_FLIGHT);
