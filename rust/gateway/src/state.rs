@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 mod close;
 mod evict;
 mod parts;
+mod recover;
 mod snapshot;
 
 pub use close::ClosedView;
@@ -1269,21 +1270,10 @@ impl Gateway {
         certification: impl Into<Certification>,
     ) -> Result<Gateway, OpenError> {
         let certification = certification.into();
-        // The chain checked, and each session's last good snapshot chosen.
-        let (head, mut plan) = snapshot::plan(&log)?;
         let shared = Arc::new(Shared::new(&policy));
-        // Up to the verified head: on a shared log, what other replicas
+        // Up to the checked head: on a shared log, what other replicas
         // append meanwhile is caught up with by the first transaction.
-        log.scan(1, &mut |seq, line| {
-            if seq > head.seq {
-                return Ok(());
-            }
-            shared.evict.note_line(seq, line);
-            shared
-                .recover_line(&mut plan, seq, line)
-                .map_err(|reason| StoreError::Diverged { seq, reason })
-        })
-        .map_err(|e| match e {
+        shared.recover(&log).map_err(|e| match e {
             StoreError::Diverged { seq, reason } => OpenError::Recover { seq, reason },
             other => OpenError::Store(other),
         })?;

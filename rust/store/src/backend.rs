@@ -43,6 +43,11 @@ pub trait Backend: Send {
             Some(seq) => Err(missing(seq)),
         }
     }
+    /// Whether [`get`](Backend::get) reads only the records named (by key)
+    /// rather than scanning from the first of them.
+    fn keyed_reads(&self) -> bool {
+        false
+    }
     /// Whether other processes append to this log too (replicas): then
     /// every write goes through [`begin`](Backend::begin) and
     /// [`commit`](Backend::commit). False for an embedded, locked file.
@@ -457,6 +462,10 @@ impl Backend for RedbBackend {
         scanned
     }
 
+    fn keyed_reads(&self) -> bool {
+        true
+    }
+
     fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
         // Read first, then visit: the caller's code runs outside the guard.
         let lines = self.guard(|db| {
@@ -521,6 +530,10 @@ impl Backend for MemoryBackend {
             f(i as u64 + 1, line)?;
         }
         Ok(())
+    }
+
+    fn keyed_reads(&self) -> bool {
+        true
     }
 
     fn get(&self, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {

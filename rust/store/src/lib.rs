@@ -30,6 +30,7 @@ mod part_commit;
 pub mod parts;
 mod pg;
 mod pg_parts;
+mod reader;
 mod record;
 
 pub use backend::{Backend, MemoryBackend, RedbBackend};
@@ -50,6 +51,9 @@ pub use record::{
 
 /// Called with each stored line and its sequence number, in order.
 pub type Visit<'a> = &'a mut dyn FnMut(u64, &[u8]) -> Result<(), StoreError>;
+
+/// A [`Visit`] that may run on another thread ([`Log::read_noting`]).
+pub type SendVisit<'a> = &'a mut (dyn FnMut(u64, &[u8]) -> Result<(), StoreError> + Send);
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +99,40 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+}
+
+/// Records [`Log::reread`] reads per backend call (a batch's lines are in
+/// memory together).
+const REREAD_BATCH: usize = 4096;
+
+/// Each record's hash as [`Log::read_noting`] checked it (32 bytes a
+/// record, for the length of recovery).
+#[derive(Default)]
+pub struct Noted {
+    digests: Vec<[u8; 32]>,
+}
+
+impl Noted {
+    /// Whether `line` is the record `seq` as it was checked: its bytes hash
+    /// to the same hash, and it claims that hash.
+    fn check(&self, seq: u64, line: &[u8]) -> Result<(), VerifyError> {
+        let fail = |reason: &str| VerifyError {
+            seq,
+            reason: reason.to_string(),
+        };
+        let noted = usize::try_from(seq.wrapping_sub(1))
+            .ok()
+            .and_then(|i| self.digests.get(i))
+            .ok_or_else(|| fail("it was not read when the log was checked"))?;
+        let (claimed, digest) = record::line_digest(line)
+            .ok_or_else(|| fail("the line does not end with its \"hash\" field"))?;
+        if digest != *noted || claimed != record::hex(noted) {
+            return Err(fail(
+                "it changed since the chain was checked at start (read again, its bytes differ)",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// An append-only, hash-chained log on a [`Backend`].
@@ -479,47 +517,79 @@ impl Log {
     ///
     /// Returns the head the chain ends at.
     pub fn read(&self, from: u64, f: Visit<'_>) -> Result<Head, StoreError> {
-        let shared = self.backend.shared();
-        let limit = self.head.seq;
-        let mut state = record::Verifier::default();
-        let mut ended = false;
-        self.backend.scan(1, &mut |key, line| {
-            if ended {
-                return Ok(());
-            }
-            if shared && key > limit && key == state.head().seq + 1 {
-                // Appended by another replica since this log's head was read.
-                ended = true;
-                return Ok(());
-            }
-            state.push(key, line)?;
-            if key > limit {
-                return Err(VerifyError {
-                    seq: key,
-                    reason: format!(
-                        "it is past the store's head, which says {} records ending in {}",
-                        self.head.seq, self.head.hash
-                    ),
-                }
-                .into());
-            }
-            if key >= from {
-                f(key, line)?;
-            }
-            Ok(())
-        })?;
-        let got = state.head();
-        if got != self.head {
-            return Err(VerifyError {
-                seq: got.seq + 1,
-                reason: format!(
-                    "the store's head says {} records ending in {}, the chain has {} ending in {}",
-                    self.head.seq, self.head.hash, got.seq, got.hash
-                ),
-            }
-            .into());
+        self.read_checked(from, &mut |seq, line, _| f(seq, line))
+    }
+
+    /// [`Log::read`] from the first record, keeping each record's hash:
+    /// [`Log::reread`] then reads some records again and refuses any whose
+    /// bytes are not the ones this read checked. Recovery reads the log
+    /// once this way (`docs/store.md`, "Recovery").
+    ///
+    /// Two threads share the work, in a pipeline that keeps the order:
+    /// this one reads and checks the records (as [`Log::read`]), another
+    /// calls `f` with each checked record, in order. The answer is the
+    /// sequential one: `f` sees only checked records, and an error of `f`
+    /// at a record comes before a check failing at a later one.
+    pub fn read_noting(&self, f: SendVisit<'_>) -> Result<(Head, Noted), StoreError> {
+        let mut noted = Noted::default();
+        let check = reader::Check::new(&self.head, self.backend.shared(), 1);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<reader::Batch>(reader::IN_FLIGHT);
+        let digests = &mut noted.digests;
+        let (checked, read) = std::thread::scope(|scope| {
+            let checking = scope.spawn(move || {
+                reader::check(rx, check, &mut |seq, line, digest| {
+                    digests.push(digest);
+                    f(seq, line)
+                })
+            });
+            let mut batch = reader::Batch::default();
+            let read = self
+                .backend
+                .scan(1, &mut |key, line| reader::send(&tx, &mut batch, key, line));
+            // What was read before a failure is checked first.
+            let _ = tx.send(batch);
+            drop(tx);
+            let checked = checking
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (checked, read)
+        });
+        // A failure of the checking side comes first in key order; a
+        // failed read is the answer when all it read checked.
+        let head = match (checked, read) {
+            (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+            (Ok(check), Ok(())) => check.end()?,
+        };
+        Ok((head, noted))
+    }
+
+    /// Calls `f` with the records at `seqs` (ascending, each at most the
+    /// head [`Log::read_noting`] returned), in that order, each after
+    /// checking that its bytes hash to the hash that read checked: the
+    /// chain is not read again, and a record changed since is an error
+    /// naming it. Reads by key where the backend can, in batches (a
+    /// backend without keyed reads scans once).
+    pub fn reread(&self, noted: &Noted, seqs: &[u64], f: Visit<'_>) -> Result<(), StoreError> {
+        let mut checked = |seq: u64, line: &[u8]| {
+            noted.check(seq, line)?;
+            f(seq, line)
+        };
+        if !self.backend.keyed_reads() {
+            return self.backend.get(seqs, &mut checked);
         }
-        Ok(got)
+        for batch in seqs.chunks(REREAD_BATCH) {
+            self.backend.get(batch, &mut checked)?;
+        }
+        Ok(())
+    }
+
+    fn read_checked(&self, from: u64, f: reader::Checked<'_>) -> Result<Head, StoreError> {
+        let mut check = reader::Check::new(&self.head, self.backend.shared(), from);
+        self.backend.scan(1, &mut |key, line| {
+            let digest = record::line_digest(line).map(|(_, d)| d);
+            check.record(key, line, digest, f)
+        })?;
+        check.end()
     }
 }
 
@@ -618,6 +688,88 @@ mod tests {
         );
         let e = got(&log, &[3, 7]).unwrap_err().to_string();
         assert!(e.contains("record 7") || e.contains("7"), "{e}");
+    }
+
+    /// A memory log of `n` records (big enough for several batches of the
+    /// pipeline) whose record `changed` (if any) has other bytes.
+    fn log_of(n: u64, changed: Option<u64>) -> Log {
+        let mut log = Log::open(Box::new(MemoryBackend::default())).unwrap();
+        let pad = "x".repeat(500);
+        let mut records: Vec<Record> = (0..n).map(|i| event(&format!("{i} {pad}"))).collect();
+        let heads = log.append(&mut records).unwrap();
+        let mut backend = MemoryBackend::default();
+        let mut lines = vec![];
+        log.scan(1, &mut |seq, line| {
+            let mut line = line.to_vec();
+            if Some(seq) == changed {
+                line = String::from_utf8(line)
+                    .unwrap()
+                    .replace(" x", " y")
+                    .into_bytes();
+            }
+            lines.push(line);
+            Ok(())
+        })
+        .unwrap();
+        backend.append(1, &lines, &heads[heads.len() - 1]).unwrap();
+        Log::open(Box::new(backend)).unwrap()
+    }
+
+    #[test]
+    fn the_pipelined_read_answers_as_the_sequential_one() {
+        let n = 5000;
+        let intact = log_of(n, None);
+        let mut seen = vec![];
+        let (head, noted) = intact
+            .read_noting(&mut |seq, _| {
+                seen.push(seq);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(head, intact.verify().unwrap());
+        assert_eq!(seen, (1..=n).collect::<Vec<_>>());
+        // Read again by number: each must be the record checked.
+        let mut again = vec![];
+        intact
+            .reread(&noted, &[2, 4000], &mut |seq, _| {
+                again.push(seq);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(again, vec![2, 4000]);
+        let other = log_of(n, Some(4000));
+        let e = other
+            .reread(&noted, &[4000], &mut |_, _| Ok(()))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("audit record 4000: it changed"),
+            "{e}"
+        );
+
+        // A changed record: the same error as the sequential read, and
+        // nothing from it on is visited.
+        let broken = log_of(n, Some(3001));
+        let sequential = broken.verify().unwrap_err().to_string();
+        let mut last = 0;
+        let e = broken
+            .read_noting(&mut |seq, _| {
+                last = seq;
+                Ok(())
+            })
+            .err()
+            .unwrap();
+        assert_eq!(e.to_string(), sequential);
+        assert!(sequential.contains("audit record 3001"), "{sequential}");
+        assert_eq!(last, 3000);
+        // The visitor failing first is the answer.
+        let e = broken
+            .read_noting(&mut |seq, _| match seq {
+                17 => Err(StoreError::Stopped("seventeen".into())),
+                _ => Ok(()),
+            })
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("seventeen"), "{e}");
     }
 
     #[test]

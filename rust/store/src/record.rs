@@ -195,12 +195,15 @@ pub struct VerifyError {
     pub reason: String,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+/// `sha256:` and the digest in lower-case hex (a table, not `write!`:
+/// recovery formats one per record).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(7 + 2 * bytes.len());
     s.push_str("sha256:");
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
@@ -221,6 +224,26 @@ pub fn chain_line(record: &Record) -> Result<(Vec<u8>, String), serde_json::Erro
 /// Splits a stored line into the hash it claims and the hash its bytes
 /// have. `None` when the line does not end in a `"hash"` field.
 pub fn split_line(line: &[u8]) -> Option<(&str, String)> {
+    let (claimed, digest) = line_digest(line)?;
+    Some((claimed, hex(&digest)))
+}
+
+/// [`split_line`] with the hash the bytes have as its 32 bytes.
+pub(crate) fn line_digest(line: &[u8]) -> Option<(&str, [u8; 32])> {
+    let (claimed, body) = split_claimed(line)?;
+    let mut hasher = Sha256::new();
+    hasher.update(body);
+    hasher.update(b"}");
+    Some((claimed, hasher.finalize().into()))
+}
+
+/// The hash a line claims.
+fn claimed_hash(line: &[u8]) -> Option<&str> {
+    split_claimed(line).map(|(claimed, _)| claimed)
+}
+
+/// The hash a line claims, and its bytes before the `"hash"` field.
+fn split_claimed(line: &[u8]) -> Option<(&str, &[u8])> {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let body = line.strip_suffix(b"\"}")?;
@@ -228,17 +251,15 @@ pub fn split_line(line: &[u8]) -> Option<(&str, String)> {
         .windows(HASH_FIELD.len())
         .rposition(|w| w == HASH_FIELD)?;
     let claimed = std::str::from_utf8(&body[at + HASH_FIELD.len()..]).ok()?;
-    let mut hasher = Sha256::new();
-    hasher.update(&body[..at]);
-    hasher.update(b"}");
-    Some((claimed, hex(&hasher.finalize())))
+    Some((claimed, &body[..at]))
 }
 
 /// The fields the chain check reads.
 #[derive(Deserialize)]
-struct Link {
+struct Link<'a> {
     seq: u64,
-    prev: String,
+    #[serde(borrow)]
+    prev: std::borrow::Cow<'a, str>,
 }
 
 /// Checks records one at a time.
@@ -263,47 +284,92 @@ impl Verifier {
     /// `seq` is that key, that its `prev` is the hash of the record before,
     /// and that its contents hash to the hash it claims.
     pub fn push(&mut self, at: u64, line: &[u8]) -> Result<(), VerifyError> {
-        let head = self.head();
-        let expected = head.seq + 1;
-        if at != expected {
-            return Err(VerifyError {
-                seq: expected,
-                reason: format!(
-                    "the next record is stored under key {at}, expected key {expected} \
+        self.push_digest(at, line).map(|_| ())
+    }
+
+    /// The key the next record must be stored under.
+    pub fn next_seq(&self) -> u64 {
+        self.head.as_ref().map_or(0, |h| h.seq) + 1
+    }
+
+    /// [`Verifier::push`], returning the 32 bytes of the record's hash.
+    pub fn push_digest(&mut self, at: u64, line: &[u8]) -> Result<[u8; 32], VerifyError> {
+        let digest = line_digest(line).map(|(_, d)| d);
+        self.push_digested(at, line, digest)
+    }
+
+    /// [`Verifier::push_digest`] with the line's hash computed already
+    /// (`digest`: what [`line_digest`] gives for `line`).
+    pub fn push_digested(
+        &mut self,
+        at: u64,
+        line: &[u8],
+        digest: Option<[u8; 32]>,
+    ) -> Result<[u8; 32], VerifyError> {
+        let head = self.head.take().unwrap_or_default();
+        match check_link(&head, at, line, digest) {
+            Ok((next, digest)) => {
+                self.head = Some(next);
+                Ok(digest)
+            }
+            Err(e) => {
+                self.head = Some(head);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Checks the record stored under key `at` after `head` (see
+/// [`Verifier::push`]): its head, and its hash's bytes.
+fn check_link(
+    head: &Head,
+    at: u64,
+    line: &[u8],
+    digest: Option<[u8; 32]>,
+) -> Result<(Head, [u8; 32]), VerifyError> {
+    let expected = head.seq + 1;
+    if at != expected {
+        return Err(VerifyError {
+            seq: expected,
+            reason: format!(
+                "the next record is stored under key {at}, expected key {expected} \
                      (a record is missing or moved, or its key was changed)"
-                ),
-            });
-        }
-        let fail = |reason: String| VerifyError { seq: at, reason };
-        let Some((claimed, actual)) = split_line(line) else {
-            return Err(fail("the line does not end with its \"hash\" field".into()));
-        };
-        let link: Link =
-            serde_json::from_slice(line).map_err(|e| fail(format!("not an audit record: {e}")))?;
-        if link.seq != head.seq + 1 {
-            return Err(fail(format!(
-                "its seq is {}, expected {} (a record is missing, repeated or moved)",
-                link.seq,
-                head.seq + 1
-            )));
-        }
-        if link.prev != head.hash {
-            return Err(fail(format!(
-                "its prev is {}, but the record before it hashes to {}",
-                link.prev, head.hash
-            )));
-        }
-        if claimed != actual {
-            return Err(fail(format!(
-                "its contents hash to {actual}, but it says {claimed} (the record was changed)"
-            )));
-        }
-        self.head = Some(Head {
+            ),
+        });
+    }
+    let fail = |reason: String| VerifyError { seq: at, reason };
+    let (Some(claimed), Some(digest)) = (claimed_hash(line), digest) else {
+        return Err(fail("the line does not end with its \"hash\" field".into()));
+    };
+    let actual = hex(&digest);
+    let link: Link =
+        serde_json::from_slice(line).map_err(|e| fail(format!("not an audit record: {e}")))?;
+    if link.seq != head.seq + 1 {
+        return Err(fail(format!(
+            "its seq is {}, expected {} (a record is missing, repeated or moved)",
+            link.seq,
+            head.seq + 1
+        )));
+    }
+    if link.prev != head.hash {
+        return Err(fail(format!(
+            "its prev is {}, but the record before it hashes to {}",
+            link.prev, head.hash
+        )));
+    }
+    if claimed != actual {
+        return Err(fail(format!(
+            "its contents hash to {actual}, but it says {claimed} (the record was changed)"
+        )));
+    }
+    Ok((
+        Head {
             seq: link.seq,
             hash: actual,
-        });
-        Ok(())
-    }
+        },
+        digest,
+    ))
 }
 
 /// Checks a chain of stored lines (an exported audit file: one record per

@@ -112,16 +112,6 @@ impl SeqList {
     }
 }
 
-/// Which session a stored line belongs to (only what the index needs).
-#[derive(serde::Deserialize)]
-struct Owner<'a> {
-    kind: Kind,
-    #[serde(borrow, default)]
-    tenant: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    session: Option<std::borrow::Cow<'a, str>>,
-}
-
 type Index = Arc<Mutex<HashMap<Key, SeqList>>>;
 
 /// Notes in `index` that `seq` is a record of kind `kind` of session `key`.
@@ -186,17 +176,9 @@ fn not_reloaded(tenant: &str, session: &str, why: impl std::fmt::Display) -> Api
 }
 
 impl Evictor {
-    /// Notes that record `seq` (its stored `line`) belongs to a session.
-    pub(super) fn note_line(&self, seq: u64, line: &[u8]) {
-        let Ok(o) = serde_json::from_slice::<Owner<'_>>(line) else {
-            return;
-        };
-        if let (Some(t), Some(s)) = (o.tenant, o.session) {
-            self.note(&o.kind, (t.into_owned(), s.into_owned()), seq);
-        }
-    }
-
-    fn note(&self, kind: &Kind, key: Key, seq: u64) {
+    /// Notes that record `seq`, of kind `kind`, belongs to session `key`
+    /// (recovery's pass calls it for every record of a session).
+    pub(super) fn note(&self, kind: &Kind, key: Key, seq: u64) {
         note(&self.index, kind, key, seq);
     }
 

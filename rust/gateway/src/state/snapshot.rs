@@ -3,13 +3,13 @@
 //! restart restores each session from its last good snapshot and replays
 //! only the session's events after it (`docs/store.md`, "Snapshots").
 //!
-//! Recovery reads the log twice: [`plan`], while it verifies the chain,
-//! finds each session's last snapshot that matches the records before it (its event count, the last
-//! event's ledger hash, its bytes' SHA-256); [`Shared::recover_line`] then
-//! restores the session at its `session` record and skips its events up
-//! to the snapshot (keeping what the gateway itself needs of them: the
-//! call ids used, the paused calls). A snapshot that does not match or does
-//! not restore is reported on standard error, naming its record, and the
+//! Recovery (`recover`) chooses, while it checks the chain, each
+//! session's last snapshot that matches the records before it (its event
+//! count, the last event's ledger hash, its bytes' SHA-256), restores the
+//! session from it and replays only the session's events after it
+//! (keeping what the gateway itself needs of the others: the call ids
+//! used, the paused calls). A snapshot that does not match or does not
+//! restore is reported on standard error, naming its record, and the
 //! session is replayed in full: never a silent loss.
 //!
 //! Sessions whose policy draws on a tenant's pools are not snapshotted:
@@ -24,10 +24,9 @@ use agenra_core::decision::Verdict;
 use agenra_core::event::Event;
 use agenra_core::monitor::SNAPSHOT_FORMAT;
 use agenra_core::{CompiledPolicy, Session, SessionOptions};
-use agenra_store::{Kind, Log, Record, Snapshot, StoreError};
+use agenra_store::{Kind, Record, Snapshot};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Events between two snapshots of a session by default
@@ -50,34 +49,29 @@ pub(super) struct Counters {
     skipped: AtomicU64,
 }
 
-/// What recovery does with snapshots: per session, the last good one.
-#[derive(Default)]
-pub(super) struct Plan {
-    chosen: HashMap<Key, Chosen>,
-    /// Sessions restored at their `session` record, skipping their events
-    /// up to their snapshot's record (its `seq`).
-    skipping: HashMap<Key, u64>,
+impl Counters {
+    pub(super) fn add(&self, restored: u64, skipped: u64) {
+        self.restored.fetch_add(restored, Ordering::Relaxed);
+        self.skipped.fetch_add(skipped, Ordering::Relaxed);
+    }
 }
 
 /// A session's last snapshot that matches the records before it.
-struct Chosen {
-    seq: u64,
-    snapshot: Snapshot,
-    ledger_hash: String,
-    policy_hash: String,
+pub(super) struct Chosen {
+    /// The snapshot record's number.
+    pub(super) seq: u64,
+    pub(super) snapshot: Snapshot,
+    pub(super) ledger_hash: String,
+    pub(super) policy_hash: String,
 }
 
-/// The fields of a record that planning and skipping read (the others
-/// are passed over).
+/// The fields of a record that recovery's second read and skipping read
+/// (the others are passed over).
 #[derive(Deserialize)]
-struct Header {
-    kind: Kind,
-    tenant: Option<String>,
-    session: Option<String>,
-    ledger_hash: Option<String>,
-    #[serde(default)]
-    policy_hash: String,
-    snapshot: Option<Snapshot>,
+pub(super) struct Header {
+    pub(super) kind: Kind,
+    pub(super) tenant: Option<String>,
+    pub(super) session: Option<String>,
     verdict: Option<String>,
     event: Option<SkippedEvent>,
 }
@@ -89,82 +83,20 @@ struct SkippedEvent {
     id: Option<String>,
 }
 
-/// Per session while planning: its event records so far, the last one's
-/// ledger hash.
-#[derive(Default)]
-struct Seen {
-    events: u64,
-    ledger_hash: Option<String>,
-}
-
-/// Verifies the chain (as [`Log::verify`]) and chooses each session's
-/// snapshot on the way; returns the head the chain ends at.
-pub(super) fn plan(log: &Log) -> Result<(agenra_store::Head, Plan), StoreError> {
-    let mut seen: HashMap<Key, Seen> = HashMap::new();
-    let mut chosen: HashMap<Key, Chosen> = HashMap::new();
-    let head = log.read(1, &mut |seq, line| {
-        // An unreadable record is the replay's to report.
-        let Ok(h) = serde_json::from_slice::<Header>(line) else {
-            return Ok(());
-        };
-        let (Some(t), Some(s)) = (h.tenant, h.session) else {
-            return Ok(());
-        };
-        let key = (t, s);
-        match h.kind {
-            Kind::Event => {
-                let e = seen.entry(key).or_default();
-                e.events += 1;
-                e.ledger_hash = h.ledger_hash;
-            }
-            Kind::Snapshot => {
-                let Some(snapshot) = h.snapshot else {
-                    warn(seq, "a snapshot record without its state");
-                    return Ok(());
-                };
-                let at = seen.get(&key);
-                match matches(&snapshot, h.ledger_hash.as_deref(), at) {
-                    Ok(()) => {
-                        let c = Chosen {
-                            seq,
-                            snapshot,
-                            ledger_hash: h.ledger_hash.unwrap_or_default(),
-                            policy_hash: h.policy_hash,
-                        };
-                        chosen.insert(key, c);
-                    }
-                    Err(why) => warn(seq, &why),
-                }
-            }
-            Kind::Closed => {
-                chosen.remove(&key);
-            }
-            _ => {}
-        }
-        Ok(())
-    })?;
-    let plan = Plan {
-        chosen,
-        skipping: HashMap::new(),
-    };
-    Ok((head, plan))
-}
-
 /// Whether `snapshot` (with the record's `ledger_hash`) is the state after
-/// the session's event records before it (`seen`).
-fn matches(
+/// the session's event records before it (`seen`: how many, the last
+/// one's ledger hash).
+pub(super) fn matches(
     snapshot: &Snapshot,
     ledger_hash: Option<&str>,
-    seen: Option<&Seen>,
+    (events, last): (u64, Option<&str>),
 ) -> Result<(), String> {
-    let events = seen.map_or(0, |s| s.events);
     if snapshot.events != events || events == 0 {
         return Err(format!(
             "the snapshot covers {} events, {events} of the session precede it",
             snapshot.events
         ));
     }
-    let last = seen.and_then(|s| s.ledger_hash.as_deref());
     if ledger_hash.is_none() || ledger_hash != last {
         return Err(format!(
             "the snapshot's ledger hash {} is not the last event's {}",
@@ -214,7 +146,7 @@ fn state_bytes(snapshot: &Snapshot) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-fn warn(seq: u64, why: &str) {
+pub(super) fn warn(seq: u64, why: &str) {
     eprintln!(
         "agenra serve: warning: snapshot record {seq} is not used ({why}); its session is replayed from its start"
     );
@@ -248,67 +180,10 @@ pub(super) fn rebuild(
 }
 
 impl Shared {
-    /// Recovery's [`Shared::replay`], with the snapshots `plan` chose.
-    pub(super) fn recover_line(
+    pub(super) fn entry_of(
         &self,
-        plan: &mut Plan,
-        seq: u64,
-        line: &[u8],
-    ) -> Result<(), String> {
-        let h: Header =
-            serde_json::from_slice(line).map_err(|e| format!("not an audit record: {e}"))?;
-        let key = match (&h.tenant, &h.session) {
-            (Some(t), Some(s)) => (t.clone(), s.clone()),
-            _ => return self.replay(line, true).map(|_| ()),
-        };
-        match h.kind {
-            Kind::Session => {
-                self.replay(line, true)?;
-                if let Some(c) = plan.chosen.remove(&key) {
-                    match self.restore(&key, &c, &h.policy_hash) {
-                        Ok(()) => {
-                            self.snapshot_stats.restored.fetch_add(1, Ordering::Relaxed);
-                            plan.skipping.insert(key, c.seq);
-                        }
-                        Err(why) => warn(c.seq, &why),
-                    }
-                }
-                Ok(())
-            }
-            Kind::Event if plan.skipping.get(&key).is_some_and(|&upto| seq < upto) => {
-                self.snapshot_stats.skipped.fetch_add(1, Ordering::Relaxed);
-                self.skip(&key, h, line)
-            }
-            Kind::Snapshot => {
-                if plan.skipping.get(&key) == Some(&seq) {
-                    plan.skipping.remove(&key);
-                }
-                Ok(())
-            }
-            _ => self.replay(line, true).map(|_| ()),
-        }
-    }
-
-    /// Puts the session `c` captured in place of the new session `key`.
-    fn restore(&self, key: &Key, c: &Chosen, opened_under: &str) -> Result<(), String> {
-        if c.policy_hash != opened_under {
-            return Err(format!(
-                "taken under policy {}, the session was opened under {opened_under}",
-                c.policy_hash
-            ));
-        }
-        let entry = self.entry_of(key)?;
-        let mut e = entry.lock().map_err(|_| "poisoned")?;
-        let policy = e.session.compiled();
-        if pooled_policy(policy.policy()) {
-            return Err("the session's policy draws on its tenant's pools".into());
-        }
-        let options = e.session.options().clone();
-        e.session = rebuild(&policy, options, Some((&c.snapshot, &c.ledger_hash)))?;
-        Ok(())
-    }
-
-    fn entry_of(&self, key: &Key) -> Result<std::sync::Arc<std::sync::Mutex<Entry>>, String> {
+        key: &Key,
+    ) -> Result<std::sync::Arc<std::sync::Mutex<Entry>>, String> {
         self.sessions
             .read()
             .map_err(|_| "poisoned")?
@@ -320,7 +195,7 @@ impl Shared {
     /// An event record the snapshot covers: not replayed; what the gateway
     /// keeps besides the monitor's state is rebuilt from the record (the
     /// call id as used; a paused call's answer and approval entry).
-    fn skip(&self, key: &Key, h: Header, line: &[u8]) -> Result<(), String> {
+    pub(super) fn skip(&self, key: &Key, h: Header, line: &[u8]) -> Result<(), String> {
         // Most skipped records are admitted or denied calls and results:
         // what they leave behind (the call id) is in the header already.
         let event = h.event.ok_or("event record without its event")?;
@@ -517,39 +392,36 @@ mod tests {
         }
     }
 
-    fn seen(events: u64, ledger: &str) -> Seen {
-        Seen {
-            events,
-            ledger_hash: Some(ledger.into()),
-        }
+    fn seen(events: u64, ledger: &str) -> (u64, Option<&str>) {
+        (events, Some(ledger))
     }
 
     #[test]
     fn a_snapshot_that_does_not_match_its_records_is_not_used() {
         let good = snapshot(3, b"state");
-        assert!(matches(&good, Some("L"), Some(&seen(3, "L"))).is_ok());
+        assert!(matches(&good, Some("L"), seen(3, "L")).is_ok());
         // Another number of the session's events before it.
-        let e = matches(&good, Some("L"), Some(&seen(4, "L"))).unwrap_err();
+        let e = matches(&good, Some("L"), seen(4, "L")).unwrap_err();
         assert!(e.contains("covers 3 events, 4"), "{e}");
-        assert!(matches(&good, Some("L"), None).is_err());
-        assert!(matches(&snapshot(0, b"s"), Some("L"), Some(&seen(0, "L"))).is_err());
+        assert!(matches(&good, Some("L"), (0, None)).is_err());
+        assert!(matches(&snapshot(0, b"s"), Some("L"), seen(0, "L")).is_err());
         // Another ledger hash than the last event's.
-        let e = matches(&good, Some("M"), Some(&seen(3, "L"))).unwrap_err();
+        let e = matches(&good, Some("M"), seen(3, "L")).unwrap_err();
         assert!(e.contains("ledger hash M"), "{e}");
-        assert!(matches(&good, None, Some(&seen(3, "L"))).is_err());
+        assert!(matches(&good, None, seen(3, "L")).is_err());
         // Bytes that do not hash as named, or are not hex.
         let mut changed = good.clone();
         changed.state = hex(b"other");
-        let e = matches(&changed, Some("L"), Some(&seen(3, "L"))).unwrap_err();
+        let e = matches(&changed, Some("L"), seen(3, "L")).unwrap_err();
         assert!(e.contains("do not hash"), "{e}");
         changed.state = "zz".into();
-        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        assert!(matches(&changed, Some("L"), seen(3, "L")).is_err());
         changed.state = "abc".into();
-        assert!(matches(&changed, Some("L"), Some(&seen(3, "L"))).is_err());
+        assert!(matches(&changed, Some("L"), seen(3, "L")).is_err());
         // Another format.
         let mut other = good.clone();
         other.format += 1;
-        assert!(matches(&other, Some("L"), Some(&seen(3, "L"))).is_err());
+        assert!(matches(&other, Some("L"), seen(3, "L")).is_err());
     }
 
     #[test]
