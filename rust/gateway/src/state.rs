@@ -840,12 +840,12 @@ impl Entry {
     /// The recorded answer to call `id`, as it was given.
     fn replayed(&self, id: &str) -> Option<Outcome> {
         let a = self.answers.get(id)?;
-        Some(a.outcome(
+        a.outcome(
             &self.tenant,
             &self.id,
             id,
             self.session.policy_hash().to_string(),
-        ))
+        )
     }
 
     fn view(&self, created: bool) -> SessionView {

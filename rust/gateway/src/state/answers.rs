@@ -7,14 +7,10 @@
 //! ledger hash as 71 characters of text, and seven small strings and
 //! vectors). What the session or the table's key already knows (tenant,
 //! session, policy hash, call id) is not kept; the ledger hash is its 32
-//! bytes; names are boxed strings in a boxed slice, without spare
-//! capacity. [`Answer::outcome`] gives back the same `Outcome`, field for
+//! bytes; the texts (rule, reason, path, grants) share one heap block. [`Answer::outcome`] gives back the same `Outcome`, field for
 //! field (`tests::an_answer_gives_back_the_outcome_it_kept`).
 
 use crate::api::Outcome;
-
-/// Names (rules, grants, path steps) without spare capacity.
-type Names = Box<[Box<str>]>;
 
 /// The ledger hash of an answer: the digest itself when the text is the
 /// `sha256:<64 lower-case hex digits>` that `Hash`'s `Display` prints
@@ -61,12 +57,108 @@ fn parse_sha256(text: &str) -> Option<[u8; 32]> {
     Some(bytes)
 }
 
-fn names(v: &[String]) -> Names {
-    v.iter().map(|s| Box::from(s.as_str())).collect()
+/// The texts of an answer (rule, reason, path, grants, refunded), one
+/// after another in a single block: each text is its length (LEB128) and
+/// its bytes, each list its count and its texts. One heap block, not
+/// seven: each block costs its allocator a header and rounding (at least
+/// 32 bytes with glibc, for a 3-byte grant name).
+struct Texts(Box<[u8]>);
+
+fn put_len(out: &mut Vec<u8>, mut n: usize) {
+    loop {
+        let low = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
 }
 
-fn strings(v: &Names) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
+fn put_text(out: &mut Vec<u8>, text: &str) {
+    put_len(out, text.len());
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn put_list<'a>(out: &mut Vec<u8>, texts: impl ExactSizeIterator<Item = &'a str>) {
+    put_len(out, texts.len());
+    for t in texts {
+        put_text(out, t);
+    }
+}
+
+/// Reads what [`Texts::new`] wrote; `None` on anything else (never, for
+/// texts it wrote).
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn len(&mut self) -> Option<usize> {
+        let mut n = 0usize;
+        for shift in (0..usize::BITS).step_by(7) {
+            let (&b, rest) = self.0.split_first()?;
+            self.0 = rest;
+            n |= usize::from(b & 0x7f).checked_shl(shift)?;
+            if b & 0x80 == 0 {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    fn text(&mut self) -> Option<String> {
+        let n = self.len()?;
+        let (bytes, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        String::from_utf8(bytes.to_vec()).ok()
+    }
+
+    fn list(&mut self) -> Option<Vec<String>> {
+        let n = self.len()?;
+        // Each text takes at least its length byte: no allocation for a
+        // count larger than what is left.
+        if n > self.0.len() {
+            return None;
+        }
+        (0..n).map(|_| self.text()).collect()
+    }
+}
+
+/// The texts of an answer, read back.
+struct Read {
+    rule: Option<String>,
+    reason: String,
+    path: Vec<String>,
+    grants: Vec<String>,
+    refunded: Vec<String>,
+}
+
+impl Texts {
+    fn new(o: &Outcome) -> Texts {
+        let mut out = Vec::new();
+        put_list(&mut out, o.rule.iter().map(String::as_str));
+        put_text(&mut out, &o.reason);
+        for list in [&o.path, &o.grants, &o.refunded] {
+            put_list(&mut out, list.iter().map(String::as_str));
+        }
+        Texts(out.into_boxed_slice())
+    }
+
+    fn read(&self) -> Option<Read> {
+        let mut r = Reader(&self.0);
+        let mut rule = r.list()?;
+        if rule.len() > 1 {
+            return None;
+        }
+        let read = Read {
+            rule: rule.pop(),
+            reason: r.text()?,
+            path: r.list()?,
+            grants: r.list()?,
+            refunded: r.list()?,
+        };
+        r.0.is_empty().then_some(read)
+    }
 }
 
 /// A call's answer as a session keeps it (see the module doc).
@@ -74,13 +166,9 @@ pub(super) struct Answer {
     /// The call as it was asked (a retry must ask the same).
     pub(super) fingerprint: [u8; 16],
     decision: Option<&'static str>,
-    rule: Option<Box<str>>,
-    reason: Box<str>,
-    path: Names,
-    grants: Names,
-    refunded: Names,
     left: Option<u64>,
     ledger_hash: LedgerHash,
+    texts: Texts,
 }
 
 impl Answer {
@@ -89,13 +177,9 @@ impl Answer {
         Answer {
             fingerprint,
             decision: outcome.decision,
-            rule: outcome.rule.as_deref().map(Box::from),
-            reason: outcome.reason.as_str().into(),
-            path: names(&outcome.path),
-            grants: names(&outcome.grants),
-            refunded: names(&outcome.refunded),
             left: outcome.left,
             ledger_hash: LedgerHash::new(&outcome.ledger_hash),
+            texts: Texts::new(outcome),
         }
     }
 
@@ -106,31 +190,34 @@ impl Answer {
 
     /// The answer as it was given to call `call` of `session` (of
     /// `tenant`, under the policy `policy_hash`): an answer is kept only
-    /// for a call, and before its audit record has a position.
+    /// for a call, and before its audit record has a position. `None`
+    /// only if the kept texts do not read back (never: they are written
+    /// here).
     pub(super) fn outcome(
         &self,
         tenant: &str,
         session: &str,
         call: &str,
         policy_hash: String,
-    ) -> Outcome {
-        Outcome {
+    ) -> Option<Outcome> {
+        let t = self.texts.read()?;
+        Some(Outcome {
             tenant: tenant.to_string(),
             session: session.to_string(),
             kind: "call",
             call: call.to_string(),
             decision: self.decision,
-            rule: self.rule.as_deref().map(str::to_string),
-            reason: self.reason.to_string(),
-            path: strings(&self.path),
-            grants: strings(&self.grants),
-            refunded: strings(&self.refunded),
+            rule: t.rule,
+            reason: t.reason,
+            path: t.path,
+            grants: t.grants,
+            refunded: t.refunded,
             left: self.left,
             policy_hash,
             ledger_hash: self.ledger_hash.text(),
             audit_seq: None,
             replayed: false,
-        }
+        })
     }
 }
 
@@ -173,7 +260,7 @@ mod tests {
         ] {
             let given = outcome(ledger.clone());
             let kept = Answer::new([1; 16], &given);
-            let back = kept.outcome("t", "s", "c1", "sha256:00".into());
+            let back = kept.outcome("t", "s", "c1", "sha256:00".into()).unwrap();
             assert!(same(&given, &back), "{ledger}: {back:?}");
             assert_eq!(back.ledger_hash, ledger);
             assert_eq!(kept.decision(), Some("DENY"));
@@ -187,7 +274,9 @@ mod tests {
             decision: None,
             ..outcome(hash)
         };
-        let back = Answer::new([0; 16], &empty).outcome("t", "s", "c1", "sha256:00".into());
+        let back = Answer::new([0; 16], &empty)
+            .outcome("t", "s", "c1", "sha256:00".into())
+            .unwrap();
         assert!(same(&empty, &back), "{back:?}");
     }
 
@@ -204,6 +293,38 @@ mod tests {
         ] {
             assert_eq!(parse_sha256(&text), None, "{text}");
         }
+    }
+
+    #[test]
+    fn long_and_unusual_texts_read_back() {
+        let long = "é".repeat(300);
+        let given = Outcome {
+            reason: long.clone(),
+            rule: Some(String::new()),
+            path: vec![String::new(), long.clone(), "\u{0}".into()],
+            grants: (0..200).map(|i| format!("g{i}")).collect(),
+            ..outcome(String::new())
+        };
+        let back = Answer::new([2; 16], &given)
+            .outcome("t", "s", "c1", "sha256:00".into())
+            .unwrap();
+        assert!(same(&given, &back), "{back:?}");
+    }
+
+    #[test]
+    fn damaged_texts_do_not_read() {
+        let texts = Texts::new(&outcome(String::new())).0;
+        assert!(Texts(texts.clone()).read().is_some());
+        // Cut short anywhere, or with a byte too many: nothing reads.
+        for cut in 0..texts.len() {
+            assert!(Texts(texts[..cut].into()).read().is_none(), "cut at {cut}");
+        }
+        let mut longer = texts.to_vec();
+        longer.push(0);
+        assert!(Texts(longer.into()).read().is_none());
+        // A length that never ends, or overflows.
+        assert!(Texts(vec![0x80; 20].into()).read().is_none());
+        assert!(Texts(vec![0xff; 11].into()).read().is_none());
     }
 
     #[test]
