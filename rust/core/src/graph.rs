@@ -179,6 +179,17 @@ pub struct Merge {
     pub joined: Label,
 }
 
+/// The capacity a vector of a compact session's graph keeps once it has
+/// forgotten down to `len` items. A compact session forgets when it
+/// holds twice its window, so what it keeps then is about half the most
+/// it will hold until the next time; a doubling vector would keep up to
+/// twice that peak, spare for ever (issue #28: bytes a call). A few items
+/// of slack (pinned nodes, a result's extra edges) keep the shrink from
+/// being undone by a regrowth every time; once shrunk, it is a no-op.
+fn after_forgetting(len: usize) -> usize {
+    2 * len + 8
+}
+
 /// How many merges a path explanation looks through, past the first one
 /// at which the context carried the offending label, for a single source
 /// that carries it alone. Beyond that the path ends at the context (which
@@ -294,7 +305,10 @@ impl Graph {
             let first = log.partition_point(|m| (m.edge as usize) < edge_cut);
             // The label a context had stays in the first kept merge's join.
             log.drain(..first);
+            log.shrink_to(after_forgetting(log.len()));
         }
+        self.nodes.shrink_to(after_forgetting(self.nodes.len()));
+        self.edges.shrink_to(after_forgetting(self.edges.len()));
     }
 
     /// Drops pinned nodes that `keep` no longer needs.

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::oneshot;
 
+mod answers;
 mod close;
 mod evict;
 mod parts;
@@ -250,10 +251,7 @@ pub struct Reloaded {
     pub audit_seq: Option<u64>,
 }
 
-struct Answer {
-    fingerprint: [u8; 16],
-    outcome: Outcome,
-}
+use answers::Answer;
 
 struct Entry {
     tenant: String,
@@ -263,10 +261,9 @@ struct Entry {
     /// The tenant's pool and order lock (shared with its other sessions).
     lane: TenantLane,
     /// The answer given to each recent or still open call, for retries
-    /// (see [`Entry::trim_answers`]). Boxed: the table keeps 2 to 4 times
-    /// as many slots as answers, and an answer is about 350 bytes (inline,
-    /// that was 10 KB a session).
-    answers: HashMap<String, Box<Answer>>,
+    /// (see [`Entry::trim_answers`]), kept compactly (`state/answers.rs`).
+    /// Boxed: the table keeps 2 to 4 times as many slots as answers.
+    answers: HashMap<Box<str>, Box<Answer>>,
     /// A keyed 64-bit hash of every call id the session has used: a call
     /// id whose answer is no longer kept is still refused (409), never
     /// decided twice.
@@ -796,19 +793,9 @@ impl Entry {
         };
         if let Event::Call(c) = event {
             self.used.insert(id_hash(&c.id));
-            // Without what the session itself gives back (see `replayed`).
-            let kept = Outcome {
-                tenant: String::new(),
-                session: String::new(),
-                policy_hash: String::new(),
-                ..outcome.clone()
-            };
             self.answers.insert(
-                c.id.clone(),
-                Box::new(Answer {
-                    fingerprint: fingerprint(c),
-                    outcome: kept,
-                }),
+                c.id.as_str().into(),
+                Box::new(Answer::new(fingerprint(c), &outcome)),
             );
             self.trim_answers();
         }
@@ -833,14 +820,14 @@ impl Entry {
                 Some(Status::Running | Status::Paused)
             )
         };
-        let mut done: Vec<(Option<NodeId>, &String)> = self
+        let mut done: Vec<(Option<NodeId>, &Box<str>)> = self
             .answers
             .keys()
             .filter(|id| !open(id))
             .map(|id| (state.call_node(id), id))
             .collect();
         done.sort();
-        let gone: Vec<String> = done[..done.len().saturating_sub(RECENT_ANSWERS)]
+        let gone: Vec<Box<str>> = done[..done.len().saturating_sub(RECENT_ANSWERS)]
             .iter()
             .map(|(_, id)| (*id).clone())
             .collect();
@@ -854,12 +841,12 @@ impl Entry {
     /// The recorded answer to call `id`, as it was given.
     fn replayed(&self, id: &str) -> Option<Outcome> {
         let a = self.answers.get(id)?;
-        Some(Outcome {
-            tenant: self.tenant.clone(),
-            session: self.id.clone(),
-            policy_hash: self.session.policy_hash().to_string(),
-            ..a.outcome.clone()
-        })
+        a.outcome(
+            &self.tenant,
+            &self.id,
+            id,
+            self.session.policy_hash().to_string(),
+        )
     }
 
     fn view(&self, created: bool) -> SessionView {
@@ -913,7 +900,7 @@ impl Entry {
             .answers
             .keys()
             .filter(|id| state.call_status(id) == Some(agenra_core::graph::Status::Paused))
-            .cloned()
+            .map(|id| id.to_string())
             .collect();
         pending.sort();
         SessionView {
@@ -1672,7 +1659,7 @@ impl Gateway {
                 lineage: c.lineage,
                 inferred: c.inferred,
             };
-            if let Some(a) = e.answers.get(&call.id) {
+            if let Some(a) = e.answers.get(call.id.as_str()) {
                 if a.fingerprint == fingerprint(&call) {
                     return Ok(Step::Replay(call.id));
                 }
@@ -2036,7 +2023,7 @@ impl Gateway {
         let state = e.session.state();
         Ok(e.answers
             .keys()
-            .filter_map(|id| state.call_status(id).map(|s| (id.clone(), s)))
+            .filter_map(|id| state.call_status(id).map(|s| (id.to_string(), s)))
             .collect())
     }
 
@@ -2065,9 +2052,9 @@ impl Gateway {
                     .and_then(|n| policy.tools.get(n.tool as usize))
                     .map(|t| t.name.clone());
                 let call = RecentCall {
-                    call: id.clone(),
+                    call: id.to_string(),
                     tool,
-                    decision: a.outcome.decision,
+                    decision: a.decision(),
                     status: state.call_status(id),
                     time: n.map_or(0, |n| n.time),
                 };

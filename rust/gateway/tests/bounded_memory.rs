@@ -166,9 +166,10 @@ fn a_retry_of_an_old_call_is_refused_never_decided_twice() {
     session(&gw, "s");
     let first = mail(&gw, "s", "m0", "").unwrap();
     assert_eq!(first.decision, Some("ALLOW"));
+    let mut newest = None;
     for i in 0..80 {
         read(&gw, "s", &format!("r{i}"));
-        mail(&gw, "s", &format!("m{}", i + 1), &format!("r{i}")).unwrap();
+        newest = Some(mail(&gw, "s", &format!("m{}", i + 1), &format!("r{i}")).unwrap());
     }
     let left = gw.session_view(None, "s").unwrap().ledger["mail"];
     // Only open and recent calls keep their answers.
@@ -191,6 +192,20 @@ fn a_retry_of_an_old_call_is_refused_never_decided_twice() {
     );
     assert_eq!(again.policy_hash, first.policy_hash);
     assert_eq!(again.decision, Some("ALLOW"));
+    // Field for field the answer it was given (kept compactly:
+    // `state/answers.rs`), but for its audit position and `replayed`.
+    let given = newest.expect("80 calls");
+    assert_eq!(again.audit_seq, None);
+    let given = agenra_gateway::api::Outcome {
+        audit_seq: None,
+        replayed: true,
+        ..given
+    };
+    assert_eq!(
+        serde_json::to_value(&again).unwrap(),
+        serde_json::to_value(&given).unwrap()
+    );
+    assert_eq!(again.kind, "call");
     // The oldest call's retry, and a different call reusing its id: 409,
     // nothing spent, before and after a restart.
     assert_eq!(mail(&gw, "s", "m0", "").unwrap_err(), 409);

@@ -220,16 +220,8 @@ impl Shared {
         if let Event::Call(c) = &event {
             e.used.insert(id_hash(&c.id));
             if outcome.decision == Some(Verdict::Pause.as_str()) {
-                let answer = Answer {
-                    fingerprint: fingerprint(c),
-                    outcome: Outcome {
-                        tenant: String::new(),
-                        session: String::new(),
-                        policy_hash: String::new(),
-                        ..outcome.clone()
-                    },
-                };
-                e.answers.insert(c.id.clone(), Box::new(answer));
+                let answer = Answer::new(fingerprint(c), &outcome);
+                e.answers.insert(c.id.as_str().into(), Box::new(answer));
             }
         }
         let mut pending = self.pending.lock().map_err(|_| "poisoned")?;
