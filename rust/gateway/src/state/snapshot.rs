@@ -122,26 +122,32 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    // A table, not `write!`: a snapshot's state is thousands of bytes.
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(2 * bytes.len());
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
 }
 
-/// The snapshot's state bytes (its hex decoded).
+/// The snapshot's state bytes (its hex decoded; digits of either case).
 fn state_bytes(snapshot: &Snapshot) -> Result<Vec<u8>, String> {
     let text = snapshot.state.as_bytes();
     if !text.len().is_multiple_of(2) {
         return Err("the state's hex has an odd length".into());
     }
-    text.chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or_else(|| "the state is not hex".to_string())
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    };
+    text.chunks_exact(2)
+        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
+            (Some(high), Some(low)) => Ok(high << 4 | low),
+            _ => Err("the state is not hex".to_string()),
         })
         .collect()
 }
@@ -420,5 +426,14 @@ mod tests {
     fn hex_round_trips() {
         let bytes: Vec<u8> = (0..=255).collect();
         assert_eq!(state_bytes(&snapshot(1, &bytes)).unwrap(), bytes);
+        assert_eq!(hex(&bytes).len(), 512);
+        let mut upper = snapshot(1, &bytes);
+        upper.state = upper.state.to_ascii_uppercase();
+        assert_eq!(state_bytes(&upper).unwrap(), bytes);
+        for bad in ["0g", "+f", "f", " 0"] {
+            let mut s = snapshot(1, b"");
+            s.state = bad.into();
+            assert!(state_bytes(&s).is_err(), "{bad}");
+        }
     }
 }
