@@ -164,3 +164,38 @@ impl ValueIndex {
         Some(label)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list whose elements come from one output names that output once
+    /// (one edge); elements from two outputs name both, in order.
+    #[test]
+    fn a_source_is_named_once_per_argument() {
+        let trusted = OutputLabels::whole(Label::BOTTOM);
+        let mut index = ValueIndex::default();
+        index.add_output(
+            NodeId(1),
+            &trusted,
+            &serde_json::json!(["acct-0001", "acct-0002"]),
+        );
+        index.add_output(NodeId(2), &trusted, &serde_json::json!("acct-0003"));
+        let list =
+            |items: &[&str]| Value::List(items.iter().map(|s| Value::Str((*s).into())).collect());
+        let mut found = vec![(0, NodeId(9))];
+        assert!(index
+            .lookup(&list(&["acct-0001", "acct-0002"]), 3, &mut found)
+            .is_some());
+        assert_eq!(found, vec![(0, NodeId(9)), (3, NodeId(1))]);
+        assert!(index
+            .lookup(&list(&["acct-0003", "acct-0001"]), 4, &mut found)
+            .is_some());
+        assert_eq!(found[2..], [(4, NodeId(2)), (4, NodeId(1))]);
+        // Not every element found: nothing is pushed.
+        assert!(index
+            .lookup(&list(&["acct-0001", "other"]), 5, &mut found)
+            .is_none());
+        assert_eq!(found.len(), 4);
+    }
+}
