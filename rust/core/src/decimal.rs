@@ -133,6 +133,15 @@ impl Decimal {
         (d.mantissa.unsigned_abs() < 10u128.pow(MAX_DIGITS as u32)).then_some(d)
     }
 
+    /// The normalized mantissa (16 bytes, little-endian) and the scale:
+    /// equal values give equal bytes (the key of `monitor::key_filter`).
+    pub(crate) fn key_bytes(self) -> [u8; 17] {
+        let mut out = [0u8; 17];
+        out[..16].copy_from_slice(&self.mantissa.to_le_bytes());
+        out[16] = self.scale;
+        out
+    }
+
     /// The hash encoding, 17 bytes: the normalized mantissa (16 bytes,
     /// big-endian two's complement) and the scale (1 byte). Normalized, so
     /// equal values encode alike (`98.70` and `98.7`).
@@ -172,12 +181,14 @@ impl FromStr for Decimal {
         if frac.len() > MAX_SCALE as usize {
             return Err(DecimalError::TooManyDecimals);
         }
-        let digits = format!("{}{frac}", int.trim_start_matches('0'));
-        if digits.len() > MAX_DIGITS {
+        // The significant digits: the integer part without leading zeros,
+        // then the fraction without trailing ones (read in place: no copy).
+        let int = int.trim_start_matches('0');
+        if int.len() + frac.len() > MAX_DIGITS {
             return Err(DecimalError::TooManyDigits);
         }
         let mut mantissa: i128 = 0;
-        for b in digits.bytes() {
+        for b in int.bytes().chain(frac.bytes()) {
             mantissa = mantissa * 10 + i128::from(b - b'0');
         }
         if negative {
@@ -272,6 +283,45 @@ mod tests {
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()
+    }
+
+    /// The parse of before commit "decimal: parse in place": the digits
+    /// copied into a `String` first. The oracle of the property below.
+    fn parse_by_copy(s: &str) -> Result<Decimal, DecimalError> {
+        let (negative, body) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+        let all_digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty() || !all_digits(int) || !all_digits(frac) || body.ends_with('.') {
+            return Err(DecimalError::Syntax);
+        }
+        let frac = frac.trim_end_matches('0');
+        if frac.len() > MAX_SCALE as usize {
+            return Err(DecimalError::TooManyDecimals);
+        }
+        let digits = format!("{}{frac}", int.trim_start_matches('0'));
+        if digits.len() > MAX_DIGITS {
+            return Err(DecimalError::TooManyDigits);
+        }
+        let mut mantissa: i128 = 0;
+        for b in digits.bytes() {
+            mantissa = mantissa * 10 + i128::from(b - b'0');
+        }
+        Ok(Decimal::normalized(
+            if negative { -mantissa } else { mantissa },
+            frac.len() as u8,
+        ))
+    }
+
+    proptest::proptest! {
+        /// Parsing in place answers as parsing a copy of the digits did,
+        /// errors included (texts of digits, zeros, points and signs).
+        #[test]
+        fn parsing_in_place_matches_the_copying_parse(s in "-?[0-9]{0,24}(\\.[0-9]{0,22})?|[-0.]{0,4}[0-9]{0,3}") {
+            proptest::prop_assert_eq!(s.parse::<Decimal>(), parse_by_copy(&s));
+        }
     }
 
     #[test]

@@ -40,10 +40,58 @@ use std::borrow::Cow;
 pub const MAX_OUTPUT_WORDS: usize = 100_000;
 
 /// The words of a text, as written (trailing sentence punctuation removed).
-pub fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(is_separator)
-        .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
-        .filter(|w| !w.is_empty())
+pub fn words(text: &str) -> Words<'_> {
+    Words { rest: Some(text) }
+}
+
+/// The iterator of [`words`]: the text is cut at each separator (ASCII
+/// bytes by table, other characters by [`is_separator`]), lazily, so a
+/// lookup that stops at its first word reads no further.
+pub struct Words<'a> {
+    /// What is left to cut (`None` once the last piece is given).
+    rest: Option<&'a str>,
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        loop {
+            let text = self.rest?;
+            let (piece, after) = match separator_at(text) {
+                Some((at, len)) => (&text[..at], Some(&text[at + len..])),
+                None => (text, None),
+            };
+            self.rest = after;
+            let w = piece.trim_end_matches(['.', ':', '!', '?']);
+            if !w.is_empty() {
+                return Some(w);
+            }
+        }
+    }
+}
+
+/// The first separator of `text`: its byte offset and length.
+fn separator_at(text: &str) -> Option<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii() {
+            if is_ascii_separator(b) {
+                return Some((i, 1));
+            }
+            i += 1;
+        } else {
+            // `i` starts a character: every byte before it was ASCII or a
+            // whole character.
+            let c = text.get(i..)?.chars().next()?;
+            if is_separator(c) {
+                return Some((i, c.len_utf8()));
+            }
+            i += c.len_utf8();
+        }
+    }
+    None
 }
 
 /// The canonical form of one word or string value (see the module doc).
@@ -60,6 +108,10 @@ pub fn canonical_cow(word: &str) -> Cow<'_, str> {
     let w = w.strip_prefix("mailto:").unwrap_or(w);
     let bytes = w.as_bytes();
     if bytes.iter().filter(|&&b| b == b'@').count() == 1 && !w.contains(char::is_whitespace) {
+        // Most addresses are written in lower case already: borrowed.
+        if bytes.is_ascii() && !bytes.iter().any(u8::is_ascii_uppercase) {
+            return Cow::Borrowed(w);
+        }
         return Cow::Owned(w.to_lowercase());
     }
     // One form per kind, shared with token tests (`crate::tokens`).
@@ -94,10 +146,19 @@ fn is_plain_word(s: &str) -> bool {
         || (b.len() >= 15 && looks_like_iban_start(s))
         || (b.len() >= 4 && b[..4].eq_ignore_ascii_case(b"http"))
         || s.starts_with("mailto:");
-    !special
-        && b.iter()
-            .all(|&c| c.is_ascii() && c != b'@' && !is_ascii_separator(c))
+    !special && b.iter().all(|&c| PLAIN_BYTE[usize::from(c)])
 }
+
+/// The bytes a plain word is made of: ASCII, neither `@` nor a separator.
+const PLAIN_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = b != b'@' as usize && !crate::tokens::is_separator_byte(b as u8);
+        b += 1;
+    }
+    table
+};
 
 /// Whether a string is one word as `words` cuts text (no separator inside,
 /// no trailing sentence punctuation).
@@ -231,25 +292,22 @@ pub enum LookupRef<'a> {
 pub fn lookup_ref(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> LookupRef<'_> {
     match v {
         Value::Str(s) if is_plain_word(s) => LookupRef::Word(Cow::Borrowed(s)),
+        // Several words, and not an IBAN printed in groups: a phrase (the
+        // general path below answers the same, after canonicalising the
+        // whole text first, which a phrase never needs).
+        Value::Str(s) if has_separator(s.trim()) && !may_be_grouped_iban(s) => {
+            if phrases {
+                phrase_ref(s, known)
+            } else {
+                LookupRef::Nothing
+            }
+        }
         Value::Str(s) => {
             let c = canonical_cow(s);
             if is_one_word(s) || looks_like_iban(&c) {
                 LookupRef::Word(c)
             } else if phrases {
-                let mut ws = Vec::new();
-                for w in words(s) {
-                    // Kept only once known: an unknown word ends the
-                    // lookup without allocating.
-                    match with_phrase_word(w, |w| known(w).then(|| w.to_string())) {
-                        Some(w) => ws.push(w),
-                        None => return LookupRef::Nothing,
-                    }
-                }
-                if ws.is_empty() {
-                    LookupRef::Nothing
-                } else {
-                    LookupRef::Phrase(ws)
-                }
+                phrase_ref(s, known)
             } else {
                 LookupRef::Nothing
             }
@@ -260,6 +318,32 @@ pub fn lookup_ref(v: &Value, phrases: bool, known: impl Fn(&str) -> bool) -> Loo
             None => LookupRef::Nothing,
         },
     }
+}
+
+/// Whether `canonical_cow(s)` could be an IBAN although `s` has a
+/// separator: only an IBAN written in groups (`DE89 3704 ...`) is, and
+/// it starts as one and is 15 to 42 bytes long.
+fn may_be_grouped_iban(s: &str) -> bool {
+    let w = s.trim();
+    let w = w.strip_prefix("mailto:").unwrap_or(w);
+    (15..=42).contains(&w.len()) && looks_like_iban_start(w)
+}
+
+/// The phrase words of `s` if every one is `known`, else
+/// [`LookupRef::Nothing`] at the first that is not. Nothing is allocated
+/// unless every word is known (a phrase that occurs in a task text).
+fn phrase_ref(s: &str, known: impl Fn(&str) -> bool) -> LookupRef<'_> {
+    let mut any = false;
+    for w in words(s) {
+        if !with_phrase_word(w, &known) {
+            return LookupRef::Nothing;
+        }
+        any = true;
+    }
+    if !any {
+        return LookupRef::Nothing;
+    }
+    LookupRef::Phrase(words(s).map(phrase_word).collect())
 }
 
 /// The words of a text as phrases compare them, in order: each word in
@@ -285,7 +369,12 @@ fn phrase_word(w: &str) -> String {
 /// Calls `f` with [`phrase_word`]`(w)`, built on the stack for an ASCII
 /// word of up to 64 bytes (most words).
 fn with_phrase_word<R>(w: &str, f: impl FnOnce(&str) -> R) -> R {
-    let c = canonical_cow(w);
+    // A plain word is its own canonical form: no canonicalising scan.
+    let c = if is_plain_word(w) {
+        Cow::Borrowed(w)
+    } else {
+        canonical_cow(w)
+    };
     let mut buf = [0u8; 64];
     if let Some(b) = buf.get_mut(..c.len()).filter(|_| c.is_ascii()) {
         b.copy_from_slice(c.as_bytes());
@@ -718,6 +807,56 @@ mod tests {
         ) {
             let stack = with_phrase_word(&w, str::to_string);
             proptest::prop_assert_eq!(stack, phrase_word(&w));
+        }
+
+        /// The lazy cutter gives the words `split` gave, for texts of any
+        /// script and separators (Unicode spaces included).
+        #[test]
+        fn words_are_cut_as_split_cut_them(
+            text in "[a-zA-Z0-9 .,:;!?()\\[\\]{}\"'<>\t\n@/é\u{a0}\u{2003}\u{3000}-]{0,60}"
+        ) {
+            let split: Vec<&str> = text
+                .split(is_separator)
+                .map(|w| w.trim_end_matches(['.', ':', '!', '?']))
+                .filter(|w| !w.is_empty())
+                .collect();
+            proptest::prop_assert_eq!(words(&text).collect::<Vec<_>>(), split);
+        }
+
+        /// The lookup with its shortcuts (plain words, phrases sent to
+        /// the phrase path before canonicalising, phrase words checked
+        /// before any is copied) answers as the general definition: the
+        /// whole value's canonical form, else its phrase words if each is
+        /// known. `known` holds for words of even length, so both outcomes
+        /// of a phrase are reached.
+        #[test]
+        fn lookups_agree_with_the_general_definition(
+            s in "(mailto:|https?://|HTTP://|DE89|de89 )?[a-zA-Z0-9 .,:;/@!?()é-]{0,44}|(mailto:)?[A-Za-z]{2}[0-9]{2}( [A-Za-z0-9]{4}){1,9}( [A-Za-z0-9,]{1,4})?[ .]?",
+            phrases in proptest::bool::ANY,
+        ) {
+            let known = |w: &str| w.len() & 1 == 0;
+            let general = {
+                let c = canonical(&s);
+                if is_one_word(&s) || looks_like_iban(&c) {
+                    Lookup::Key(Key::Word(c))
+                } else if !phrases {
+                    Lookup::Nothing
+                } else {
+                    let ws = phrase_words_of(&s);
+                    if !ws.is_empty() && ws.iter().all(|w| known(w)) {
+                        Lookup::Phrase(ws)
+                    } else {
+                        Lookup::Nothing
+                    }
+                }
+            };
+            let fast = lookup_known(&Value::Str(s.clone()), phrases, known);
+            let shown = |l: &Lookup| match l {
+                Lookup::Key(k) => format!("key {k:?}"),
+                Lookup::Phrase(ws) => format!("phrase {ws:?}"),
+                Lookup::Nothing => "nothing".to_string(),
+            };
+            proptest::prop_assert_eq!(shown(&fast), shown(&general));
         }
 
         #[test]

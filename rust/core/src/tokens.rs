@@ -138,7 +138,7 @@ const ASCII_SEPARATOR: [bool; 128] = {
 
 /// [`is_separator`] of an ASCII byte (`char::is_whitespace` of ASCII is
 /// space, tab, newline, vertical tab, form feed and carriage return).
-const fn is_separator_byte(b: u8) -> bool {
+pub(crate) const fn is_separator_byte(b: u8) -> bool {
     matches!(
         b,
         b' ' | b'\t'

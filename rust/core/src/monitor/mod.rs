@@ -21,6 +21,7 @@ mod flows;
 mod grants;
 mod history;
 mod index;
+mod key_filter;
 mod lineage;
 mod results;
 mod snapshot;

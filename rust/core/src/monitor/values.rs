@@ -9,6 +9,7 @@
 //! then uses a value the user asked for. A value an attacker introduces
 //! occurs in an untrusted output, so it never loses the context's label.
 
+use super::key_filter::KeyFilter;
 use crate::fields::OutputLabels;
 use crate::graph::NodeId;
 use crate::label::Label;
@@ -36,6 +37,7 @@ struct Seen {
 /// a table each (words keyed by `String`, so that an argument is probed by
 /// its borrowed canonical form): looking a scalar up is one hash probe.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+#[serde(from = "ValueIndexWire")]
 pub(crate) struct ValueIndex {
     /// Canonical word -> where it occurs.
     words: HashMap<String, Seen>,
@@ -48,14 +50,64 @@ pub(crate) struct ValueIndex {
     task_phrase_words: std::collections::HashSet<String>,
     /// An untrusted output was too large to index.
     overflow: bool,
+    /// Every key of `words`, `numbers` and `task_phrase_words`: most
+    /// lookups end here, without a keyed hash. Not stored: rebuilt from
+    /// the tables when the index is read back.
+    #[serde(skip)]
+    filter: KeyFilter,
+}
+
+/// The filter's tags for the three tables.
+const WORD: u8 = 0;
+const NUMBER: u8 = 1;
+const PHRASE_WORD: u8 = 2;
+
+/// [`ValueIndex`] as snapshots store it (the same fields, without the
+/// filter, which is rebuilt from them).
+#[derive(serde::Deserialize)]
+struct ValueIndexWire {
+    words: HashMap<String, Seen>,
+    numbers: HashMap<Decimal, Seen>,
+    task_texts: Vec<(NodeId, Vec<String>)>,
+    task_phrase_words: std::collections::HashSet<String>,
+    overflow: bool,
+}
+
+impl From<ValueIndexWire> for ValueIndex {
+    fn from(w: ValueIndexWire) -> ValueIndex {
+        let mut filter = KeyFilter::default();
+        for k in w.words.keys() {
+            filter.add_bytes(WORD, k.as_bytes());
+        }
+        for d in w.numbers.keys() {
+            filter.add_bytes(NUMBER, &d.key_bytes());
+        }
+        for p in &w.task_phrase_words {
+            filter.add_bytes(PHRASE_WORD, p.as_bytes());
+        }
+        ValueIndex {
+            words: w.words,
+            numbers: w.numbers,
+            task_texts: w.task_texts,
+            task_phrase_words: w.task_phrase_words,
+            overflow: w.overflow,
+            filter,
+        }
+    }
 }
 
 impl ValueIndex {
     /// The entry of `k`, created empty.
     fn entry(&mut self, k: Key) -> &mut Seen {
         match k {
-            Key::Word(w) => self.words.entry(w).or_default(),
-            Key::Number(d) => self.numbers.entry(d).or_default(),
+            Key::Word(w) => {
+                self.filter.add_bytes(WORD, w.as_bytes());
+                self.words.entry(w).or_default()
+            }
+            Key::Number(d) => {
+                self.filter.add_bytes(NUMBER, &d.key_bytes());
+                self.numbers.entry(d).or_default()
+            }
         }
     }
 
@@ -64,6 +116,9 @@ impl ValueIndex {
             self.entry(k).task.get_or_insert(node);
         }
         let words = phrase_words_of(text);
+        for w in &words {
+            self.filter.add_bytes(PHRASE_WORD, w.as_bytes());
+        }
         self.task_phrase_words.extend(words.iter().cloned());
         self.task_texts.push((node, words));
     }
@@ -115,10 +170,17 @@ impl ValueIndex {
     /// The label of one scalar and where it came from, if provenance
     /// applies to it.
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
-        let known = |w: &str| self.task_phrase_words.contains(w);
+        let known = |w: &str| {
+            self.filter.may_hold(PHRASE_WORD, w.as_bytes()) && self.task_phrase_words.contains(w)
+        };
         let seen = match lookup_ref(v, !self.task_texts.is_empty(), known) {
-            LookupRef::Word(w) => self.words.get(w.as_ref()),
-            LookupRef::Number(d) => self.numbers.get(&d),
+            LookupRef::Word(w) if self.filter.may_hold(WORD, w.as_bytes()) => {
+                self.words.get(w.as_ref())
+            }
+            LookupRef::Number(d) if self.filter.may_hold(NUMBER, &d.key_bytes()) => {
+                self.numbers.get(&d)
+            }
+            LookupRef::Word(_) | LookupRef::Number(_) => None,
             LookupRef::Nothing => None,
             LookupRef::Phrase(words) => {
                 return self
@@ -168,6 +230,44 @@ impl ValueIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An index read back (as a snapshot reads it) rebuilds its filter
+    /// from its tables: every value found before is found after, and the
+    /// filter is bit for bit the one the index had.
+    #[test]
+    fn a_read_back_index_finds_what_it_found() {
+        let mut index = ValueIndex::default();
+        index.add_task(
+            NodeId(1),
+            "Pay 98.70 to acct-0007, subject Quarterly Report",
+        );
+        index.add_output(
+            NodeId(2),
+            &OutputLabels::whole(Label::BOTTOM),
+            &serde_json::json!({"iban": "DE89370400440532013000", "n": 1234}),
+        );
+        let bytes = serde_json::to_vec(&index).expect("encodes");
+        let back: ValueIndex = serde_json::from_slice(&bytes).expect("decodes");
+        assert_eq!(format!("{:?}", back.filter), format!("{:?}", index.filter));
+        let values = [
+            Value::Str("acct-0007".into()),
+            Value::Str("DE89370400440532013000".into()),
+            Value::Str("quarterly report".into()),
+            Value::Decimal("98.7".parse().expect("a decimal")),
+            Value::Int(1234),
+            Value::Str("acct-0008".into()),
+        ];
+        for v in &values {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            assert_eq!(index.lookup(v, 0, &mut a), back.lookup(v, 0, &mut b), "{v}");
+            assert_eq!(a, b, "{v}");
+        }
+        // And they are found at all (the filter lets them through).
+        for v in &values[..5] {
+            assert!(index.lookup(v, 0, &mut Vec::new()).is_some(), "{v}");
+        }
+        assert!(index.lookup(&values[5], 0, &mut Vec::new()).is_none());
+    }
 
     /// A list whose elements come from one output names that output once
     /// (one edge); elements from two outputs name both, in order.
