@@ -68,6 +68,38 @@ impl Decimal {
             return Some(Decimal::normalized(i128::from(u), 0));
         }
         let f = n.as_f64().filter(|f| f.is_finite())?;
+        if let Some(d) = Decimal::of_short_float(f) {
+            return Some(d);
+        }
+        Decimal::of_float_text(f)
+    }
+
+    /// The decimal `m / 10^s` with the fewest places `s <= 15` and `|m| <
+    /// 10^15` that reads as `f`, found by arithmetic instead of printing
+    /// (prices and rates, the common case). Such a decimal has at most 15
+    /// significant digits, so it is the only one of that size that reads
+    /// as `f`: the one the printed shortest form names. `None` when there
+    /// is none (the printed form decides).
+    fn of_short_float(f: f64) -> Option<Decimal> {
+        const LIMIT: f64 = 1e15;
+        let mut scale = 1.0_f64;
+        for s in 0..=15u8 {
+            let m = (f * scale).round();
+            if m.abs() >= LIMIT {
+                return None;
+            }
+            // `m` and `scale` are exact (below 2^53 and 10^22): the
+            // quotient is rounded once, as parsing the decimal text is.
+            if m / scale == f {
+                return Some(Decimal::normalized(m as i128, s));
+            }
+            scale *= 10.0;
+        }
+        None
+    }
+
+    /// [`Decimal::from_json_number`] by the float's shortest printed form.
+    fn of_float_text(f: f64) -> Option<Decimal> {
         // The shortest form, on the stack (a float of over 64 characters,
         // such as 1e100 written out, is read from a `String` instead).
         let mut buf = StackText::default();
@@ -316,6 +348,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Reading a float by arithmetic answers as reading its printed
+        /// form: for any bits, and for prices and rates (`k / 10^s`).
+        #[test]
+        fn floats_read_by_arithmetic_as_by_their_printed_form(
+            bits in proptest::num::u64::ANY,
+            k in -10_000_000_000i64..10_000_000_000,
+            s in 0u32..18,
+        ) {
+            for f in [f64::from_bits(bits), k as f64 / 10f64.powi(s as i32)] {
+                if f.is_finite() {
+                    if let Some(d) = Decimal::of_short_float(f) {
+                        proptest::prop_assert_eq!(Some(d), Decimal::of_float_text(f), "{}", f);
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
         /// Parsing in place answers as parsing a copy of the digits did,
         /// errors included (texts of digits, zeros, points and signs).
         #[test]
@@ -437,6 +488,11 @@ mod tests {
             Some(d("0.123456789012345"))
         );
         assert_eq!(Decimal::from_json_number(&n("0.1234567890123456")), None);
+        // Prices are read by arithmetic; a sum's rounding error is not.
+        assert_eq!(Decimal::of_short_float(1234.56), Some(d("1234.56")));
+        assert_eq!(Decimal::of_short_float(-0.05), Some(d("-0.05")));
+        assert_eq!(Decimal::of_short_float(0.1 + 0.2), None);
+        assert_eq!(Decimal::from_json_number(&n("0.30000000000000004")), None);
         // Serialized as a string, and read back.
         let json = serde_json::to_string(&d("98.70")).unwrap();
         assert_eq!(json, r#""98.7""#);

@@ -170,10 +170,11 @@ impl ValueIndex {
     /// The label of one scalar and where it came from, if provenance
     /// applies to it.
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
-        let known = |w: &str| {
-            self.filter.may_hold(PHRASE_WORD, w.as_bytes()) && self.task_phrase_words.contains(w)
-        };
-        let seen = match lookup_ref(v, !self.task_texts.is_empty(), known) {
+        // Every phrase word is first checked against the filter alone: a
+        // phrase with a word no task has costs no keyed hash.
+        let maybe = |w: &str| self.filter.may_hold(PHRASE_WORD, w.as_bytes());
+        let known = |w: &str| self.task_phrase_words.contains(w);
+        let seen = match lookup_ref(v, !self.task_texts.is_empty(), maybe, known) {
             LookupRef::Word(w) if self.filter.may_hold(WORD, w.as_bytes()) => {
                 self.words.get(w.as_ref())
             }

@@ -47,6 +47,7 @@ const NO_SOURCE: NodeId = NodeId(u32::MAX);
 
 impl Lineage {
     /// No lineage for any of `params` parameters.
+    #[cfg(test)]
     pub fn new(params: usize) -> Lineage {
         Lineage::with_capacity(params, 0)
     }
@@ -65,6 +66,7 @@ impl Lineage {
     }
 
     /// Sets parameter `i`'s sources (a later call for `i` replaces them).
+    #[cfg(test)]
     pub fn set(&mut self, i: usize, nodes: impl IntoIterator<Item = NodeId>) {
         let p = i as u32;
         self.given.retain(|(q, _)| *q != p);
@@ -264,34 +266,38 @@ impl Session {
             )?);
         }
         self.check_task_scope(tool, &args)?;
-        let lookup = |param: &str, ids: &[String]| -> Result<(usize, Vec<NodeId>), Malformed> {
-            let index = self.shared.0.index.param(tool, param).ok_or_else(|| {
+        let index_of = |param: &str| {
+            self.shared.0.index.param(tool, param).ok_or_else(|| {
                 malformed(Reason::UnknownArg {
                     param: param.to_string(),
                 })
-            })?;
-            let nodes = ids
-                .iter()
-                .map(|id| {
-                    self.state.calls.get(id).copied().ok_or_else(|| {
-                        malformed(Reason::UnknownLineage {
-                            param: param.to_string(),
-                            call: id.clone(),
-                        })
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((index, nodes))
+            })
         };
-        let mut lineage = Lineage::new(spec.params.len());
+        // The first id that names no call refuses the call.
+        let node_of = |param: &str, id: &String| {
+            self.state.calls.get(id).copied().ok_or_else(|| {
+                malformed(Reason::UnknownLineage {
+                    param: param.to_string(),
+                    call: id.clone(),
+                })
+            })
+        };
+        let sources = call.lineage.values().map(Vec::len).sum();
+        let mut lineage = Lineage::with_capacity(spec.params.len(), sources);
         for (param, ids) in &call.lineage {
-            let (index, nodes) = lookup(param, ids)?;
-            lineage.set(index, nodes);
+            let index = index_of(param)?;
+            // Each map key is one parameter: its sources are set once.
+            lineage.mark(index);
+            for id in ids {
+                lineage.add(index, node_of(param, id)?);
+            }
         }
         let mut inferred = Vec::new();
         for (param, ids) in &call.inferred {
-            let (index, nodes) = lookup(param, ids)?;
-            inferred.extend(nodes.into_iter().map(|n| (index as u16, n)));
+            let index = index_of(param)?;
+            for id in ids {
+                inferred.push((index as u16, node_of(param, id)?));
+            }
         }
         Ok(Resolved {
             req: Request {
