@@ -63,12 +63,22 @@ impl<'a> Iterator for Words<'a> {
                 None => (text, None),
             };
             self.rest = after;
-            let w = piece.trim_end_matches(['.', ':', '!', '?']);
+            let w = trim_sentence_end(piece);
             if !w.is_empty() {
                 return Some(w);
             }
         }
     }
+}
+
+/// `w` without trailing `. : ! ?` (as `trim_end_matches` of those four
+/// characters; they are ASCII, so cutting bytes keeps characters whole).
+fn trim_sentence_end(w: &str) -> &str {
+    let mut end = w.len();
+    while end > 0 && matches!(w.as_bytes()[end - 1], b'.' | b':' | b'!' | b'?') {
+        end -= 1;
+    }
+    &w[..end]
 }
 
 /// The first separator of `text`: its byte offset and length.
@@ -417,6 +427,15 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
 /// trust by value only under [`ProvenanceMode::Exact`].
 pub fn is_short(v: &Value) -> bool {
     match v {
+        // More than 8 bytes between non-blank ends: more than two
+        // characters, whatever trimming does (most strings, one look).
+        Value::Str(s)
+            if s.len() > 8
+                && s.as_bytes()[0].is_ascii_graphic()
+                && s.as_bytes()[s.len() - 1].is_ascii_graphic() =>
+        {
+            false
+        }
         Value::Str(s) => {
             let t = s.trim();
             t.chars().nth(2).is_none() && is_one_word(t)
@@ -838,6 +857,17 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect();
             proptest::prop_assert_eq!(words(&text).collect::<Vec<_>>(), split);
+        }
+
+        /// Trailing sentence marks are cut as `trim_end_matches` cuts
+        /// them; a string's shortness is decided as by trimming and
+        /// counting characters, with or without the long-string shortcut.
+        #[test]
+        fn sentence_ends_and_shortness_as_defined(w in "[ a-z.:!?é\u{a0}\t]{0,12}") {
+            proptest::prop_assert_eq!(trim_sentence_end(&w), w.trim_end_matches(['.', ':', '!', '?']));
+            let t = w.trim();
+            let short = t.chars().nth(2).is_none() && is_one_word(t);
+            proptest::prop_assert_eq!(is_short(&Value::Str(w.clone())), short);
         }
 
         /// The lookup with its shortcuts (plain words, phrases sent to

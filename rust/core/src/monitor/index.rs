@@ -297,15 +297,15 @@ fn same_name(a: &[u8], b: &[u8]) -> bool {
     if !(8..=32).contains(&n) {
         return a == b;
     }
-    let word = |s: &[u8], at: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&s[at..at + 8]);
-        u64::from_ne_bytes(w)
-    };
     // Offsets 0, 8, 16 and n-8 (clamped into range) cover every byte.
+    let word = |s: &[u8], at: usize| {
+        s.get(at..)
+            .and_then(<[u8]>::first_chunk::<8>)
+            .map(|w| u64::from_ne_bytes(*w))
+    };
     [0, 8.min(n - 8), 16.min(n - 8), n - 8]
-        .iter()
-        .all(|&at| word(a, at) == word(b, at))
+        .into_iter()
+        .all(|at| word(a, at) == word(b, at))
 }
 
 /// `a.cmp(b)`, deciding most pairs of parameter names by their first

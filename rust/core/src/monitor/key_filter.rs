@@ -44,22 +44,21 @@ impl KeyFilter {
     }
 }
 
-/// The word and bit of a key: a multiply-rotate hash over its 8-byte
-/// chunks, its length and its tag, the top bits of which pick the bit.
+/// The word and bit of a key: a multiply-xorshift hash of its first and
+/// last 8 bytes (all of a key of up to 16 bytes), its length and its tag,
+/// the top bits of which pick the bit. Longer keys that differ only in
+/// their middle share a bit: a false "maybe", never a false "absent".
 fn slot(tag: u8, bytes: &[u8]) -> (usize, u64) {
-    let mut h = (u64::from(tag) << 56 | bytes.len() as u64).wrapping_mul(K);
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(c);
-        h = (h ^ u64::from_le_bytes(word))
-            .wrapping_mul(K)
-            .rotate_left(31);
-    }
-    let mut last = [0u8; 8];
-    let rest = chunks.remainder();
-    last[..rest.len()].copy_from_slice(rest);
-    h = (h ^ u64::from_le_bytes(last)).wrapping_mul(K);
+    let (first, last) = match (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) {
+        (Some(f), Some(l)) => (u64::from_le_bytes(*f), u64::from_le_bytes(*l)),
+        _ => {
+            let mut short = [0u8; 8];
+            short[..bytes.len()].copy_from_slice(bytes);
+            (u64::from_le_bytes(short), 0)
+        }
+    };
+    let mut h = (u64::from(tag) << 56 | bytes.len() as u64) ^ first.wrapping_mul(K);
+    h = (h ^ last.rotate_left(32)).wrapping_mul(K);
     h ^= h >> 29;
     h = h.wrapping_mul(K);
     let index = (h >> (64 - BITS)) as usize;
