@@ -117,12 +117,23 @@ pub fn canonical_cow(word: &str) -> Cow<'_, str> {
     let w = word.trim();
     let w = w.strip_prefix("mailto:").unwrap_or(w);
     let bytes = w.as_bytes();
-    if bytes.iter().filter(|&&b| b == b'@').count() == 1 && !w.contains(char::is_whitespace) {
-        // Most addresses are written in lower case already: borrowed.
-        if bytes.is_ascii() && !bytes.iter().any(u8::is_ascii_uppercase) {
-            return Cow::Borrowed(w);
+    if bytes.iter().filter(|&&b| b == b'@').count() == 1 {
+        if bytes.is_ascii() {
+            // By bytes: ASCII white space is these six (`char::is_whitespace`).
+            if !bytes
+                .iter()
+                .any(|b| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+            {
+                // Most addresses are written in lower case already: borrowed.
+                return if bytes.iter().any(u8::is_ascii_uppercase) {
+                    Cow::Owned(w.to_ascii_lowercase())
+                } else {
+                    Cow::Borrowed(w)
+                };
+            }
+        } else if !w.contains(char::is_whitespace) {
+            return Cow::Owned(w.to_lowercase());
         }
-        return Cow::Owned(w.to_lowercase());
     }
     // One form per kind, shared with token tests (`crate::tokens`).
     if let Some(url) = crate::tokens::canonical_url_cow(w) {
@@ -868,6 +879,34 @@ mod tests {
             let t = w.trim();
             let short = t.chars().nth(2).is_none() && is_one_word(t);
             proptest::prop_assert_eq!(is_short(&Value::Str(w.clone())), short);
+        }
+
+        /// The canonical form by byte scans is the one of the definition
+        /// (addresses of any case and script, white space of any kind).
+        #[test]
+        fn canonical_forms_by_bytes_are_the_defined_ones(
+            w in "(mailto:)?[a-zA-Z0-9@. \t\u{b}\u{c}\u{a0}éÉ/:]{0,30}|[a-zA-Z]{1,5}[ \t\u{b}\u{c}\u{a0}]?[a-zA-Zé]{0,5}@[a-zA-Z.]{1,8}"
+        ) {
+            let defined = {
+                let t = w.trim();
+                let t = t.strip_prefix("mailto:").unwrap_or(t);
+                if t.matches('@').count() == 1 && !t.contains(char::is_whitespace) {
+                    Some(t.to_lowercase())
+                } else {
+                    None
+                }
+            };
+            let t = w.trim();
+            let t = t.strip_prefix("mailto:").unwrap_or(t);
+            match defined {
+                Some(d) => proptest::prop_assert_eq!(canonical(&w), d),
+                // Not an address (white space inside, or not one `@`),
+                // not a link, not an IBAN (it has an `@`): as written.
+                None if t.contains('@') && !t.to_ascii_lowercase().starts_with("http") => {
+                    proptest::prop_assert_eq!(canonical(&w), t)
+                }
+                None => {}
+            }
         }
 
         /// The lookup with its shortcuts (plain words, phrases sent to
