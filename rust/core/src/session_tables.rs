@@ -30,6 +30,10 @@ struct Slot {
 
 const DEAD: u32 = u32::MAX;
 
+/// An id's hash under one table's key ([`CallIds::hash_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct IdHash(u32);
+
 /// Call and task ids of a session and their nodes: a map from `String` to
 /// [`NodeId`] with the methods the monitor uses. Ids come from the agent's
 /// runtime, so they are hashed with std's keyed SipHash (crafted ids cannot
@@ -120,10 +124,30 @@ impl CallIds {
         self.find(id).is_some()
     }
 
+    /// The hash of `id`, for [`CallIds::contains_hashed`] and
+    /// [`CallIds::insert_hashed`]: an id checked and then stored is hashed
+    /// once. (It stays valid while the table lives: rebuilding keeps the
+    /// hasher.)
+    pub fn hash_id(&self, id: &str) -> IdHash {
+        IdHash(self.hash(id))
+    }
+
+    /// [`CallIds::contains_key`] with the hash of `id` (from
+    /// [`CallIds::hash_id`] of this table).
+    pub fn contains_hashed(&self, id: &str, hash: IdHash) -> bool {
+        self.find_hashed(id, hash.0).is_some()
+    }
+
     /// Stores `id` with `node`; the node it had before, if any.
     pub fn insert(&mut self, id: impl AsRef<str>, node: NodeId) -> Option<NodeId> {
         let id = id.as_ref();
-        let hash = self.hash(id);
+        self.insert_hashed(id, IdHash(self.hash(id)), node)
+    }
+
+    /// [`CallIds::insert`] with the hash of `id` (from [`CallIds::hash_id`]
+    /// of this table).
+    pub fn insert_hashed(&mut self, id: &str, hash: IdHash, node: NodeId) -> Option<NodeId> {
+        let hash = hash.0;
         if let Some(b) = self.find_hashed(id, hash) {
             let slot = &mut self.slots[self.table[b].0 as usize];
             self.unsorted = true;
@@ -524,6 +548,22 @@ mod tests {
         assert!(CallIds::default().is_empty());
         assert!(CallIds::default().get("x").is_none());
         assert_eq!(format!("{:?}", CallIds::default()), "{}");
+    }
+
+    /// An id hashed once, checked and then stored with that hash, is found
+    /// by its text afterwards, also after the table grows.
+    #[test]
+    fn ids_stored_by_their_hash_are_found_by_their_text() {
+        let mut ids = CallIds::default();
+        for n in 0..100u32 {
+            let id = format!("c{n}");
+            let h = ids.hash_id(&id);
+            assert!(!ids.contains_hashed(&id, h));
+            assert_eq!(ids.insert_hashed(&id, h, NodeId(n)), None);
+            assert!(ids.contains_hashed(&id, h));
+        }
+        assert!((0..100u32).all(|n| ids.get(&format!("c{n}")) == Some(&NodeId(n))));
+        assert!(!ids.contains_key("c100"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::Session;
 use crate::graph::{EdgeKind, Evidence, Node, NodeId, NodeKind, Status, Trust, NO_PARAM, NO_TOOL};
 use crate::label::Label;
 use crate::policy::ToolId;
+use crate::session_tables::IdHash;
 use crate::spec;
 use crate::value::Value;
 
@@ -175,6 +176,7 @@ impl Session {
     pub(crate) fn append_denied(
         &mut self,
         id: &str,
+        id_hash: IdHash,
         tool: Option<ToolId>,
         agent: usize,
         time: u64,
@@ -190,7 +192,7 @@ impl Session {
             first_edge: 0,
         });
         self.link_control(node);
-        self.state.calls.insert(id, node);
+        self.state.calls.insert_hashed(id, id_hash, node);
         node
     }
 
@@ -210,6 +212,7 @@ impl Session {
     pub(crate) fn append_call(
         &mut self,
         id: &str,
+        id_hash: IdHash,
         r: &Resolved,
         labels: &CallLabels,
     ) -> (NodeId, Label) {
@@ -253,7 +256,7 @@ impl Session {
             first_edge: 0,
         });
         self.link_control(node);
-        self.state.calls.insert(id, node);
+        self.state.calls.insert_hashed(id, id_hash, node);
         if let Some(ctx) = context {
             self.state
                 .graph

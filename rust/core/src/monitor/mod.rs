@@ -777,7 +777,9 @@ impl Session {
         if let Some(e) = call.foreign(self) {
             return Err(e);
         }
-        if self.state.calls.contains_key(call.id()) {
+        // Hashed once: checked here, stored when the call is appended.
+        let id_hash = self.state.calls.hash_id(call.id());
+        if self.state.calls.contains_hashed(call.id(), id_hash) {
             return Err(StepError::DuplicateCall(call.id().to_string()));
         }
         if self.state.graph.len() >= u32::MAX as usize {
@@ -796,7 +798,7 @@ impl Session {
         let resolved = match resolved {
             Ok(r) => r,
             Err(((rule, reason), tool, agent)) => {
-                let node = self.append_denied(&id, tool, agent, time);
+                let node = self.append_denied(&id, id_hash, tool, agent, time);
                 if collect {
                     stops.push(Stop::deny(rule, reason.clone(), vec![]));
                 }
@@ -814,7 +816,7 @@ impl Session {
 
         // 2. Append the call and label each argument.
         let labels = self.call_labels(&resolved);
-        let (node, field_base) = self.append_call(&id, &resolved, &labels);
+        let (node, field_base) = self.append_call(&id, id_hash, &resolved, &labels);
 
         // 3. Flows into every sink the call reaches.
         let flows = self.check_flows(&resolved, &labels, collect);
