@@ -212,6 +212,10 @@ impl ValueIndex {
     /// from are pushed onto `found` as `(param, node)`, each once (nothing
     /// is pushed on `None`).
     pub fn lookup(&self, v: &Value, param: u16, found: &mut Vec<(u16, NodeId)>) -> Option<Label> {
+        // Booleans and `null` are never looked up (`provenance::value_key`).
+        if matches!(v, Value::Bool(_) | Value::Null) {
+            return None;
+        }
         let start = found.len();
         let mut label = Label::BOTTOM;
         for s in v.scalars() {
