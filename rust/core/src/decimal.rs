@@ -167,6 +167,7 @@ impl Decimal {
 
     /// The normalized mantissa (16 bytes, little-endian) and the scale:
     /// equal values give equal bytes (the key of `monitor::key_filter`).
+    #[inline]
     pub(crate) fn key_bytes(self) -> [u8; 17] {
         let mut out = [0u8; 17];
         out[..16].copy_from_slice(&self.mantissa.to_le_bytes());

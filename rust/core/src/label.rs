@@ -109,6 +109,7 @@ impl Label {
     }
 
     /// Least upper bound.
+    #[inline]
     pub fn join(&self, other: &Label) -> Label {
         Label {
             sensitivity: self.sensitivity.max(other.sensitivity),

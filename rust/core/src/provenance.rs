@@ -55,6 +55,7 @@ pub struct Words<'a> {
 impl<'a> Iterator for Words<'a> {
     type Item = &'a str;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a str> {
         loop {
             let text = self.rest?;
@@ -73,6 +74,7 @@ impl<'a> Iterator for Words<'a> {
 
 /// `w` without trailing `. : ! ?` (as `trim_end_matches` of those four
 /// characters; they are ASCII, so cutting bytes keeps characters whole).
+#[inline]
 fn trim_sentence_end(w: &str) -> &str {
     let mut end = w.len();
     while end > 0 && matches!(w.as_bytes()[end - 1], b'.' | b':' | b'!' | b'?') {
@@ -82,6 +84,7 @@ fn trim_sentence_end(w: &str) -> &str {
 }
 
 /// The first separator of `text`: its byte offset and length.
+#[inline]
 fn separator_at(text: &str) -> Option<(usize, usize)> {
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -158,6 +161,7 @@ pub fn canonical_cow(word: &str) -> Cow<'_, str> {
 /// scheme or `mailto:`, not the start of an IBAN. Most argument values
 /// are; `false` only sends a value to the general path (`canonical_cow`,
 /// `is_one_word`), which gives the same answer for those that are.
+#[inline]
 fn is_plain_word(s: &str) -> bool {
     let b = s.as_bytes();
     let Some(&last) = b.last() else {
@@ -183,6 +187,7 @@ const PLAIN_BYTE: [bool; 256] = {
 
 /// Whether a string is one word as `words` cuts text (no separator inside,
 /// no trailing sentence punctuation).
+#[inline]
 fn is_one_word(s: &str) -> bool {
     let t = s.trim();
     !t.is_empty() && !has_separator(t) && !t.ends_with(['.', ':', '!', '?'])
@@ -352,6 +357,7 @@ pub fn lookup_ref(
 /// Whether `canonical_cow(s)` could be an IBAN although `s` has a
 /// separator: only an IBAN written in groups (`DE89 3704 ...`) is, and
 /// it starts as one and is 15 to 42 bytes long.
+#[inline]
 fn may_be_grouped_iban(s: &str) -> bool {
     let w = s.trim();
     let w = w.strip_prefix("mailto:").unwrap_or(w);
@@ -436,6 +442,7 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
 /// `7`, `2.5`) or a one-word string of at most two characters. Short
 /// values occur by chance in any text (`13` in "June 13"), so they confer
 /// trust by value only under [`ProvenanceMode::Exact`].
+#[inline]
 pub fn is_short(v: &Value) -> bool {
     match v {
         // More than 8 bytes between non-blank ends: more than two
@@ -481,6 +488,7 @@ pub fn is_token(v: &Value) -> bool {
 /// every scalar of it (each element of a list) must be admitted
 /// (`docs/semantics.md`, "Per-parameter provenance"). The monitor and the
 /// reference both ask this before looking the value up.
+#[inline]
 pub fn admits(mode: ProvenanceMode, v: &Value) -> bool {
     let one = |s: &Value| match mode {
         ProvenanceMode::Off => false,

@@ -162,6 +162,7 @@ pub(crate) const fn is_separator_byte(b: u8) -> bool {
 }
 
 /// Whether `b` is an ASCII byte that is a separator.
+#[inline]
 pub fn is_ascii_separator(b: u8) -> bool {
     ASCII_SEPARATOR
         .get(usize::from(b))
@@ -170,6 +171,7 @@ pub fn is_ascii_separator(b: u8) -> bool {
 }
 
 /// Whether `s` holds a separator: one byte scan while it is ASCII.
+#[inline]
 pub fn has_separator(s: &str) -> bool {
     let bytes = s.as_bytes();
     match bytes

@@ -228,6 +228,7 @@ impl Value {
     }
 
     /// The scalars of this value: the elements of a list, or itself.
+    #[inline]
     pub fn scalars(&self) -> &[Value] {
         match self {
             Value::List(items) => items,

@@ -264,6 +264,7 @@ impl<'a> ParamCursor<'a> {
     }
 
     /// The parameter index of `name` (as [`Index::param`] answers it).
+    #[inline]
     pub fn param(&mut self, name: &str) -> Option<usize> {
         // Skip the names the call left out (absent optional parameters):
         // one comparison per name passed.
@@ -289,6 +290,7 @@ impl<'a> ParamCursor<'a> {
 
 /// `a == b`, by 8-byte words for names of 8 to 32 bytes (the first and
 /// last words overlap for lengths that are not a multiple of 8).
+#[inline]
 fn same_name(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
@@ -310,6 +312,7 @@ fn same_name(a: &[u8], b: &[u8]) -> bool {
 
 /// `a.cmp(b)`, deciding most pairs of parameter names by their first
 /// eight bytes as one integer instead of a call to `memcmp`.
+#[inline]
 fn cmp_names(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     if let (Some(pa), Some(pb)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
         // Big-endian: integer order is byte order.

@@ -33,6 +33,7 @@ impl KeyFilter {
     }
 
     /// Whether a key may have been added (`false`: it certainly was not).
+    #[inline]
     pub fn may_hold(&self, tag: u8, bytes: &[u8]) -> bool {
         match &self.0 {
             None => false,
@@ -48,6 +49,7 @@ impl KeyFilter {
 /// last 8 bytes (all of a key of up to 16 bytes), its length and its tag,
 /// the top bits of which pick the bit. Longer keys that differ only in
 /// their middle share a bit: a false "maybe", never a false "absent".
+#[inline]
 fn slot(tag: u8, bytes: &[u8]) -> (usize, u64) {
     let (first, last) = match (bytes.first_chunk::<8>(), bytes.last_chunk::<8>()) {
         (Some(f), Some(l)) => (u64::from_le_bytes(*f), u64::from_le_bytes(*l)),
