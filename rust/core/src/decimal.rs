@@ -43,6 +43,7 @@ impl Decimal {
         digits.max(u32::from(self.scale) + 1)
     }
 
+    #[inline]
     fn normalized(mut mantissa: i128, mut scale: u8) -> Decimal {
         while scale > 0 && mantissa % 10 == 0 {
             mantissa /= 10;
@@ -80,6 +81,7 @@ impl Decimal {
     /// significant digits, so it is the only one of that size that reads
     /// as `f`: the one the printed shortest form names. `None` when there
     /// is none (the printed form decides).
+    #[inline]
     fn of_short_float(f: f64) -> Option<Decimal> {
         const LIMIT: f64 = 1e15;
         let mut scale = 1.0_f64;

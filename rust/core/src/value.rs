@@ -258,6 +258,7 @@ impl Value {
     /// shortest form has at most 15 significant digits, and strings such as
     /// `"98.70"` (exact). `null` is never accepted here: the caller decides
     /// what an absent or null argument means.
+    #[inline]
     pub fn from_json_typed(
         v: &serde_json::Value,
         ty: ParamType,
@@ -281,6 +282,7 @@ impl Value {
         Self::scalar_typed(v, ty)
     }
 
+    #[inline]
     fn scalar_typed(v: &serde_json::Value, ty: ParamType) -> Result<Value, TypeMismatch> {
         let got = || TypeMismatch {
             got: json_type_name(v).into(),

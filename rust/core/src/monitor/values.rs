@@ -169,6 +169,7 @@ impl ValueIndex {
 
     /// The label of one scalar and where it came from, if provenance
     /// applies to it.
+    #[inline]
     fn scalar(&self, v: &Value) -> Option<(Label, NodeId)> {
         // Every phrase word is first checked against the filter alone: a
         // phrase with a word no task has costs no keyed hash.
@@ -211,6 +212,7 @@ impl ValueIndex {
     /// scalar of it (each element of a list) has one. The nodes it came
     /// from are pushed onto `found` as `(param, node)`, each once (nothing
     /// is pushed on `None`).
+    #[inline]
     pub fn lookup(&self, v: &Value, param: u16, found: &mut Vec<(u16, NodeId)>) -> Option<Label> {
         // Booleans and `null` are never looked up (`provenance::value_key`).
         if matches!(v, Value::Bool(_) | Value::Null) {
