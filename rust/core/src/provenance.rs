@@ -445,10 +445,11 @@ pub fn text_has_phrase(text: &str, phrase: &[String]) -> bool {
 #[inline]
 pub fn is_short(v: &Value) -> bool {
     match v {
-        // More than 8 bytes between non-blank ends: more than two
-        // characters, whatever trimming does (most strings, one look).
+        // Three bytes or more between ASCII non-blank ends: nothing to
+        // trim, and at least three characters (the ends are one each, the
+        // middle at least one): not short, at one look (most strings).
         Value::Str(s)
-            if s.len() > 8
+            if s.len() > 2
                 && s.as_bytes()[0].is_ascii_graphic()
                 && s.as_bytes()[s.len() - 1].is_ascii_graphic() =>
         {
