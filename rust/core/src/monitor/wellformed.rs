@@ -146,14 +146,17 @@ pub(crate) fn argument<V>(
         None => Err(malformed(Reason::MissingArg {
             param: p.name.clone(),
         })),
-        Some(v) => convert(v).map_err(|e| {
-            malformed(Reason::IllTyped {
-                param: p.name.clone(),
-                expected: p.type_name(),
-                got: e.got,
-            })
-        }),
+        Some(v) => convert(v).map_err(|e| ill_typed(p, e)),
     }
+}
+
+/// The refusal of an argument of `p` that does not have its type.
+fn ill_typed(p: &Param, e: TypeMismatch) -> Malformed {
+    malformed(Reason::IllTyped {
+        param: p.name.clone(),
+        expected: p.type_name(),
+        got: e.got,
+    })
 }
 
 /// [`argument`] for a parameter of object type (or a list of objects):
@@ -258,12 +261,21 @@ impl Session {
                 )?);
                 continue;
             }
-            args.push(argument(
-                p,
-                value,
-                |v| v.is_null(),
-                |v| Value::from_json_typed(v, p.ty, p.list),
-            )?);
+            match value {
+                // The common case, converted in place (as `argument` does).
+                Some(v) if !(p.optional && v.is_null()) => {
+                    match Value::from_json_typed(v, p.ty, p.list) {
+                        Ok(x) => args.push(x),
+                        Err(e) => return Err(ill_typed(p, e)),
+                    }
+                }
+                _ => args.push(argument(
+                    p,
+                    value,
+                    |v| v.is_null(),
+                    |v| Value::from_json_typed(v, p.ty, p.list),
+                )?),
+            }
         }
         self.check_task_scope(tool, &args)?;
         let index_of = |param: &str| {
