@@ -43,6 +43,12 @@ impl Decimal {
         digits.max(u32::from(self.scale) + 1)
     }
 
+    /// Whether `written_digits() <= 2`, without a logarithm: at most one
+    /// digit after the point and a mantissa below 100.
+    pub fn has_at_most_two_digits(self) -> bool {
+        self.scale <= 1 && self.mantissa.unsigned_abs() < 100
+    }
+
     #[inline]
     fn normalized(mut mantissa: i128, mut scale: u8) -> Decimal {
         while scale > 0 && mantissa % 10 == 0 {
@@ -348,6 +354,15 @@ mod tests {
             if negative { -mantissa } else { mantissa },
             frac.len() as u8,
         ))
+    }
+
+    proptest::proptest! {
+        /// The two-digit test answers as counting the written digits.
+        #[test]
+        fn two_digits_as_counted(m in -100_000i64..100_000, s in 0u8..6) {
+            let d = Decimal::normalized(i128::from(m), s);
+            proptest::prop_assert_eq!(d.has_at_most_two_digits(), d.written_digits() <= 2, "{}", d);
+        }
     }
 
     proptest::proptest! {

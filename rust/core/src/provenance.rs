@@ -460,7 +460,7 @@ pub fn is_short(v: &Value) -> bool {
             t.chars().nth(2).is_none() && is_one_word(t)
         }
         Value::Int(i) => i.unsigned_abs() <= 99,
-        Value::Decimal(d) => d.written_digits() <= 2,
+        Value::Decimal(d) => d.has_at_most_two_digits(),
         Value::Bool(_) | Value::Null | Value::List(_) | Value::Object(_) => false,
     }
 }
