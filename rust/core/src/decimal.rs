@@ -356,6 +356,26 @@ mod tests {
         ))
     }
 
+    /// The two-digit test at its edges: 99 and 9.9 are short, 100, 0.05
+    /// and 10.5 are not (a mutant `<= 100` survived the property alone).
+    #[test]
+    fn two_digits_at_the_edges() {
+        for (text, short) in [
+            ("99", true),
+            ("-99", true),
+            ("9.9", true),
+            ("0.5", true),
+            ("100", false),
+            ("-100", false),
+            ("0.05", false),
+            ("10.5", false),
+        ] {
+            let v = d(text);
+            assert_eq!(v.has_at_most_two_digits(), short, "{text}");
+            assert_eq!(v.written_digits() <= 2, short, "{text}");
+        }
+    }
+
     proptest::proptest! {
         /// The two-digit test answers as counting the written digits.
         #[test]
